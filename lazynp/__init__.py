@@ -1,0 +1,46 @@
+"""lazynp: NumPy with a dependency engine behind it.
+
+``import lazynp as np`` and existing NumPy code gives the same results, while every
+operation is recorded into a dependency graph that runs later, planned and multi-threaded.
+Names lazynp does not implement lazily fall back to NumPy (counted in :func:`stats`).
+"""
+from __future__ import annotations
+
+import numpy as _np
+
+from . import _config, _fallback, graph as _graph
+from ._fallback import FallbackError
+from .ndarray import ndarray, _install_methods
+
+_install_methods()
+
+from ._namespace import *  # noqa: E402,F401,F403
+from ._namespace import __all_lazy__ as _all_lazy  # noqa: E402
+from ._ufunc import ufunc  # noqa: E402
+from ._api import evaluate, stats, reset_stats, set_strict, strict  # noqa: E402
+from . import linalg, fft, random, lib, testing  # noqa: E402
+
+__version__ = "0.1.0"
+newaxis = None
+
+_NP_SUBMODULES = ("polynomial", "ma", "char", "strings", "rec", "emath", "ctypeslib",
+                  "exceptions", "dtypes", "typing", "matlib")
+
+
+def __getattr__(name: str):
+    if name in _NP_SUBMODULES:
+        import importlib
+        mod = _fallback.FallbackModule(f"lazynp.{name}", importlib.import_module(f"numpy.{name}"))
+        globals()[name] = mod
+        return mod
+    try:
+        obj = getattr(_np, name)
+    except AttributeError:
+        raise AttributeError(f"module 'lazynp' has no attribute {name!r}") from None
+    wrapped = _fallback.fallback_attr(obj, name)
+    globals()[name] = wrapped
+    return wrapped
+
+
+def __dir__():
+    return sorted(set(dir(_np)) | set(globals()))

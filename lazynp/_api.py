@@ -1,0 +1,50 @@
+"""Explicit control: ``evaluate``, statistics, strict mode."""
+from __future__ import annotations
+
+import contextlib
+
+from . import _config, _fallback, graph
+
+
+def evaluate(*arrays):
+    """Force the given lazy arrays with one flush; returns them (a single array if one).
+
+    Parameters
+    ----------
+    *arrays : lazynp.ndarray
+        Arrays to compute now.
+    """
+    from .ndarray import ndarray
+    nodes = [a._node() for a in arrays if isinstance(a, ndarray)]
+    graph.flush(nodes)
+    return arrays[0] if len(arrays) == 1 else arrays
+
+
+def stats() -> dict:
+    """Counters: ops recorded, flushes, nodes executed, fallbacks with their call sites."""
+    out = dict(graph.STATS)
+    out.update(_fallback.report())
+    return out
+
+
+def reset_stats() -> None:
+    """Zero every counter of :func:`stats`."""
+    for k in graph.STATS:
+        graph.STATS[k] = 0
+    _fallback.reset()
+
+
+def set_strict(on: bool = True) -> None:
+    """Strict mode: a NumPy fallback raises :class:`lazynp.FallbackError`."""
+    _config.STRICT = bool(on)
+
+
+@contextlib.contextmanager
+def strict(on: bool = True):
+    """Context manager form of :func:`set_strict`."""
+    old = _config.STRICT
+    _config.STRICT = bool(on)
+    try:
+        yield
+    finally:
+        _config.STRICT = old

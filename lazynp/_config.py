@@ -1,0 +1,17 @@
+"""Settings read from the environment once, adjustable at run time."""
+from __future__ import annotations
+
+import os
+
+#: ``LAZYNP_STRICT=1`` turns every NumPy fallback into a :class:`lazynp.FallbackError`.
+STRICT = os.environ.get("LAZYNP_STRICT", "0") not in ("", "0", "false", "False")
+
+#: The pending graph is flushed when this many nodes were recorded since the last flush.
+MAX_PENDING_NODES = int(os.environ.get("LAZYNP_MAX_PENDING", "2000"))
+
+#: ... or when the bytes of pending outputs exceed this.
+MAX_PENDING_BYTES = int(os.environ.get("LAZYNP_MAX_PENDING_BYTES", str(2 << 30)))
+
+#: A flush whose outputs total fewer bytes than this runs as one engine push (MXNet's bulk
+#: execution): per-op scheduling would cost more than the work.
+BULK_BYTES = int(os.environ.get("LAZYNP_BULK_BYTES", str(1 << 20)))

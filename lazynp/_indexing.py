@@ -1,0 +1,236 @@
+"""``a[index]`` and ``a[index] = value``: basic indexing makes views, advanced indexing copies.
+
+Basic indices are applied to the array's shadow (see :mod:`lazynp.ndarray`), so NumPy
+itself decides shapes and raises ``IndexError``.  Advanced indices may be lazy arrays; the
+result shape is found by indexing a zero-stride dummy (no real data is touched), with the
+concrete index values when they are known so that out-of-bounds errors are raised at the
+user's line, as in NumPy.
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from . import graph
+from ._operands import PY_SCALARS, broadcast_shapes, operand, to_numpy
+from .graph import Node
+from .ops.registry import Op, register
+
+
+class _Slot:
+    """Placeholder in an index template for the k-th lazy index argument."""
+
+    __slots__ = ("k",)
+
+    def __init__(self, k: int):
+        self.k = k
+
+    def __repr__(self) -> str:
+        return f"_Slot({self.k})"
+
+
+def _fill(template, vals):
+    if type(template) is _Slot:
+        return vals[template.k]
+    if type(template) is tuple:
+        return tuple(_fill(t, vals) for t in template)
+    return template
+
+
+def _getitem_impl(base, *idx_vals, index):
+    return base[_fill(index, idx_vals)]
+
+
+def _setitem_impl(base, value, *idx_vals, geom, index):
+    target = base if geom is None else graph._view_impl(base, *geom)
+    if index is Ellipsis:
+        target[...] = value
+    else:
+        target[_fill(index, idx_vals)] = value
+    return base
+
+
+def _ufunc_at_impl(base, *vals, geom, index, ufunc, has_b):
+    target = base if geom is None else graph._view_impl(base, *geom)
+    if has_b:
+        ufunc.at(target, _fill(index, vals[:-1]), vals[-1])
+    else:
+        ufunc.at(target, _fill(index, vals))
+    return base
+
+
+GETITEM = register(Op("getitem", "index", _getitem_impl))
+SETITEM = register(Op("setitem", "write", _setitem_impl, inplace=(0,)))
+UFUNC_AT = register(Op("ufunc_at", "write", _ufunc_at_impl, inplace=(0,)))
+
+_BASIC_TYPES = (int, slice, type(None), type(Ellipsis))
+
+
+def _normalize_basic(index):
+    """The index as a tuple of basic components, or None when it has advanced parts."""
+    from .ndarray import ndarray
+    items = index if type(index) is tuple else (index,)
+    out = []
+    for it in items:
+        t = type(it)
+        if t is bool:
+            return None
+        if t in _BASIC_TYPES:
+            out.append(it)
+        elif isinstance(it, np.integer):
+            out.append(int(it))
+        elif isinstance(it, ndarray):
+            if it.ndim == 0 and it.dtype.kind in "iu":
+                out.append(operator.index(it))
+            else:
+                return None
+        elif isinstance(it, np.ndarray) and it.ndim == 0 and it.dtype.kind in "iu":
+            out.append(int(it))
+        elif t is slice:
+            out.append(it)
+        else:
+            return None
+    out = tuple(slice(*(operator.index(x) if x is not None and not isinstance(x, int)
+                        else x for x in (s.start, s.stop, s.step)))
+                if type(s) is slice and _lazy_slice(s) else s for s in out)
+    return out
+
+
+def _lazy_slice(s: slice) -> bool:
+    return any(x is not None and type(x) is not int for x in (s.start, s.stop, s.step))
+
+
+def _basic_view_shadow(arr, idx: tuple):
+    """Shadow of ``arr[idx]`` as an array view (0-d for a full integer index)."""
+    sh = arr._get_shadow()
+    res = sh[idx]
+    if type(res) is not np.ndarray:
+        res = sh[idx + (Ellipsis,)]
+        return res, True
+    return res, False
+
+
+def getitem(arr, index):
+    from .ndarray import ndarray
+    basic = _normalize_basic(index)
+    if basic is not None:
+        shadow, scalar = _basic_view_shadow(arr, basic)
+        v = arr._view_of(shadow)
+        v._scalar = scalar
+        return v
+    template, args, dummy_index = _advanced_template(index)
+    dummy = np.broadcast_to(np.empty((), arr.dtype), arr.shape)
+    shape = dummy[dummy_index].shape
+    node = graph.record(GETITEM, (arr._node(),) + tuple(args), {"index": template}, shape,
+                        arr.dtype)
+    return ndarray._from_node(node)
+
+
+def _advanced_template(index):
+    """Index template with lazy arrays as slots; lazy boolean masks are forced (their
+    True count decides the shape, as in NumPy)."""
+    from .ndarray import ndarray
+    items = index if type(index) is tuple else (index,)
+    template, args, dummy = [], [], []
+    for it in items:
+        if isinstance(it, ndarray):
+            if it.dtype.kind == "b":
+                val = it._value()
+                template.append(val.copy())
+                dummy.append(val)
+            elif it.dtype.kind in "iu":
+                template.append(_Slot(len(args)))
+                args.append(it._node())
+                dummy.append(np.broadcast_to(np.zeros((), it.dtype), it.shape))
+            else:
+                raise IndexError("arrays used as indices must be of integer (or boolean) type")
+        elif type(it) in (list, tuple) or isinstance(it, np.ndarray):
+            val = np.asarray(to_numpy(it)) if not isinstance(it, np.ndarray) else it.copy()
+            if isinstance(it, list) and len(it) == 0:
+                val = np.asarray(it, dtype=np.intp)
+            template.append(val)
+            dummy.append(val)
+        else:
+            template.append(it)
+            dummy.append(it)
+    if type(index) is not tuple:
+        return template[0], args, dummy[0]
+    return tuple(template), args, tuple(dummy)
+
+
+def _check_scalar_assign(dtype, value) -> None:
+    """NumPy's errors for assigning a scalar into ``dtype`` (overflow, NaN into int...)."""
+    probe = np.empty((), dtype)
+    probe[()] = value
+
+
+def setitem(arr, index, value) -> None:
+    from .ndarray import ndarray
+    val = operand(value)
+    vshape = val.shape if type(val) is Node else ()
+    if type(val) is not Node:
+        _check_scalar_assign(arr.dtype, value)
+    elif val.dtype.kind == "c" and arr.dtype.kind in "biuf":
+        np.empty((), arr.dtype)[()] = np.zeros((), val.dtype)  # NumPy's warning/error here
+    basic = _normalize_basic(index)
+    if basic is not None:
+        shadow, _ = _basic_view_shadow(arr, basic)
+        _check_broadcast_assign(vshape, shadow.shape)
+        target = arr._view_of(shadow)
+        g = target._geom
+        head = arr._var.head
+        if g[0] == 0 and g[1] == head.shape and g[3] == head.dtype and \
+                g[2] == _c_strides(head.shape, head.dtype):
+            target = ndarray._base_handle(arr._var)
+        target._write(SETITEM, (val,), {"index": Ellipsis})
+        return
+    template, args, dummy_index = _advanced_template(index)
+    if not args:
+        dummy = np.broadcast_to(np.empty((), arr.dtype), arr.shape)
+        _check_broadcast_assign(vshape, dummy[dummy_index].shape, advanced=True)
+    arr._write(SETITEM, (val,) + tuple(args), {"index": template})
+
+
+def _c_strides(shape, dtype) -> tuple:
+    st = []
+    acc = dtype.itemsize
+    for s in reversed(shape):
+        st.append(acc)
+        acc *= max(s, 1)
+    return tuple(reversed(st))
+
+
+def _check_broadcast_assign(vshape: tuple, tshape: tuple, advanced: bool = False) -> None:
+    # NumPy lets a value with extra leading length-1 dimensions be assigned
+    vs = vshape
+    while len(vs) > len(tshape) and vs[0] == 1:
+        vs = vs[1:]
+    ok = len(vs) <= len(tshape)
+    if ok:
+        try:
+            ok = broadcast_shapes(vs, tshape) == tshape
+        except ValueError:
+            ok = False
+    if not ok:
+        if advanced:
+            raise ValueError(f"shape mismatch: value array of shape {vshape} could not be "
+                             f"broadcast to indexing result of shape {tshape}")
+        raise ValueError(f"could not broadcast input array from shape {vshape} into shape "
+                         f"{tshape}")
+
+
+def ufunc_at(uf, a, indices, b=None) -> None:
+    from .ndarray import ndarray
+    if not isinstance(a, ndarray):
+        uf._np.at(a, to_numpy(indices), to_numpy(b) if b is not None else None) if b is not None \
+            else uf._np.at(a, to_numpy(indices))
+        return
+    template, args, dummy_index = _advanced_template(indices)
+    if not args:
+        dummy = np.broadcast_to(np.empty((), a.dtype), a.shape)
+        dummy[dummy_index]  # IndexError at the user's line
+    extra = tuple(args)
+    if b is not None:
+        extra += (operand(b),)
+    a._write(UFUNC_AT, extra, {"index": template, "ufunc": uf._np, "has_b": b is not None})

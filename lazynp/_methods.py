@@ -1,0 +1,215 @@
+"""``ndarray`` dunders and methods, each delegating to the lazy namespace."""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from . import _namespace as ns
+from . import graph
+from ._ufunc import UFUNCS
+
+_BINARY = {
+    "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "true_divide",
+    "floordiv": "floor_divide", "mod": "remainder", "pow": "power", "and": "bitwise_and",
+    "or": "bitwise_or", "xor": "bitwise_xor", "lshift": "left_shift", "rshift": "right_shift",
+}
+_COMPARE = {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
+            "gt": "greater", "ge": "greater_equal"}
+_UNARY = {"neg": "negative", "pos": "positive", "abs": "absolute", "invert": "invert"}
+
+
+def _forward(uf):
+    def f(self, other):
+        return uf(self, other)
+    return f
+
+
+def _reflected(uf):
+    def f(self, other):
+        return uf(other, self)
+    return f
+
+
+def _inplace(uf):
+    def f(self, other):
+        uf(self, other, out=self)
+        return self
+    return f
+
+
+def _compare(uf):
+    def f(self, other):
+        try:
+            return uf(self, other)
+        except (TypeError, ValueError) as exc:
+            if uf.__name__ in ("equal", "not_equal") and isinstance(exc, TypeError):
+                return NotImplemented
+            raise
+    return f
+
+
+def _unary(uf):
+    def f(self):
+        return uf(self)
+    return f
+
+
+def _reshape(self, *shape, order="C", copy=None):
+    if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+        shape = shape[0]
+    return ns.reshape(self, shape, order=order, copy=copy)
+
+
+def _transpose(self, *axes):
+    if not axes or axes == (None,):
+        return ns.transpose(self)
+    if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
+        axes = axes[0]
+    return ns.transpose(self, axes)
+
+
+def _astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+    dtype = np.dtype(dtype)
+    if not np.can_cast(self.dtype, dtype, casting):
+        raise TypeError(f"Cannot cast array data from {self.dtype!r} to {dtype!r} according "
+                        f"to the rule '{casting}'")
+    if dtype == self.dtype and not copy:
+        return self
+    node = graph.record(ns._ASTYPE, (self._node(),), {"dtype": dtype}, self.shape, dtype)
+    return type(self)._from_node(node)
+
+
+def _copy(self, order="C"):
+    return ns.copy(self)
+
+
+def _flatten(self, order="C"):
+    return ns.copy(ns.ravel(self))
+
+
+def _ravel(self, order="C"):
+    return ns.ravel(self, order)
+
+
+def _sort(self, axis=-1, kind=None, order=None, stable=None):
+    self[...] = ns.sort(self, axis=axis, kind=kind, order=order)
+
+
+def _view(self, dtype=None, type=None):
+    if dtype is None:
+        return self[...]
+    from . import _views
+    return _views.view(self, np.ndarray.view, np.dtype(dtype))
+
+
+def _conj(self):
+    return UFUNCS["conjugate"](self)
+
+
+def _dot(self, b, out=None):
+    return ns.dot(self, b, out=out)
+
+
+def _round(self, decimals=0, out=None):
+    return ns.round(self, decimals, out)
+
+
+def _python_round(self, ndigits=None):
+    if ndigits is None:
+        return round(self._value()[()]) if self.ndim == 0 else ns.round(self)
+    return ns.round(self, ndigits)
+
+
+def _nonzero(self):
+    return ns.nonzero(self)
+
+
+def _item_method(name):
+    fn = getattr(ns, name)
+
+    def f(self, *args, **kwargs):
+        return fn(self, *args, **kwargs)
+    f.__name__ = name
+    f.__doc__ = getattr(np.ndarray, name, fn).__doc__
+    return f
+
+
+_DELEGATED = ("sum", "prod", "mean", "std", "var", "min", "max", "argmin", "argmax", "all",
+              "any", "cumsum", "cumprod", "clip", "squeeze", "repeat", "take", "swapaxes",
+              "diagonal", "trace", "argsort", "searchsorted", "ptp", "compress", "choose",
+              "partition", "argpartition")
+
+
+def _matmul(self, other):
+    return ns.matmul(self, other)
+
+
+def _rmatmul(self, other):
+    return ns.matmul(other, self)
+
+
+def _imatmul(self, other):
+    self[...] = ns.matmul(self, other)
+    return self
+
+
+def _divmod(self, other):
+    return UFUNCS["divmod"](self, other)
+
+
+def _rdivmod(self, other):
+    return UFUNCS["divmod"](other, self)
+
+
+def _getfield(self, dtype, offset=0):
+    return ns.asarray(self._value().getfield(dtype, offset))
+
+
+def _put(self, indices, values, mode="raise"):
+    from ._fallback import call_numpy
+    call_numpy(np.put, "put", (self, indices, values), {"mode": mode})
+
+
+def _tofile(self, fid, sep="", format="%s"):
+    self._value().tofile(fid, sep, format)
+
+
+def _dump(self, file):
+    np.asarray(self._value()).dump(file)
+
+
+def install(cls) -> None:
+    for dunder, name in _BINARY.items():
+        uf = UFUNCS[name]
+        setattr(cls, f"__{dunder}__", _forward(uf))
+        setattr(cls, f"__r{dunder}__", _reflected(uf))
+        setattr(cls, f"__i{dunder}__", _inplace(uf))
+    for dunder, name in _COMPARE.items():
+        setattr(cls, f"__{dunder}__", _compare(UFUNCS[name]))
+    for dunder, name in _UNARY.items():
+        setattr(cls, f"__{dunder}__", _unary(UFUNCS[name]))
+    cls.__matmul__ = _matmul
+    cls.__rmatmul__ = _rmatmul
+    cls.__imatmul__ = _imatmul
+    cls.__divmod__ = _divmod
+    cls.__rdivmod__ = _rdivmod
+    cls.__round__ = _python_round
+    cls.reshape = _reshape
+    cls.transpose = _transpose
+    cls.astype = _astype
+    cls.copy = _copy
+    cls.flatten = _flatten
+    cls.ravel = _ravel
+    cls.sort = _sort
+    cls.view = _view
+    cls.conj = cls.conjugate = _conj
+    cls.dot = _dot
+    cls.round = _round
+    cls.nonzero = _nonzero
+    cls.getfield = _getfield
+    cls.put = _put
+    cls.tofile = _tofile
+    cls.dump = _dump
+    for name in _DELEGATED:
+        setattr(cls, name, _item_method(name))

@@ -1,0 +1,91 @@
+"""Turning user arguments into graph operands, and NumPy's broadcasting rule."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import graph
+from .graph import Node
+
+PY_SCALARS = (bool, int, float, complex)
+
+
+def is_lazy(x) -> bool:
+    from .ndarray import ndarray
+    return isinstance(x, ndarray)
+
+
+def to_numpy(x):
+    """A NumPy value for ``x`` (forces lazy arrays, recursing into lists/tuples/dicts)."""
+    from .ndarray import ndarray
+    if isinstance(x, ndarray):
+        return x._value()
+    t = type(x)
+    if t is list:
+        return [to_numpy(v) for v in x]
+    if t is tuple:
+        return tuple(to_numpy(v) for v in x)
+    if t is dict:
+        return {k: to_numpy(v) for k, v in x.items()}
+    return x
+
+
+def contains_lazy(x) -> bool:
+    if is_lazy(x):
+        return True
+    if type(x) in (list, tuple):
+        return any(contains_lazy(v) for v in x)
+    return False
+
+
+def leaf_from(value, snapshot: bool = True) -> Node:
+    """A leaf node from a NumPy-convertible value; NumPy arrays are copied (snapshot)."""
+    if type(value) is np.ndarray:
+        arr = np.array(value, copy=True, order="C") if snapshot else np.ascontiguousarray(value)
+    else:
+        arr = np.array(to_numpy(value), order="C")
+    return graph.leaf(arr)
+
+
+def operand(x):
+    """Graph operand for ``x``: a Node, or a Python/NumPy scalar kept as a constant."""
+    from .ndarray import ndarray
+    if isinstance(x, ndarray):
+        return x._node()
+    t = type(x)
+    if t in PY_SCALARS or isinstance(x, np.generic):
+        return x
+    return leaf_from(x)
+
+
+def key_of(o):
+    """Dtype-inference key: a dtype, or the Python type of a weak scalar."""
+    t = type(o)
+    if t is Node:
+        return o.dtype
+    if t in PY_SCALARS:
+        return t
+    return o.dtype
+
+
+def shape_of(o) -> tuple:
+    return o.shape if type(o) is Node else ()
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    """NumPy's broadcasting of shapes; raises NumPy's ValueError on mismatch."""
+    first = shapes[0]
+    if all(s == first for s in shapes):
+        return first
+    ndim = max(len(s) for s in shapes)
+    out = [1] * ndim
+    for s in shapes:
+        off = ndim - len(s)
+        for i, d in enumerate(s):
+            cur = out[off + i]
+            if d != cur:
+                if cur == 1:
+                    out[off + i] = d
+                elif d != 1:
+                    raise ValueError("operands could not be broadcast together with shapes "
+                                     + " ".join(str(tuple(x)).replace(" ", "") for x in shapes) + " ")
+    return tuple(out)

@@ -1,0 +1,100 @@
+"""Recording reductions and scans (shape/dtype rules at record time, NumPy's errors)."""
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.array_utils import normalize_axis_index
+
+from . import graph
+from ._operands import operand
+from .ops import reductions as R
+
+_NoValue = np._NoValue
+
+
+def _asarray(a):
+    from ._namespace import asarray
+    return asarray(a)
+
+
+def reduction(name: str, fn, array, axis=None, dtype=None, out=None, keepdims=False,
+              where=True, kw=None):
+    """Record ``fn(array, axis=..., dtype=..., keepdims=..., **kw)`` as a lazy reduction."""
+    from .ndarray import ndarray
+    a = _asarray(array)
+    args_kw = dict(kw) if kw else {}
+    if axis is not None or name.endswith(".reduce"):
+        args_kw["axis"] = axis
+    if dtype is not None:
+        args_kw["dtype"] = np.dtype(dtype)
+    if keepdims:
+        args_kw["keepdims"] = True
+    dt = R.probe_dtype(name, fn, a.shape, a.dtype, args_kw)
+    shape = R.reduced_shape(a.shape, axis, keepdims)
+    args = (a._node(),)
+    if where is not True:
+        args += (operand(where),)
+    node = graph.record(R.generic_op(name, fn), args, _with_where_flag(args_kw, where), shape, dt)
+    res = ndarray._from_node(node, scalar=(shape == () and out is None))
+    if out is not None:
+        out[...] = res
+        return out
+    return res
+
+
+def _with_where_flag(args_kw: dict, where) -> dict:
+    if where is True:
+        return args_kw or None
+    d = dict(args_kw)
+    d["_where"] = True
+    return d
+
+
+def _scan_shape(shape: tuple, axis) -> tuple:
+    if axis is None:
+        n = 1
+        for s in shape:
+            n *= s
+        return (n,)
+    normalize_axis_index(axis, len(shape))
+    return shape
+
+
+def scan(name: str, array, axis=None, dtype=None, out=None):
+    """Record a cumulative op (cumsum, cumprod, nancumsum, nancumprod)."""
+    from .ndarray import ndarray
+    a = _asarray(array)
+    fn = R.SCANS[name]
+    args_kw = {}
+    if axis is not None:
+        args_kw["axis"] = axis
+    if dtype is not None:
+        args_kw["dtype"] = np.dtype(dtype)
+    shape = _scan_shape(a.shape, axis)
+    dt = R.probe_dtype(name, fn, a.shape if a.ndim else (1,), a.dtype, args_kw)
+    node = graph.record(R.SCAN_OPS[name], (a._node(),), args_kw or None, shape, dt)
+    res = ndarray._from_node(node)
+    if out is not None:
+        out[...] = res
+        return out
+    return res
+
+
+def accumulate(np_ufunc, array, axis=0, dtype=None, out=None):
+    """Record ``ufunc.accumulate``."""
+    from .ndarray import ndarray
+    a = _asarray(array)
+    if a.ndim == 0:
+        raise ValueError("cannot accumulate on a scalar")
+    normalize_axis_index(axis, a.ndim)
+    args_kw = {"axis": axis}
+    if dtype is not None:
+        args_kw["dtype"] = np.dtype(dtype)
+    name = f"{np_ufunc.__name__}.accumulate"
+    dt = R.probe_dtype(name, np_ufunc.accumulate, a.shape, a.dtype, args_kw)
+    node = graph.record(R.generic_op(name, np_ufunc.accumulate), (a._node(),), args_kw,
+                        a.shape, dt)
+    res = ndarray._from_node(node)
+    if out is not None:
+        out[...] = res
+        return out
+    return res

@@ -1,0 +1,30 @@
+"""Find the user's line that called into lazynp (for error messages and fallback stats)."""
+from __future__ import annotations
+
+import os
+import sys
+
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def user_frame(depth: int = 1):
+    """Return the innermost frame outside the lazynp package (None if there is none)."""
+    f = sys._getframe(depth)
+    while f is not None and f.f_code.co_filename.startswith(PACKAGE_DIR):
+        f = f.f_back
+    return f
+
+
+def call_site(depth: int = 1):
+    """``(filename, lineno, function)`` of the user's calling line, cheap to take."""
+    f = user_frame(depth + 1)
+    if f is None:
+        return None
+    return (f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
+
+
+def format_site(site) -> str:
+    if site is None:
+        return "<unknown>"
+    filename, lineno, func = site
+    return f'File "{filename}", line {lineno}, in {func}'

@@ -1,0 +1,192 @@
+"""Lazy ufunc objects: ``lazynp.add`` records instead of computing.
+
+Supports ``__call__`` (with ``out=``, ``where=``, ``dtype=``, ``casting=``), ``reduce``,
+``accumulate``, ``outer``, ``at`` and ``reduceat``, with NumPy's dtypes and errors.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import graph
+from ._operands import broadcast_shapes, key_of, operand, shape_of
+from .ops import elementwise as ew
+from .ops.registry import Op, register
+
+_NoValue = np._NoValue
+
+
+def _ufunc_out_impl(base, *vals, geom, ufunc, kw, has_where):
+    target = base if geom is None else graph._view_impl(base, *geom)
+    if has_where:
+        ufunc(*vals[:-1], out=target, where=vals[-1], **kw)
+    else:
+        ufunc(*vals, out=target, **kw)
+    return base
+
+
+UFUNC_OUT = register(Op("ufunc_out", "write", _ufunc_out_impl, inplace=(0,)))
+
+
+def _tuple_get_impl(t, i):
+    return t[i]
+
+
+TUPLE_GET = register(Op("tuple_get", "index", _tuple_get_impl))
+
+
+def _call_impl(*vals, ufunc, kw, has_where):
+    if has_where:
+        return ufunc(*vals[:-1], where=vals[-1], **kw)
+    return ufunc(*vals, **kw)
+
+
+UFUNC_CALL = register(Op("ufunc_call", "elementwise", _call_impl))
+
+
+class ufunc:
+    """A lazy wrapper of a :class:`numpy.ufunc` with the same interface."""
+
+    def __init__(self, np_ufunc: np.ufunc):
+        self._np = np_ufunc
+        self._op = ew.UFUNC_OPS.get(np_ufunc.__name__)
+        self.__name__ = np_ufunc.__name__
+        self.__doc__ = np_ufunc.__doc__
+        self.nin = np_ufunc.nin
+        self.nout = np_ufunc.nout
+        self.nargs = np_ufunc.nargs
+        self.ntypes = np_ufunc.ntypes
+        self.types = np_ufunc.types
+        self.identity = np_ufunc.identity
+        self.signature = np_ufunc.signature
+
+    def __repr__(self) -> str:
+        return f"<lazynp ufunc '{self.__name__}'>"
+
+    # --- elementwise call ----------------------------------------------------------------
+    def __call__(self, *args, out=None, where=True, dtype=None, casting="same_kind",
+                 order="K", subok=True, signature=None):
+        from .ndarray import ndarray
+        nin = self.nin
+        if len(args) < nin:
+            raise TypeError(f"{self.__name__}() takes from {nin} to {nin + self.nout} positional "
+                            f"arguments but {len(args)} were given")
+        if len(args) > nin:
+            if out is not None:
+                raise TypeError("cannot specify 'out' as both a positional and keyword argument")
+            out = args[nin:]
+            args = args[:nin]
+        if isinstance(out, tuple):
+            if len(out) != self.nout:
+                raise ValueError("The 'out' tuple must have exactly one entry per ufunc output")
+            if self.nout > 1:
+                res = self(*args, where=where, dtype=dtype, casting=casting)
+                for r, o in zip(res, out):
+                    if o is not None:
+                        o[...] = r
+                return out
+            out = out[0]
+        if out is not None and not isinstance(out, (ndarray, tuple)):
+            return self._eager(args, out, where, dtype, casting, signature)
+        ops = [operand(a) for a in args]
+        keys = tuple(key_of(o) for o in ops)
+        ew.check_python_int(self._np, args, keys)
+        kw = {}
+        if dtype is not None:
+            kw["dtype"] = np.dtype(dtype)
+        if casting != "same_kind":
+            kw["casting"] = casting
+        if signature is not None:
+            kw["signature"] = signature
+        shape = broadcast_shapes(*[shape_of(o) for o in ops])
+        has_where = where is not True
+        if has_where:
+            w = operand(where)
+            shape_w = broadcast_shapes(shape, shape_of(w))
+            if shape_w != shape and out is None:
+                shape = shape_w
+            ops.append(w)
+        if out is not None:
+            return self._call_out(ops, keys, kw, has_where, shape, out)
+        dts = ew.result_dtypes(self._np, keys, kw.get("dtype"), casting) if not signature else \
+            self._probe_dtypes(keys, kw)
+        if self.nout == 1:
+            if not kw and not has_where and self._op is not None:
+                node = graph.record(self._op, tuple(ops), None, shape, dts[0])
+            else:
+                node = graph.record(UFUNC_CALL, tuple(ops),
+                                    {"ufunc": self._np, "kw": kw, "has_where": has_where},
+                                    shape, dts[0])
+            return ndarray._from_node(node, shape == ())
+        multi = graph.record(UFUNC_CALL, tuple(ops),
+                             {"ufunc": self._np, "kw": kw, "has_where": has_where}, shape, dts[0])
+        return tuple(ndarray._from_node(graph.record(TUPLE_GET, (multi, i), None, shape, dts[i]),
+                                        shape == ()) for i in range(self.nout))
+
+    def _probe_dtypes(self, keys, kw):
+        probes = [np.empty(0, dtype=k) if isinstance(k, np.dtype) else k(0) for k in keys]
+        with np.errstate(all="ignore"):
+            res = self._np(*probes, **kw)
+        res = res if isinstance(res, tuple) else (res,)
+        return tuple(np.asarray(r).dtype for r in res)
+
+    def _call_out(self, ops, keys, kw, has_where, shape, out):
+        from .ndarray import ndarray
+        o = out
+        if not isinstance(o, ndarray):
+            raise TypeError("return arrays must be of ArrayType")
+        oshape = o.shape
+        if broadcast_shapes(shape, oshape) != oshape:
+            raise ValueError(f"non-broadcastable output operand with shape {oshape} doesn't "
+                             f"match the broadcast shape {broadcast_shapes(shape, oshape)}")
+        probes = [np.empty(0, dtype=k) if isinstance(k, np.dtype) else k(0) for k in keys]
+        with np.errstate(all="ignore"):
+            self._np(*probes, out=np.empty(0, o.dtype), **kw)  # NumPy's casting errors, here
+        o._write(UFUNC_OUT, tuple(ops), {"ufunc": self._np, "kw": kw, "has_where": has_where})
+        return o
+
+    def _eager(self, args, out, where, dtype, casting, signature):
+        from ._operands import to_numpy
+        kw = {"where": where, "casting": casting}
+        if dtype is not None:
+            kw["dtype"] = dtype
+        if signature is not None:
+            kw["signature"] = signature
+        return self._np(*to_numpy(list(args)), out=out, **kw)
+
+    # --- methods -------------------------------------------------------------------------
+    def reduce(self, array, axis=0, dtype=None, out=None, keepdims=False, initial=_NoValue,
+               where=True):
+        from . import _reductions
+        kw = {}
+        if initial is not _NoValue:
+            kw["initial"] = initial
+        return _reductions.reduction(f"{self.__name__}.reduce", self._np.reduce, array, axis,
+                                     dtype, out, keepdims, where, kw)
+
+    def accumulate(self, array, axis=0, dtype=None, out=None):
+        from . import _reductions
+        return _reductions.accumulate(self._np, array, axis, dtype, out)
+
+    def outer(self, A, B, **kwargs):
+        from . import _namespace as ns
+        A = ns.asarray(A)
+        B = ns.asarray(B)
+        return self(A.reshape(A.shape + (1,) * B.ndim), B, **kwargs)
+
+    def at(self, a, indices, b=None):
+        from . import _indexing
+        _indexing.ufunc_at(self, a, indices, b)
+
+    def reduceat(self, array, indices, axis=0, dtype=None, out=None):
+        from . import _fallback
+        return _fallback.call_numpy(self._np.reduceat, f"{self.__name__}.reduceat",
+                                    (array, indices), {"axis": axis, "dtype": dtype, "out": out})
+
+
+UFUNCS: dict[str, ufunc] = {}   # by NumPy's attribute names and ufunc names (no gufuncs)
+for _name in dir(np):
+    _u = getattr(np, _name)
+    if isinstance(_u, np.ufunc) and _u.signature is None:
+        if _u.__name__ not in UFUNCS:
+            UFUNCS[_u.__name__] = ufunc(_u)
+        UFUNCS[_name] = UFUNCS[_u.__name__]

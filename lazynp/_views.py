@@ -1,0 +1,66 @@
+"""View functions (reshape, transpose, diagonal, sliding_window_view, ...).
+
+Each runs NumPy's own function on the array's shadow; when NumPy returns a view, the result
+shares the Var (writes go through to the base), otherwise (a reshape NumPy must copy) it is
+recorded as a copy op, exactly as NumPy decides.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import graph
+
+
+def _in_shadow(var, sh: np.ndarray) -> bool:
+    base = var.shadow
+    lo = base.__array_interface__["data"][0]
+    p = sh.__array_interface__["data"][0]
+    return lo <= p < lo + max(base.nbytes, 1) or sh.size == 0 and base.size == 0
+
+
+def view(arr, fn, *args, **kwargs):
+    """``fn(arr, *args, **kwargs)`` as a view of ``arr`` when NumPy makes one, else a copy."""
+    from ._functions import lazy_call
+    sh = fn(arr._get_shadow(), *args, **kwargs)
+    if type(sh) is not np.ndarray:
+        sh = np.asarray(sh)
+    if sh.size == 0 or not _in_shadow(arr._var, sh):
+        name = getattr(fn, "__name__", "view")
+        return lazy_call(name, fn, (arr,) + args, kwargs, meta=lambda n, t: (sh.shape, sh.dtype))
+    return arr._view_of(sh)
+
+
+def views(arr, fn, *args, **kwargs) -> list:
+    """Like :func:`view` for functions returning several views (split, broadcast_arrays)."""
+    out = []
+    for sh in fn(arr._get_shadow(), *args, **kwargs):
+        out.append(arr._view_of(sh) if sh.size and _in_shadow(arr._var, sh)
+                   else _empty_like_shadow(sh))
+    return out
+
+
+def _empty_like_shadow(sh):
+    from .ndarray import ndarray
+    return ndarray._from_node(graph.leaf(np.zeros(sh.shape, sh.dtype)))
+
+
+def reshape(arr, shape, order="C", copy=None):
+    from ._functions import lazy_call
+    sh = arr._get_shadow()
+    if order not in ("C", "A") or copy:
+        if copy is False:
+            raise ValueError("Unable to avoid creating a copy while reshaping.")
+        res = np.broadcast_to(np.zeros((), arr.dtype), arr.shape).reshape(shape, order=order)
+        return lazy_call("reshape", np.reshape, (arr, shape), {"order": order},
+                         meta=lambda n, t: (res.shape, res.dtype))
+    try:
+        r = sh.reshape(shape, copy=False)
+    except ValueError:
+        if copy is False:
+            raise
+        res = np.broadcast_to(np.zeros((), arr.dtype), arr.shape).reshape(shape)
+        return lazy_call("reshape", np.reshape, (arr, shape), {},
+                         meta=lambda n, t: (res.shape, res.dtype))
+    if r.size == 0:
+        return _empty_like_shadow(r)
+    return arr._view_of(r)

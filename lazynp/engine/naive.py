@@ -1,0 +1,63 @@
+"""Synchronous engine for debugging: every push runs at once in the caller's thread."""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable, Sequence
+
+from .base import Engine
+from .var import DELETE, NORMAL, EngineVar, Op, dedupe, run_body
+
+
+class NaiveEngine(Engine):
+    """Engine that runs each operation synchronously inside :meth:`push`.
+
+    Failure semantics match :class:`ThreadedEngine`: an exception is stored on
+    the vars the operation writes and raised by :meth:`wait_for_var`, so a
+    program behaves the same under both engines, just without overlap.
+    Pushes from several threads are serialized; nested pushes run inline.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+
+    @property
+    def num_workers(self) -> int:
+        return 1
+
+    def __repr__(self) -> str:
+        return "NaiveEngine()"
+
+    def push(
+        self,
+        fn: Callable[[], object],
+        reads: Sequence[EngineVar],
+        writes: Sequence[EngineVar],
+        device: str = "cpu",
+        context: str | None = None,
+    ) -> None:
+        rs, ws = dedupe(reads, writes)
+        self._run(Op(fn, rs, ws, NORMAL, context, device))
+
+    def delete_var(self, var: EngineVar, on_delete: Callable[[], object] | None = None) -> None:
+        self._run(Op(on_delete, (), (var,), DELETE, None, "cpu"))
+
+    def _run(self, op: Op) -> None:
+        with self._lock:
+            # Only Exception is caught: Ctrl-C during a synchronous op should
+            # interrupt the program, as it would in eager NumPy.
+            exc = run_body(op, Exception)
+            if exc is not None:
+                for v in op.writes:
+                    v._failure = exc
+
+    def wait_for_var(self, var: EngineVar) -> None:
+        if var._failure is None:
+            return
+        with self._lock:
+            exc, var._failure = var._failure, None
+        if exc is not None:
+            raise exc
+
+    def wait_all(self) -> None:
+        return None

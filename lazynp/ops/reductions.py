@@ -1,0 +1,101 @@
+"""Reductions and scans: one table line each (name: NumPy reference, fusion epilogue).
+
+Output dtypes come from the NumPy function itself, probed once per signature on a *twin*:
+an array with the input's dtype whose dimensions are min(size, 1).  The twin raises the
+same errors as the real input (bad axis, zero-size reduction without identity) and gives
+the same result dtype, without touching the real data.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from numpy.lib.array_utils import normalize_axis_tuple
+
+from .registry import Op, register
+
+# name: (NumPy function, fusion epilogue identity or None)
+REDUCTIONS = {
+    "sum": (np.sum, "add"), "prod": (np.prod, "multiply"), "mean": (np.mean, "add"),
+    "std": (np.std, None), "var": (np.var, None),
+    "max": (np.max, "maximum"), "min": (np.min, "minimum"),
+    "argmax": (np.argmax, None), "argmin": (np.argmin, None),
+    "all": (np.all, "logical_and"), "any": (np.any, "logical_or"),
+    "nansum": (np.nansum, None), "nanprod": (np.nanprod, None), "nanmean": (np.nanmean, None),
+    "nanstd": (np.nanstd, None), "nanvar": (np.nanvar, None),
+    "nanmax": (np.nanmax, None), "nanmin": (np.nanmin, None),
+    "nanargmax": (np.nanargmax, None), "nanargmin": (np.nanargmin, None),
+    "ptp": (np.ptp, None), "median": (np.median, None), "nanmedian": (np.nanmedian, None),
+    "count_nonzero": (np.count_nonzero, None),
+}
+SCANS = {"cumsum": np.cumsum, "cumprod": np.cumprod, "nancumsum": np.nancumsum,
+         "nancumprod": np.nancumprod}
+
+
+def _call(fn):
+    def impl(*vals, _where=False, **kw):
+        if _where:
+            return fn(vals[0], where=vals[1], **kw)
+        return fn(*vals, **kw)
+    impl.__name__ = getattr(fn, "__name__", "reduce")
+    return impl
+
+
+REDUCTION_OPS = {name: register(Op(name, "reduction", _call(fn), extra={"epilogue": epi}))
+                 for name, (fn, epi) in REDUCTIONS.items()}
+SCAN_OPS = {name: register(Op(name, "reduction", _call(fn))) for name, fn in SCANS.items()}
+
+_GENERIC: dict = {}
+
+
+def generic_op(name: str, fn) -> Op:
+    """Op for a ufunc method (``add.reduce``...) or another reduction-like function."""
+    op = _GENERIC.get(name)
+    if op is None:
+        op = REDUCTION_OPS.get(name) or SCAN_OPS.get(name)
+        if op is None:
+            op = register(Op(name, "reduction", _call(fn)))
+        _GENERIC[name] = op
+    return op
+
+
+_meta_cache: dict = {}
+
+
+def twin(shape: tuple, dtype) -> np.ndarray:
+    return np.zeros(tuple(0 if s == 0 else 1 for s in shape), dtype)
+
+
+def probe_dtype(name: str, fn, shape: tuple, dtype, args_kw: dict):
+    """Result dtype of ``fn(x, **args_kw)`` for ``x`` of ``shape``/``dtype``; NumPy's errors."""
+    try:
+        key = (name, dtype, tuple(s == 0 for s in shape), len(shape), tuple(sorted(args_kw.items())))
+        hash(key)
+    except TypeError:
+        key = None
+    if key is not None:
+        hit = _meta_cache.get(key)
+        if hit is not None:
+            return hit
+    t = twin(shape, dtype)
+    empty = t.size == 0
+    with warnings.catch_warnings():
+        if not empty:
+            warnings.simplefilter("ignore")
+        with np.errstate(all="ignore" if not empty else "warn"):
+            res = fn(t, **args_kw)
+    dt = np.asarray(res).dtype
+    if key is not None:
+        _meta_cache[key] = dt
+    return dt
+
+
+def reduced_shape(shape: tuple, axis, keepdims: bool) -> tuple:
+    ndim = len(shape)
+    if axis is None:
+        axes = tuple(range(ndim))
+    else:
+        axes = normalize_axis_tuple(axis, ndim)
+    if keepdims:
+        return tuple(1 if i in axes else s for i, s in enumerate(shape))
+    return tuple(s for i, s in enumerate(shape) if i not in axes)

@@ -1,0 +1,72 @@
+"""The op record and the table that holds every op.
+
+One :class:`Op` per operation, with all its rules in one place: how to infer the output
+shape/dtype at record time (raising NumPy's exception there), the NumPy reference
+implementation, the scalar expression used by the kernel generators, the gradient rules,
+which input the output may overwrite, and whether the output shape depends on data.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+KINDS = ("elementwise", "reduction", "view", "index", "contraction", "opaque", "creation", "write")
+
+
+@dataclass(eq=False)
+class Op:
+    """One operation of the op table.
+
+    Attributes
+    ----------
+    name : str
+        Unique name (``"add"``, ``"sum"``, ``"setitem"``...).
+    kind : str
+        One of :data:`KINDS`.
+    impl : callable
+        NumPy reference implementation ``impl(*arg_values, **params) -> numpy.ndarray``.
+        Ops of kind ``"write"`` mutate and return their first argument.
+    expr : str or None
+        Scalar expression template for elementwise ops (``"({0} + {1})"``), shared by the
+        CPU and CUDA code generators.
+    vjp : callable or None
+        Reverse-mode rule written with lazynp ops.
+    jvp : callable or None
+        Forward-mode rule written with lazynp ops.
+    inplace : tuple of int
+        Inputs whose storage the output may take over.
+    data_dependent : bool
+        True when the output shape depends on input values (forces evaluation).
+    """
+
+    name: str
+    kind: str
+    impl: Callable[..., Any]
+    expr: str | None = None
+    vjp: Callable[..., Any] | None = None
+    jvp: Callable[..., Any] | None = None
+    inplace: tuple = ()
+    data_dependent: bool = False
+    ufunc: Any = None
+    extra: dict = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return f"<lazynp op {self.name} ({self.kind})>"
+
+
+OPS: dict[str, Op] = {}
+
+
+def register(op: Op) -> Op:
+    """Add ``op`` to the table (names are unique)."""
+    if op.kind not in KINDS:
+        raise ValueError(f"unknown op kind {op.kind!r}")
+    if op.name in OPS:
+        raise ValueError(f"op {op.name!r} registered twice")
+    OPS[op.name] = op
+    return op
+
+
+def get(name: str) -> Op:
+    """Return the op called ``name``."""
+    return OPS[name]
