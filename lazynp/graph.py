@@ -266,7 +266,7 @@ def _run(node: Node, inplace: bool) -> None:
         vals[0] = vals[0].copy()
     params = node.params
     out = op.impl(*vals, **params) if params else op.impl(*vals)
-    if type(out) is not tuple:
+    if not isinstance(out, tuple):
         out = _normalize(out, node, vals)
     node.value = out
     node.state = DONE

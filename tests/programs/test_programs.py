@@ -48,7 +48,10 @@ _PY_SCALARS = (bool, int, float, complex)
 
 def assert_result_equal(key, ref, got):
     """Compare one NumPy result ``ref`` with the lazynp result ``got``."""
-    if isinstance(ref, _PY_SCALARS):
+    if isinstance(ref, numpy.generic):
+        # A NumPy scalar: lazynp gives a lazy 0-d array (documented in the README).
+        assert numpy.ndim(got) == 0, f"{key}: expected a 0-d result, got {type(got).__name__}"
+    elif isinstance(ref, _PY_SCALARS):
         # The program produced a plain Python scalar (via float()/int()/bool()
         # or len()); lazynp must produce the same Python type.
         assert type(got) is type(ref), (
