@@ -22,7 +22,8 @@ def evaluate(*arrays):
 
 def stats() -> dict:
     """Counters: ops recorded, flushes, nodes executed, fallbacks with their call sites."""
-    out = dict(graph.STATS)
+    out = {"ops_recorded": graph.n_recorded}
+    out.update(graph.STATS)
     out.update(_fallback.report())
     return out
 
@@ -31,6 +32,7 @@ def reset_stats() -> None:
     """Zero every counter of :func:`stats`."""
     for k in graph.STATS:
         graph.STATS[k] = 0
+    graph.n_recorded = 0
     _fallback.reset()
 
 

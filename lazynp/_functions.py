@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .ndarray import ndarray
+
 from . import graph
 from ._indexing import _Slot, _fill
 from .graph import Node
@@ -52,7 +54,6 @@ def _fill_deep(tpl, vals):
 
 def make_template(obj, nodes: list):
     """Replace lazy arrays (and NumPy arrays, snapshotted) in ``obj`` with slots."""
-    from .ndarray import ndarray
     t = type(obj)
     if isinstance(obj, ndarray):
         nodes.append(obj._node())
@@ -86,7 +87,6 @@ def lazy_call(name: str, fn, args: tuple, kwargs: dict, *, kind: str = "opaque",
     ``meta(nodes, tpl)`` may return ``(shape, dtype)`` (or a list of them when ``nout``);
     otherwise the function runs once on zero-stride dummies to find them.
     """
-    from .ndarray import ndarray
     nodes: list = []
     tpl = make_template((tuple(args), dict(kwargs)), nodes)
     if meta is not None:

@@ -12,6 +12,8 @@ import operator
 
 import numpy as np
 
+from .ndarray import ndarray
+
 from . import graph
 from ._operands import PY_SCALARS, broadcast_shapes, operand, to_numpy
 from .graph import Node
@@ -69,7 +71,6 @@ _BASIC_TYPES = (int, slice, type(None), type(Ellipsis))
 
 def _normalize_basic(index):
     """The index as a tuple of basic components, or None when it has advanced parts."""
-    from .ndarray import ndarray
     items = index if type(index) is tuple else (index,)
     out = []
     for it in items:
@@ -112,7 +113,6 @@ def _basic_view_shadow(arr, idx: tuple):
 
 
 def getitem(arr, index):
-    from .ndarray import ndarray
     basic = _normalize_basic(index)
     if basic is not None:
         shadow, scalar = _basic_view_shadow(arr, basic)
@@ -130,7 +130,6 @@ def getitem(arr, index):
 def _advanced_template(index):
     """Index template with lazy arrays as slots; lazy boolean masks are forced (their
     True count decides the shape, as in NumPy)."""
-    from .ndarray import ndarray
     items = index if type(index) is tuple else (index,)
     template, args, dummy = [], [], []
     for it in items:
@@ -166,7 +165,6 @@ def _check_scalar_assign(dtype, value) -> None:
 
 
 def setitem(arr, index, value) -> None:
-    from .ndarray import ndarray
     val = operand(value)
     vshape = val.shape if type(val) is Node else ()
     if type(val) is not Node:
@@ -221,7 +219,6 @@ def _check_broadcast_assign(vshape: tuple, tshape: tuple, advanced: bool = False
 
 
 def ufunc_at(uf, a, indices, b=None) -> None:
-    from .ndarray import ndarray
     if not isinstance(a, ndarray):
         uf._np.at(a, to_numpy(indices), to_numpy(b) if b is not None else None) if b is not None \
             else uf._np.at(a, to_numpy(indices))

@@ -20,12 +20,26 @@ _UNARY = {"neg": "negative", "pos": "positive", "abs": "absolute", "invert": "in
 
 
 def _forward(uf):
+    if uf._op is not None:
+        binary = uf.binary
+
+        def fast(self, other):
+            return binary(self, other)
+        return fast
+
     def f(self, other):
         return uf(self, other)
     return f
 
 
 def _reflected(uf):
+    if uf._op is not None:
+        rbinary = uf.rbinary
+
+        def fast(self, other):
+            return rbinary(self, other)
+        return fast
+
     def f(self, other):
         return uf(other, self)
     return f

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .ndarray import ndarray
+
 from . import graph
 from .graph import Node
 
@@ -10,13 +12,11 @@ PY_SCALARS = (bool, int, float, complex)
 
 
 def is_lazy(x) -> bool:
-    from .ndarray import ndarray
     return isinstance(x, ndarray)
 
 
 def to_numpy(x):
     """A NumPy value for ``x`` (forces lazy arrays, recursing into lists/tuples/dicts)."""
-    from .ndarray import ndarray
     if isinstance(x, ndarray):
         return x._value()
     t = type(x)
@@ -48,7 +48,6 @@ def leaf_from(value, snapshot: bool = True) -> Node:
 
 def operand(x):
     """Graph operand for ``x``: a Node, or a Python/NumPy scalar kept as a constant."""
-    from .ndarray import ndarray
     if isinstance(x, ndarray):
         return x._node()
     t = type(x)

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import numpy as np
+
+from .ndarray import ndarray
 from numpy.lib.array_utils import normalize_axis_index
 
 from . import graph
@@ -19,7 +21,6 @@ def _asarray(a):
 def reduction(name: str, fn, array, axis=None, dtype=None, out=None, keepdims=False,
               where=True, kw=None):
     """Record ``fn(array, axis=..., dtype=..., keepdims=..., **kw)`` as a lazy reduction."""
-    from .ndarray import ndarray
     a = _asarray(array)
     args_kw = dict(kw) if kw else {}
     if axis is not None or name.endswith(".reduce"):
@@ -61,7 +62,6 @@ def _scan_shape(shape: tuple, axis) -> tuple:
 
 def scan(name: str, array, axis=None, dtype=None, out=None):
     """Record a cumulative op (cumsum, cumprod, nancumsum, nancumprod)."""
-    from .ndarray import ndarray
     a = _asarray(array)
     fn = R.SCANS[name]
     args_kw = {}
@@ -81,7 +81,6 @@ def scan(name: str, array, axis=None, dtype=None, out=None):
 
 def accumulate(np_ufunc, array, axis=0, dtype=None, out=None):
     """Record ``ufunc.accumulate``."""
-    from .ndarray import ndarray
     a = _asarray(array)
     if a.ndim == 0:
         raise ValueError("cannot accumulate on a scalar")

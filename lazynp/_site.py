@@ -24,7 +24,12 @@ def call_site(depth: int = 1):
 
 
 def format_site(site) -> str:
+    """Text of a call site: ``(filename, lineno, function)`` or ``(code, lineno)``."""
     if site is None:
         return "<unknown>"
-    filename, lineno, func = site
+    if len(site) == 2:
+        code, lineno = site
+        filename, func = code.co_filename, code.co_name
+    else:
+        filename, lineno, func = site
     return f'File "{filename}", line {lineno}, in {func}'

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .ndarray import ndarray
+
 from . import graph
 from ._operands import broadcast_shapes, key_of, operand, shape_of
 from .ops import elementwise as ew
@@ -58,14 +60,101 @@ class ufunc:
         self.types = np_ufunc.types
         self.identity = np_ufunc.identity
         self.signature = np_ufunc.signature
+        self._dtypes = {}
 
     def __repr__(self) -> str:
         return f"<lazynp ufunc '{self.__name__}'>"
 
     # --- elementwise call ----------------------------------------------------------------
-    def __call__(self, *args, out=None, where=True, dtype=None, casting="same_kind",
-                 order="K", subok=True, signature=None):
-        from .ndarray import ndarray
+    def __call__(self, *args, **kwargs):
+        if kwargs or len(args) != self.nin or self._op is None or self.nout != 1:
+            return self._call(*args, **kwargs)
+        # fast path (plain call, one output): a few microseconds per recorded op
+        ops = []
+        keys = []
+        shape = None
+        has_int = False
+        for a in args:
+            t = type(a)
+            if t is ndarray:
+                n = a._var.head if a._geom is None else a._node()
+                ops.append(n)
+                keys.append(n.dtype)
+                s = n.shape
+            elif t is float or t is int or t is bool or t is complex:
+                ops.append(a)
+                keys.append(t)
+                if t is int:
+                    has_int = True
+                s = ()
+            else:
+                return self._call(*args)
+            if shape is None or shape == s:
+                shape = s
+            elif s == ():
+                pass
+            elif shape == ():
+                shape = s
+            else:
+                shape = broadcast_shapes(shape, s)
+        keys = tuple(keys)
+        dt = self._dtypes.get(keys)
+        if dt is None:
+            dt = ew.result_dtypes(self._np, keys)[0]
+            self._dtypes[keys] = dt
+        if has_int:
+            ew.check_python_int(self._np, args, keys)
+        return ndarray._from_node(graph.record(self._op, tuple(ops), None, shape, dt),
+                                  shape == ())
+
+    def binary(self, a, b):
+        """``a (op) b`` for a lazynp ``a`` (the dunder fast path, inlined recording)."""
+        na = a._var.head if a._geom is None else a._node()
+        tb = type(b)
+        if tb is ndarray:
+            nb = b._var.head if b._geom is None else b._node()
+            kb = nb.dtype
+            sb = nb.shape
+        elif tb is float or tb is bool or tb is complex:
+            nb = b
+            kb = tb
+            sb = ()
+        elif tb is int:
+            nb = b
+            kb = tb
+            sb = ()
+            if na.dtype.kind in "iu":
+                ew.check_python_int(self._np, (b,), (na.dtype,))
+        else:
+            return self(a, b)
+        sa = na.shape
+        shape = sa if (sa == sb or sb == ()) else (sb if sa == () else broadcast_shapes(sa, sb))
+        key = (na.dtype, kb)
+        dt = self._dtypes.get(key)
+        if dt is None:
+            dt = ew.result_dtypes(self._np, key)[0]
+            self._dtypes[key] = dt
+        return ndarray._from_node(graph.record(self._op, (na, nb), None, shape, dt), shape == ())
+
+    def rbinary(self, a, b):
+        """``b (op) a`` for a lazynp ``a`` and a Python scalar ``b`` (reflected dunders)."""
+        tb = type(b)
+        if tb is float or tb is bool or tb is complex or tb is int:
+            na = a._var.head if a._geom is None else a._node()
+            if tb is int and na.dtype.kind in "iu":
+                ew.check_python_int(self._np, (b,), (na.dtype,))
+            key = (tb, na.dtype)
+            dt = self._dtypes.get(key)
+            if dt is None:
+                dt = ew.result_dtypes(self._np, key)[0]
+                self._dtypes[key] = dt
+            shape = na.shape
+            return ndarray._from_node(graph.record(self._op, (b, na), None, shape, dt),
+                                      shape == ())
+        return self(b, a)
+
+    def _call(self, *args, out=None, where=True, dtype=None, casting="same_kind",
+              order="K", subok=True, signature=None):
         nin = self.nin
         if len(args) < nin:
             raise TypeError(f"{self.__name__}() takes from {nin} to {nin + self.nout} positional "
@@ -130,7 +219,6 @@ class ufunc:
         return tuple(np.asarray(r).dtype for r in res)
 
     def _call_out(self, ops, keys, kw, has_where, shape, out):
-        from .ndarray import ndarray
         o = out
         if not isinstance(o, ndarray):
             raise TypeError("return arrays must be of ArrayType")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .ndarray import ndarray
+
 from . import graph
 
 
@@ -40,7 +42,6 @@ def views(arr, fn, *args, **kwargs) -> list:
 
 
 def _empty_like_shadow(sh):
-    from .ndarray import ndarray
     return ndarray._from_node(graph.leaf(np.zeros(sh.shape, sh.dtype)))
 
 

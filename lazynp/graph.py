@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from sys import _getframe
 
 import numpy as np
 
@@ -25,13 +26,15 @@ from . import _config, _site, engine
 from .ops.registry import Op, register
 
 PENDING, SCHEDULED, DONE = 0, 1, 2
+_PKG = _site.PACKAGE_DIR
 
 
 class Node:
     """One recorded value: ``op(*args, **params)`` with known shape and dtype."""
 
     __slots__ = ("op", "args", "params", "shape", "dtype", "value", "state", "nuse", "evar",
-                 "site", "owner", "exported", "error", "__weakref__")
+                 "site", "exported", "error", "fl", "pos", "uses", "rem", "needed",
+                 "__weakref__")
 
     def __init__(self, op: Op, args: tuple, params: dict | None, shape: tuple, dtype: np.dtype):
         self.op = op
@@ -44,9 +47,10 @@ class Node:
         self.nuse = 0
         self.evar = None
         self.site = None
-        self.owner = None
         self.exported = False
         self.error = None
+        self.fl = 0
+        self.needed = False
 
     def __repr__(self) -> str:
         st = ("pending", "scheduled", "done")[self.state]
@@ -61,14 +65,12 @@ class Var:
     def __init__(self, head: Node):
         self.head = head
         self.shadow = None
-        head.owner = weakref.ref(self)
         if head.state == PENDING:
-            _track_pending(self, head)
+            _pending_vars.append(weakref.ref(self))
 
     def set_head(self, node: Node) -> None:
         self.head = node
-        node.owner = weakref.ref(self)
-        _track_pending(self, node)
+        _pending_vars.append(weakref.ref(self))
 
 
 # --- leaves and the view op -------------------------------------------------------------
@@ -102,26 +104,27 @@ def leaf(value: np.ndarray, exported: bool = False) -> Node:
 _lock = threading.RLock()
 _pending_vars: list = []          # weakrefs to Vars that got a pending head since last flush
 _pending_count = 0
-_pending_bytes = 0
-STATS = {"ops_recorded": 0, "flushes": 0, "nodes_executed": 0, "bound_flushes": 0,
+n_recorded = 0
+_max_pending = _config.MAX_PENDING_NODES
+STATS = { "flushes": 0, "nodes_executed": 0, "bound_flushes": 0,
          "inplace_writes": 0, "copy_on_write": 0}
-
-
-def _track_pending(var: Var, node: Node) -> None:
-    _pending_vars.append(weakref.ref(var))
 
 
 def record(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> Node:
     """Add a node to the pending graph (no work runs) and return it."""
-    global _pending_count, _pending_bytes
+    global _pending_count, n_recorded
     n = Node(op, args, params, shape, dtype)
     for a in args:
         if type(a) is Node:
             a.nuse += 1
-    n.site = _site.call_site(2)
-    STATS["ops_recorded"] += 1
+    f = _getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_PKG):
+        f = f.f_back
+    if f is not None:
+        n.site = (f.f_code, f.f_lineno)
     _pending_count += 1
-    if _pending_count >= _config.MAX_PENDING_NODES:
+    n_recorded += 1
+    if _pending_count >= _max_pending:
         _bound_flush()
     return n
 
@@ -144,99 +147,131 @@ def flush_live() -> None:
     """Flush the heads of all live Vars that are pending."""
     global _pending_vars
     targets = []
-    refs, _pending_vars = _pending_vars, []
-    seen = set()
-    for r in refs:
+    keep = []
+    for r in _pending_vars:
         v = r()
-        if v is not None and v.head.state == PENDING and id(v.head) not in seen:
-            seen.add(id(v.head))
+        if v is not None and v.head.state == PENDING:
+            keep.append(r)
             targets.append(v.head)
+    _pending_vars = keep
     if targets:
         flush(targets, wait=False)
 
 
 # --- flush ---------------------------------------------------------------------------------
+#
+# Per-flush scratch data lives on the nodes (``fl`` = flush epoch, ``uses`` = in-flush
+# readers, ``rem`` = readers of its buffer not yet run) so planning is a few linear passes.
+
+_epoch = 0
+
 
 def _root(n: Node) -> Node:
     return n.args[0] if n.op is VIEW else n
 
 
-def _collect(targets) -> list:
+def _collect(targets, epoch: int) -> list:
     """Pending nodes behind ``targets``, in topological order (iterative DFS)."""
     order = []
-    visited = set()
     for t in targets:
-        if t.state != PENDING or id(t) in visited:
+        if t.state != PENDING or t.fl == epoch:
             continue
+        t.fl = epoch
         stack = [(t, 0)]
-        visited.add(id(t))
         while stack:
             node, i = stack[-1]
             args = node.args
-            while i < len(args):
+            n_args = len(args)
+            while i < n_args:
                 a = args[i]
                 i += 1
-                if type(a) is Node and a.state == PENDING and id(a) not in visited:
-                    visited.add(id(a))
+                if type(a) is Node and a.state == PENDING and a.fl != epoch:
+                    a.fl = epoch
                     stack[-1] = (node, i)
                     stack.append((a, 0))
                     break
             else:
                 stack.pop()
                 order.append(node)
-                continue
     return order
 
 
-def _is_live_head(n: Node) -> bool:
-    o = n.owner
-    if o is None:
-        return False
-    v = o()
-    return v is not None and v.head is n
+def _mark_live_heads() -> None:
+    """Heads of live Vars outlive any flush; drop dead or computed entries from the list."""
+    global _pending_vars
+    keep = []
+    for r in _pending_vars:
+        v = r()
+        if v is not None:
+            h = v.head
+            if h.state == PENDING:
+                h.needed = True
+                keep.append(r)
+    _pending_vars = keep
 
 
 class _Plan:
-    """Bookkeeping of one flush: positions, in-flush uses, what must outlive the flush."""
+    """One flush: topological order, in-flush uses, what must outlive the flush."""
 
-    def __init__(self, order: list, targets):
+    def __init__(self, order: list, targets, epoch: int):
         self.order = order
-        self.pos = {id(n): i for i, n in enumerate(order)}
-        uses: dict = {}
-        consumers: dict = {}
-        for i, n in enumerate(order):
+        self.epoch = epoch
+        self.external = []        # computed nodes outside the flush that are read
+        self.has_writes = False
+        self._consumers = None
+        for n in order:
+            n.uses = 0
+            n.rem = 0
+        ext_seen = set()
+        for n in order:
+            if n.op.kind == "write":
+                self.has_writes = True
             for a in n.args:
                 if type(a) is Node:
-                    k = id(a)
-                    uses[k] = uses.get(k, 0) + 1
-                    consumers.setdefault(k, []).append(i)
-        self.uses = uses
-        self.consumers = consumers
-        target_ids = {id(t) for t in targets}
-        needed = set()
+                    r = a.args[0] if a.op is VIEW else a
+                    if a.fl == epoch:
+                        a.uses += 1
+                    if r.fl == epoch:
+                        if n.op is not VIEW:
+                            r.rem += 1
+                    elif id(r) not in ext_seen:
+                        ext_seen.add(id(r))
+                        self.external.append(r)
+        for t in targets:
+            if t.fl == epoch:
+                t.needed = True
         for n in order:
-            k = id(n)
-            if k in target_ids or n.nuse > uses.get(k, 0) or n.exported or _is_live_head(n):
-                needed.add(k)
+            if n.nuse > n.uses or n.exported:
+                n.needed = True
         for n in order:  # a view that outlives the flush keeps its base buffer alive
-            if n.op is VIEW and id(n) in needed:
-                needed.add(id(n.args[0]))
-        self.needed = needed
+            if n.op is VIEW and n.needed:
+                n.args[0].needed = True
+
+    def consumers(self, node: Node) -> list:
+        if self._consumers is None:
+            cons: dict = {}
+            for i, n in enumerate(self.order):
+                n.pos = i
+                for a in n.args:
+                    if type(a) is Node:
+                        cons.setdefault(id(a), []).append(i)
+            self._consumers = cons
+        return self._consumers.get(id(node), ())
 
     def last_reader_before(self, node: Node, limit: int) -> bool:
         """True when every in-flush reader of ``node`` (direct or through a view) is at a
         position <= ``limit`` and nothing outside the flush still reads it."""
-        k = id(node)
         if node.op is not VIEW:
-            if k in self.pos:
-                if k in self.needed:
+            if node.fl == self.epoch:
+                if node.needed:
                     return False
-            elif node.nuse != self.uses.get(k, 0) or node.exported or _is_live_head(node):
+            elif node.nuse != len(self.consumers(node)) or node.exported:
+                # (a computed node read by a write is no longer any Var's head)
                 return False
-        for p in self.consumers.get(k, ()):
+        for p in self.consumers(node):
             c = self.order[p]
             if c.op is VIEW:
-                if id(c) in self.needed or not self.last_reader_before(c, limit):
+                if c.needed or not self.last_reader_before(c, limit):
                     return False
             elif p > limit:
                 return False
@@ -252,7 +287,8 @@ def _value_of(a):
         if b.error is not None:
             raise b.error
         p = a.params
-        return _view_impl(b.value, p["offset"], p["shape"], p["strides"], p["dtype"])
+        return np.ndarray(p["shape"], p["dtype"], buffer=b.value, offset=p["offset"],
+                          strides=p["strides"])
     if a.error is not None:
         raise a.error
     return a.value
@@ -261,13 +297,16 @@ def _value_of(a):
 def _run(node: Node, inplace: bool) -> None:
     """Execute one node with NumPy's reference implementation."""
     op = node.op
-    vals = [_value_of(a) for a in node.args]
+    vals = [(a.value if a.op is not VIEW and a.value is not None else _value_of(a))
+            if type(a) is Node else a for a in node.args]
     if op.kind == "write" and not inplace:
         vals[0] = vals[0].copy()
     params = node.params
     out = op.impl(*vals, **params) if params else op.impl(*vals)
-    if not isinstance(out, tuple):
-        out = _normalize(out, node, vals)
+    if type(out) is not np.ndarray or out.dtype != node.dtype or out.shape != node.shape \
+            or out.base is not None or not out.flags.c_contiguous:
+        if not isinstance(out, tuple):
+            out = _normalize(out, node, vals)
     node.value = out
     node.state = DONE
 
@@ -292,16 +331,14 @@ def _normalize(out, node: Node, vals) -> np.ndarray:
 
 def flush(targets, wait: bool = True) -> None:
     """Run the pending subgraph behind ``targets`` (nodes) on the engine."""
+    global _epoch
     with _lock:
-        order = _collect(targets)
-        if not order:
-            if wait:
-                for t in targets:
-                    _wait(_root(t))
-            return
-        STATS["flushes"] += 1
-        plan = _Plan(order, targets)
-        _schedule(plan)
+        _epoch += 1
+        order = _collect(targets, _epoch)
+        if order:
+            _mark_live_heads()
+            STATS["flushes"] += 1
+            _schedule(_Plan(order, targets, _epoch))
     if wait:
         for t in targets:
             _wait(_root(t))
@@ -315,62 +352,28 @@ def _schedule(plan: _Plan) -> None:
     work = []          # (node, inplace)
     nbytes = 0
     for i, n in enumerate(order):
-        if n.op is VIEW:
-            n.state = SCHEDULED
+        n.state = SCHEDULED
+        op = n.op
+        if op is VIEW:
             continue
         inplace = False
-        if n.op.kind == "write":
+        if op.kind == "write":
             h = n.args[0]
-            if plan.last_reader_before(h, i) and h.error is None:
+            if h.error is None and plan.last_reader_before(h, i):
                 inplace = True
-                n.evar = _root(h).evar if h.evar is not None else None
+                n.evar = (h.args[0] if h.op is VIEW else h).evar
             STATS["inplace_writes" if inplace else "copy_on_write"] += 1
-        if n.evar is None:
-            n.evar = eng.new_var()
-        n.state = SCHEDULED
         nbytes += n.dtype.itemsize * _prod(n.shape)
         work.append((n, inplace))
     STATS["nodes_executed"] += len(work)
-    release = _release_schedule(plan, work)
     if nbytes <= _config.BULK_BYTES or eng.num_workers <= 1:
-        _push_bulk(eng, plan, work, release)
+        _push_bulk(eng, plan, work)
     else:
+        new_var = eng.new_var
+        for n, _ in work:
+            if n.evar is None:
+                n.evar = new_var()
         _push_each(eng, plan, work)
-
-
-def _release_schedule(plan: _Plan, work) -> list:
-    """For each work item, the nodes whose values can be dropped after it ran."""
-    remaining = {}
-    for n, _ in work:
-        for a in n.args:
-            if type(a) is Node:
-                r = _root(a)
-                remaining[id(r)] = remaining.get(id(r), 0) + 1
-    rel = []
-    for n, _ in work:
-        drop = []
-        for a in n.args:
-            if type(a) is Node:
-                r = _root(a)
-                k = id(r)
-                remaining[k] -= 1
-                if remaining[k] == 0 and k in plan.pos and k not in plan.needed:
-                    drop.append(r)
-        rel.append(drop)
-    return rel
-
-
-def _external_reads(plan: _Plan, work) -> list:
-    reads = []
-    seen = set()
-    for n, _ in work:
-        for a in n.args:
-            if type(a) is Node:
-                r = _root(a)
-                if id(r) not in plan.pos and id(r) not in seen and r.evar is not None:
-                    seen.add(id(r))
-                    reads.append(r.evar)
-    return reads
 
 
 def _fail(items, exc) -> None:
@@ -385,13 +388,31 @@ def _add_site_note(exc: BaseException, node: Node) -> None:
         exc.add_note("lazynp: operation recorded at " + _site.format_site(node.site))
 
 
-def _finish(n: Node) -> None:
-    if n.op.kind != "view":
-        n.args = ()       # detach: the graph behind a computed value can be freed
-        n.params = None if n.op.kind != "write" else n.params
+def _after_run(n: Node, epoch: int) -> None:
+    """Bookkeeping once ``n`` ran: release buffers nobody reads any more, detach args."""
+    for a in n.args:
+        if type(a) is Node:
+            a.nuse -= 1
+            r = a.args[0] if a.op is VIEW else a
+            if r.fl == epoch:
+                r.rem -= 1
+                if r.rem == 0 and not r.needed:
+                    r.value = None
+    n.params = None
+    n.args = ()       # detach: the graph behind a computed value can be freed
 
 
-def _push_bulk(eng, plan: _Plan, work, release) -> None:
+def _push_bulk(eng, plan: _Plan, work) -> None:
+    """MXNet's bulk execution: one engine op runs the whole (small) flush in order."""
+    epoch = plan.epoch
+    shared = eng.new_var()
+    writes = [shared]
+    for n, inplace in work:
+        if n.evar is None:
+            n.evar = shared
+        elif inplace:
+            writes.append(n.evar)
+
     def run_all():
         for idx, (n, inplace) in enumerate(work):
             try:
@@ -400,18 +421,13 @@ def _push_bulk(eng, plan: _Plan, work, release) -> None:
                 _add_site_note(exc, n)
                 _fail(work[idx:], exc)
                 raise
-            for r in release[idx]:
-                r.value = None
-            for a in n.args:
-                if type(a) is Node:
-                    a.nuse -= 1
-            _finish(n)
+            _after_run(n, epoch)
 
-    writes = [n.evar for n, _ in work]
-    eng.push(run_all, _external_reads(plan, work), writes)
+    eng.push(run_all, [r.evar for r in plan.external if r.evar is not None], writes)
 
 
 def _push_each(eng, plan: _Plan, work) -> None:
+    epoch = plan.epoch
     for n, inplace in work:
         reads = []
         for a in n.args:
@@ -429,13 +445,7 @@ def _push_each(eng, plan: _Plan, work) -> None:
                 n.state = DONE
                 raise
             with _lock:
-                for a in n.args:
-                    if type(a) is Node:
-                        a.nuse -= 1
-                        r = _root(a)
-                        if r.nuse <= 0 and id(r) in plan.pos and id(r) not in plan.needed:
-                            r.value = None
-            _finish(n)
+                _after_run(n, epoch)
 
         eng.push(run_one, reads, [n.evar])
 

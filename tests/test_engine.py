@@ -7,6 +7,7 @@ import random
 import sys
 import threading
 import time
+import traceback
 
 import pytest
 
@@ -123,6 +124,28 @@ def test_read_does_not_wait_for_later_write(threaded: ThreadedEngine):
     threaded.push(lambda: log.append("write"), [], [v])
     threaded.wait_for_var(v)
     assert log == ["read", "write"]
+
+
+def test_wait_runs_only_the_awaited_op_when_workers_are_busy():
+    # One worker, blocked. wait_for_var(a) may run a's own pending writer in
+    # the waiting thread, but must not pick up unrelated ready work.
+    e = ThreadedEngine(num_workers=1)
+    try:
+        blocker, x, a = e.new_var(), e.new_var(), e.new_var()
+        gate = threading.Event()
+        log: list[str] = []
+        e.push(lambda: gate.wait(10), [], [blocker])
+        time.sleep(0.02)  # let the worker pick up the blocker
+        e.push(lambda: log.append("x"), [], [x])
+        e.push(lambda: log.append("a"), [], [a])
+        e.wait_for_var(a)
+        assert log == ["a"]
+        gate.set()
+        e.wait_for_var(x)
+        assert log == ["a", "x"]
+    finally:
+        gate.set()
+        e.shutdown()
 
 
 def test_independent_vars_overlap():
@@ -275,6 +298,24 @@ def test_failure_propagates_and_clears(engine: Engine):
     engine.wait_for_var(b)
     engine.wait_for_var(c)
     assert ran == ["other", "again"]
+
+
+def test_failure_traceback_points_at_fn_and_does_not_grow(engine: Engine):
+    a, b = engine.new_var(), engine.new_var()
+
+    def bad_kernel():
+        raise TypeError("ufunc 'add' did not contain a loop with signature matching types")
+
+    engine.push(bad_kernel, [], [a])
+    engine.push(lambda: None, [a], [b])
+    tbs = []
+    for v in (a, b):
+        with pytest.raises(TypeError) as ei:
+            engine.wait_for_var(v)
+        tbs.append([f.name for f in traceback.extract_tb(ei.value.__traceback__)])
+    for names in tbs:
+        assert "bad_kernel" in names
+        assert names.count("wait_for_var") == 1, names
 
 
 def test_failure_without_context_has_no_note(engine: Engine):

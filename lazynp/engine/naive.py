@@ -46,18 +46,18 @@ class NaiveEngine(Engine):
         with self._lock:
             # Only Exception is caught: Ctrl-C during a synchronous op should
             # interrupt the program, as it would in eager NumPy.
-            exc = run_body(op, Exception)
-            if exc is not None:
+            failure = run_body(op, Exception)
+            if failure is not None:
                 for v in op.writes:
-                    v._failure = exc
+                    v._failure = failure
 
     def wait_for_var(self, var: EngineVar) -> None:
         if var._failure is None:
             return
         with self._lock:
-            exc, var._failure = var._failure, None
-        if exc is not None:
-            raise exc
+            failure, var._failure = var._failure, None
+        if failure is not None:
+            raise failure[0].with_traceback(failure[1])
 
     def wait_all(self) -> None:
         return None

@@ -9,7 +9,7 @@ from collections import deque
 from typing import Callable, Sequence
 
 from .base import Engine
-from .var import DELETE, NORMAL, WAIT, WAIT_ABANDONED, EngineVar, Op, dedupe, run_body
+from .var import DELETE, NORMAL, WAIT, WAIT_ABANDONED, EngineVar, Failure, Op, dedupe, run_body
 
 
 class ThreadedEngine(Engine):
@@ -87,12 +87,12 @@ class ThreadedEngine(Engine):
                     if not op.done:
                         op.kind = WAIT_ABANDONED
                     raise
-                exc = op.exc
+                failure = op.failure
             else:
-                exc = var._failure
+                failure = var._failure
                 var._failure = None
-        if exc is not None:
-            raise exc
+        if failure is not None:
+            raise failure[0].with_traceback(failure[1])
 
     def wait_all(self) -> None:
         if not self._num_pending:
@@ -192,7 +192,7 @@ class ThreadedEngine(Engine):
     def _finish_wait_locked(self, op: Op, ready: list[Op]) -> None:
         v = op.writes[0]
         if op.kind == WAIT:
-            op.exc = v._failure
+            op.failure = v._failure
             v._failure = None
         op.done = True
         v._pending -= 1
@@ -221,14 +221,14 @@ class ThreadedEngine(Engine):
         try:
             # Mark this thread as a worker so a nested wait raises instead of deadlocking.
             local.is_worker = True
-            exc = run_body(op, BaseException)
-        except BaseException as e:  # e.g. Ctrl-C outside fn: the op must still complete
-            exc = e
+            failure = run_body(op, BaseException)
+        except BaseException as exc:  # e.g. Ctrl-C outside fn: the op must still complete
+            failure = (exc, exc.__traceback__)
         finally:
             local.is_worker = False
             self._lock.acquire()
         op.fn = None
-        ready = self._complete_locked(op, exc)
+        ready = self._complete_locked(op, failure)
         if ready:
             if self._workers is None:
                 self._start_workers_locked()
@@ -237,12 +237,12 @@ class ThreadedEngine(Engine):
                 put(r)
         return True
 
-    def _complete_locked(self, op: Op, exc: BaseException | None) -> list[Op]:
+    def _complete_locked(self, op: Op, failure: Failure | None) -> list[Op]:
         """Release ``op``'s grants; return the ops that became ready."""
         ready: list[Op] = []
-        if exc is not None:
+        if failure is not None:
             for v in op.writes:
-                v._failure = exc
+                v._failure = failure
         for v in op.reads:
             v._pending -= 1
             v._busy -= 1
@@ -277,10 +277,10 @@ class ThreadedEngine(Engine):
             op.claim.pop()
         except IndexError:  # already run by a thread helping in wait_for_var
             return None
-        exc = run_body(op, BaseException)
+        failure = run_body(op, BaseException)
         op.fn = None  # drop references held by the closure as early as possible
         with self._lock:
-            ready = self._complete_locked(op, exc)
+            ready = self._complete_locked(op, failure)
             if not ready:
                 return None
             if len(ready) > 1:

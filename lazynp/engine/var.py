@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from collections import deque
+from types import TracebackType
 from typing import Callable
+
+# A stored failure: the exception and its traceback as raised in the operation.
+# The traceback is kept apart because each re-raise would otherwise append to it.
+Failure = tuple[BaseException, TracebackType | None]
 
 # Operation kinds.
 NORMAL = 0
@@ -27,7 +32,7 @@ class EngineVar:
         self._queue: deque[tuple[Op, bool]] | None = None
         self._busy = 0  # > 0: number of running reads; -1: a write holds it; 0: free
         self._pending = 0  # unfinished ops (queued or running) that touch this var
-        self._failure: BaseException | None = None
+        self._failure: Failure | None = None
         self._writer: Op | None = None  # the op holding the write grant (threaded engine)
 
     def __repr__(self) -> str:
@@ -39,7 +44,7 @@ class Op:
     """One pushed operation waiting for (or holding) its grants."""
 
     __slots__ = (
-        "fn", "reads", "writes", "wait", "kind", "context", "device", "claim", "exc", "done",
+        "fn", "reads", "writes", "wait", "kind", "context", "device", "claim", "failure", "done",
     )
 
     def __init__(
@@ -61,7 +66,7 @@ class Op:
         # Whoever pops the token runs the op: list.pop() is atomic, so a worker
         # and a thread helping in wait_for_var never both run it.
         self.claim = [True]
-        self.exc: BaseException | None = None  # WAIT only: the failure handed to the waiter
+        self.failure: Failure | None = None  # WAIT only: the failure handed to the waiter
         self.done = False  # WAIT only
 
 
@@ -88,7 +93,7 @@ def dedupe(
     return tuple(rs), ws
 
 
-def run_body(op: Op, catch: type[BaseException] | tuple[type[BaseException], ...]) -> BaseException | None:
+def run_body(op: Op, catch: type[BaseException]) -> Failure | None:
     """Run ``op.fn`` unless one of its vars failed; return the failure to store.
 
     The caller must hold every grant of ``op`` (so nobody else touches the
@@ -112,5 +117,5 @@ def run_body(op: Op, catch: type[BaseException] | tuple[type[BaseException], ...
     except catch as exc:
         if op.context is not None:
             exc.add_note(f"lazynp: operation recorded at {op.context}")
-        return exc
+        return (exc, exc.__traceback__)
     return None

@@ -123,15 +123,17 @@ def result_dtypes(ufunc: np.ufunc, keys: tuple, dtype=None, casting="same_kind")
     return out
 
 
+_int_bounds: dict = {}
+
+
 def check_python_int(ufunc, args, keys) -> None:
     """Raise NumPy's OverflowError for a Python int that does not fit an integer operand dtype."""
-    int_dtypes = [k for k in keys if isinstance(k, np.dtype) and k.kind in "iu"]
-    if not int_dtypes:
-        return
-    for a in args:
-        if type(a) is int:
-            for d in int_dtypes:
-                info = np.iinfo(d)
-                if not (info.min <= a <= info.max):
-                    # let NumPy produce its exact message
-                    ufunc(np.empty(0, dtype=d), a)
+    for k in keys:
+        if isinstance(k, np.dtype) and k.kind in "iu":
+            b = _int_bounds.get(k)
+            if b is None:
+                info = np.iinfo(k)
+                b = _int_bounds[k] = (int(info.min), int(info.max))
+            for a in args:
+                if type(a) is int and not (b[0] <= a <= b[1]):
+                    ufunc(np.empty(0, dtype=k), a)  # NumPy's exact error (comparisons pass)
