@@ -24,6 +24,9 @@ def stats() -> dict:
     """Counters: ops recorded, flushes, nodes executed, fallbacks with their call sites."""
     out = {"ops_recorded": graph.n_recorded}
     out.update(graph.STATS)
+    from .kernels import cpu, pool
+    out.update(cpu.STATS)
+    out.update(pool.STATS)
     out.update(_fallback.report())
     return out
 
@@ -33,6 +36,10 @@ def reset_stats() -> None:
     for k in graph.STATS:
         graph.STATS[k] = 0
     graph.n_recorded = 0
+    from .kernels import cpu, pool
+    for d in (cpu.STATS, pool.STATS):
+        for k in d:
+            d[k] = 0
     _fallback.reset()
 
 

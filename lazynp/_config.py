@@ -15,3 +15,6 @@ MAX_PENDING_BYTES = int(os.environ.get("LAZYNP_MAX_PENDING_BYTES", str(2 << 30))
 #: A flush whose outputs total fewer bytes than this runs as one engine push (MXNet's bulk
 #: execution): per-op scheduling would cost more than the work.
 BULK_BYTES = int(os.environ.get("LAZYNP_BULK_BYTES", str(1 << 20)))
+
+#: Fuse elementwise groups into Numba kernels (``LAZYNP_FUSION=0`` runs NumPy per op).
+FUSION = os.environ.get("LAZYNP_FUSION", "1") not in ("0", "false", "False")

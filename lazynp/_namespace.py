@@ -163,8 +163,8 @@ def _eager(np_fn):
     def f(*args, **kwargs):
         res = np_fn(*to_numpy(args), **to_numpy(kwargs))
         if isinstance(res, tuple):
-            return tuple(ndarray._from_node(graph.leaf(np.ascontiguousarray(r))) for r in res)
-        return ndarray._from_node(graph.leaf(np.ascontiguousarray(res)))
+            return tuple(ndarray._from_node(graph.leaf(np.asarray(r, order="C"))) for r in res)
+        return ndarray._from_node(graph.leaf(np.asarray(res, order="C")))
     f.__name__ = np_fn.__name__
     f.__doc__ = np_fn.__doc__
     return f

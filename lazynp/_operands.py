@@ -40,7 +40,7 @@ def contains_lazy(x) -> bool:
 def leaf_from(value, snapshot: bool = True) -> Node:
     """A leaf node from a NumPy-convertible value; NumPy arrays are copied (snapshot)."""
     if type(value) is np.ndarray:
-        arr = np.array(value, copy=True, order="C") if snapshot else np.ascontiguousarray(value)
+        arr = np.array(value, copy=True, order="C") if snapshot else np.asarray(value, order="C")
     else:
         arr = np.array(to_numpy(value), order="C")
     return graph.leaf(arr)

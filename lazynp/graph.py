@@ -23,6 +23,8 @@ from sys import _getframe
 import numpy as np
 
 from . import _config, _site, engine
+from .kernels import fused as _fused
+from .passes import fusion as _fusion
 from .ops.registry import Op, register
 
 PENDING, SCHEDULED, DONE = 0, 1, 2
@@ -102,6 +104,7 @@ def leaf(value: np.ndarray, exported: bool = False) -> Node:
 # --- recording -----------------------------------------------------------------------------
 
 _lock = threading.RLock()
+_book_lock = threading.Lock()     # nuse/rem bookkeeping from engine worker threads
 _pending_vars: list = []          # weakrefs to Vars that got a pending head since last flush
 _pending_count = 0
 n_recorded = 0
@@ -319,7 +322,7 @@ def _normalize(out, node: Node, vals) -> np.ndarray:
     if out.shape != node.shape:
         out = out.reshape(node.shape)
     if not out.flags.c_contiguous:
-        out = np.ascontiguousarray(out)
+        out = np.asarray(out, order="C")
     elif out.base is not None and node.op.kind != "write":
         # a NumPy function may hand back a view of its input; lazynp owns its buffers
         for v in vals:
@@ -366,14 +369,58 @@ def _schedule(plan: _Plan) -> None:
         nbytes += n.dtype.itemsize * _prod(n.shape)
         work.append((n, inplace))
     STATS["nodes_executed"] += len(work)
+    items = _fusion.fuse(work, Node) if _config.FUSION else work
     if nbytes <= _config.BULK_BYTES or eng.num_workers <= 1:
-        _push_bulk(eng, plan, work)
+        _push_bulk(eng, plan, items)
     else:
-        new_var = eng.new_var
-        for n, _ in work:
-            if n.evar is None:
-                n.evar = new_var()
-        _push_each(eng, plan, work)
+        _push_each(eng, plan, items)
+
+
+def _store_checker(group):
+    """``stored(member)``: must the member's value be written (read outside the group)?"""
+    internal: dict = {}
+    for n in group.nodes():
+        for a in n.args:
+            if type(a) is Node:
+                internal[id(a)] = internal.get(id(a), 0) + 1
+
+    def stored(m):
+        return m.needed or m.nuse > internal.get(id(m), 0)
+    return stored
+
+
+def _run_item(item, epoch: int) -> None:
+    """Run one work item: a ``(node, inplace)`` pair or a fused group."""
+    if type(item) is tuple:
+        n, inplace = item
+        try:
+            _run(n, inplace)
+        except BaseException as exc:
+            _add_site_note(exc, n)
+            n.error = exc
+            n.state = DONE
+            raise
+        _after_run(n, epoch)
+        return
+    nodes = item.nodes()
+    size = _prod(item.shape)
+    try:
+        ok = size * len(nodes) >= _MIN_FUSED_WORK and \
+            _fused.run_group(item, Node, _value_of, _store_checker(item))
+    except BaseException as exc:
+        _add_site_note(exc, nodes[0])
+        _fail([(m, False) for m in nodes], exc)
+        raise
+    if ok:
+        for m in nodes:
+            m.state = DONE
+            _after_run(m, epoch)
+        return
+    for m in nodes:
+        _run_item((m, False), epoch)
+
+
+_MIN_FUSED_WORK = 2048
 
 
 def _fail(items, exc) -> None:
@@ -390,64 +437,72 @@ def _add_site_note(exc: BaseException, node: Node) -> None:
 
 def _after_run(n: Node, epoch: int) -> None:
     """Bookkeeping once ``n`` ran: release buffers nobody reads any more, detach args."""
-    for a in n.args:
-        if type(a) is Node:
-            a.nuse -= 1
-            r = a.args[0] if a.op is VIEW else a
-            if r.fl == epoch:
-                r.rem -= 1
-                if r.rem == 0 and not r.needed:
-                    r.value = None
+    with _book_lock:
+        for a in n.args:
+            if type(a) is Node:
+                a.nuse -= 1
+                r = a.args[0] if a.op is VIEW else a
+                if r.fl == epoch:
+                    r.rem -= 1
+                    if r.rem == 0 and not r.needed:
+                        r.value = None
     n.params = None
     n.args = ()       # detach: the graph behind a computed value can be freed
 
 
-def _push_bulk(eng, plan: _Plan, work) -> None:
+def _push_bulk(eng, plan: _Plan, items) -> None:
     """MXNet's bulk execution: one engine op runs the whole (small) flush in order."""
     epoch = plan.epoch
     shared = eng.new_var()
     writes = [shared]
-    for n, inplace in work:
-        if n.evar is None:
-            n.evar = shared
-        elif inplace:
-            writes.append(n.evar)
+    for it in items:
+        for n, inplace in _pairs(it):
+            if n.evar is None:
+                n.evar = shared
+            elif inplace:
+                writes.append(n.evar)
 
     def run_all():
-        for idx, (n, inplace) in enumerate(work):
+        for idx, it in enumerate(items):
             try:
-                _run(n, inplace)
+                _run_item(it, epoch)
             except BaseException as exc:
-                _add_site_note(exc, n)
-                _fail(work[idx:], exc)
+                for rest in items[idx:]:
+                    _fail(_pairs(rest), exc)
                 raise
-            _after_run(n, epoch)
 
     eng.push(run_all, [r.evar for r in plan.external if r.evar is not None], writes)
 
 
-def _push_each(eng, plan: _Plan, work) -> None:
+def _pairs(item) -> list:
+    if type(item) is tuple:
+        return [item]
+    return [(m, False) for m in item.nodes()]
+
+
+def _push_each(eng, plan: _Plan, items) -> None:
     epoch = plan.epoch
-    for n, inplace in work:
+    new_var = eng.new_var
+    for it in items:
+        pairs = _pairs(it)
+        ev = pairs[0][0].evar
+        if ev is None:
+            ev = new_var()
+        for n, inplace in pairs:
+            if n.evar is None:
+                n.evar = ev
         reads = []
-        for a in n.args:
-            if type(a) is Node:
-                r = _root(a)
-                if r.evar is not None and r.evar is not n.evar:
-                    reads.append(r.evar)
+        for n, _ in pairs:
+            for a in n.args:
+                if type(a) is Node:
+                    r = _root(a)
+                    if r.evar is not None and r.evar is not ev:
+                        reads.append(r.evar)
 
-        def run_one(n=n, inplace=inplace):
-            try:
-                _run(n, inplace)
-            except BaseException as exc:
-                _add_site_note(exc, n)
-                n.error = exc
-                n.state = DONE
-                raise
-            with _lock:
-                _after_run(n, epoch)
+        def run_one(it=it):
+            _run_item(it, epoch)
 
-        eng.push(run_one, reads, [n.evar])
+        eng.push(run_one, reads, [ev])
 
 
 def _wait(n: Node) -> None:

@@ -183,7 +183,7 @@ class ndarray:
 
     @property
     def ctypes(self):
-        return np.ascontiguousarray(self._value()).ctypes
+        return np.asarray(self._value(), order="C").ctypes
 
     # --- forcing points ----------------------------------------------------------------
     def __array__(self, dtype=None, copy=None):
@@ -339,7 +339,7 @@ class ndarray:
 
 
 def _unpickle(value, scalar=False):
-    return ndarray._from_node(graph.leaf(np.ascontiguousarray(value)), scalar)
+    return ndarray._from_node(graph.leaf(np.asarray(value, order="C")), scalar)
 
 
 class _Flat:

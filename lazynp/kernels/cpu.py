@@ -1,0 +1,227 @@
+"""Numba CPU code generation for fused groups, with in-memory and on-disk caches.
+
+A fused group becomes one ``@njit(parallel=..., nogil=True, error_model="numpy")`` kernel:
+one loop over the group's iteration space that loads each input once, evaluates every
+member's scalar expression (:mod:`lazynp.kernels.exprs`), stores only the live outputs, and
+optionally accumulates a trailing reduction.  Kernel source is written to a cache folder and
+imported, so Numba's ``cache=True`` keeps compiled code across processes.
+
+Compilation never stalls the caller: a kernel seen for the first time is compiled on a
+background thread while the group runs on NumPy.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import queue
+import sys
+import threading
+import time
+
+import numpy as np
+
+CACHE_DIR = os.environ.get("LAZYNP_CACHE_DIR",
+                           os.path.join(os.path.expanduser("~"), ".cache", "lazynp", "kernels"))
+
+#: ``LAZYNP_SYNC_COMPILE=1`` compiles kernels on first use in the caller (tests).
+SYNC_COMPILE = os.environ.get("LAZYNP_SYNC_COMPILE", "0") == "1"
+
+STATS = {"kernel_compiles": 0, "kernel_cache_hits": 0, "kernel_compile_seconds": 0.0,
+         "kernel_compile_failures": 0, "fused_groups_run": 0, "fused_groups_numpy": 0}
+
+_REDUCE_INIT = {"sum": "0", "mean": "0", "prod": "1", "any": "False", "all": "True",
+                "max": None, "min": None}
+_REDUCE_STEP = {"sum": "acc = acc + {v}", "mean": "acc = acc + {v}", "prod": "acc = acc * {v}",
+                "any": "acc = acc or ({v} != 0)", "all": "acc = acc and ({v} != 0)",
+                "max": "acc = {v} if ({v} > acc or {v} != {v}) else acc",
+                "min": "acc = {v} if ({v} < acc or {v} != {v}) else acc"}
+
+
+class KernelSpec:
+    """Everything that decides a kernel's code (its cache key is the generated source)."""
+
+    def __init__(self, lines: list, n_in: int, n_const: int, n_out: int, ndim: int,
+                 flat: bool, parallel: bool, reduction=None):
+        self.lines = lines              # body statements computing t0..tk from x*, c*
+        self.n_in = n_in
+        self.n_const = n_const
+        self.n_out = n_out
+        self.ndim = ndim
+        self.flat = flat
+        self.parallel = parallel
+        self.reduction = reduction      # None or (kind, red_axes tuple, acc dtype, value expr)
+        self.out_exprs: list = []       # (out index, expression name)
+        self.source = None
+
+    def render(self) -> str:
+        if self.source is not None:
+            return self.source
+        ins = [f"x{k}" for k in range(self.n_in)]
+        consts = [f"c{k}" for k in range(self.n_const)]
+        outs = [f"o{k}" for k in range(self.n_out)]
+        params = ins + consts + outs + (["r0"] if self.reduction else [])
+        rng = "prange" if self.parallel else "range"
+        src = ["import numpy as np", "from numba import njit, prange", "",
+               f"@njit(parallel={self.parallel}, nogil=True, cache=True, error_model='numpy')",
+               f"def kernel({', '.join(params)}):"]
+        nd = 1 if self.flat else self.ndim
+        shape_src = "o0" if self.n_out else "x0"
+        body = []
+        if self.reduction is None:
+            idx = ", ".join(f"i{d}" for d in range(nd))
+            indent = "    "
+            for d in range(nd):
+                loop = rng if d == 0 else "range"
+                body.append(f"{indent}for i{d} in {loop}({shape_src}.shape[{d}]):")
+                indent += "    "
+            body += self._load_compute_store(indent, idx)
+        else:
+            kind, red_axes, acc_dt, vname = self.reduction
+            kept = [d for d in range(nd) if d not in red_axes]
+            order = kept + list(red_axes)
+            idx = ", ".join(f"i{d}" for d in range(nd))
+            init = _REDUCE_INIT[kind]
+            indent = "    "
+            if not kept:  # full reduction: one accumulator (a prange reduction)
+                body.append(f"{indent}acc = {self._init_expr(kind, acc_dt)}")
+                for n, d in enumerate(order):
+                    loop = rng if n == 0 and kind in ("sum", "mean", "prod") else "range"
+                    body.append(f"{indent}for i{d} in {loop}(x0.shape[{d}]):")
+                    indent += "    "
+                body += self._load_compute_store(indent, idx)
+                body.append(f"{indent}{_REDUCE_STEP[kind].format(v=vname)}")
+                body.append(f"    r0[0] = acc")
+            else:
+                for n, d in enumerate(kept):
+                    loop = rng if n == 0 else "range"
+                    body.append(f"{indent}for i{d} in {loop}(x0.shape[{d}]):")
+                    indent += "    "
+                body.append(f"{indent}acc = {self._init_expr(kind, acc_dt)}")
+                inner = indent
+                for d in red_axes:
+                    body.append(f"{inner}for i{d} in range(x0.shape[{d}]):")
+                    inner += "    "
+                body += self._load_compute_store(inner, idx)
+                body.append(f"{inner}{_REDUCE_STEP[kind].format(v=vname)}")
+                ridx = ", ".join(f"i{d}" for d in kept)
+                body.append(f"{indent}r0[{ridx}] = acc")
+            del init
+        self.source = "\n".join(src + body) + "\n"
+        return self.source
+
+    def _init_expr(self, kind: str, acc_dt: np.dtype) -> str:
+        from .exprs import np_name
+        if kind == "max":
+            return "-np.inf" if acc_dt.kind == "f" else f"np.iinfo({np_name(acc_dt)}).min"
+        if kind == "min":
+            return "np.inf" if acc_dt.kind == "f" else f"np.iinfo({np_name(acc_dt)}).max"
+        if kind in ("any", "all"):
+            return _REDUCE_INIT[kind]
+        return f"{np_name(acc_dt)}({_REDUCE_INIT[kind]})"
+
+    def _load_compute_store(self, indent: str, idx: str) -> list:
+        out = [f"{indent}v{k} = x{k}[{idx}]" for k in range(self.n_in)]
+        out += [indent + line for line in self.lines]
+        out += [f"{indent}o{k}[{idx}] = {name}" for k, name in self.out_exprs]
+        return out
+
+
+_kernels: dict = {}          # source -> dispatcher (or None while compiling / failed)
+_ready: dict = {}            # (source, signature) -> True once compiled
+_failed: set = set()
+_lock = threading.Lock()
+_queue: "queue.Queue" = queue.Queue()
+_worker = None
+
+
+def _load_module(source: str):
+    digest = hashlib.sha1(source.encode()).hexdigest()[:20]
+    name = f"lazynp_k_{digest}"
+    try:
+        os.makedirs(CACHE_DIR, exist_ok=True)
+        path = os.path.join(CACHE_DIR, name + ".py")
+        if not os.path.exists(path):
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                f.write(source)
+            os.replace(tmp, path)
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod     # Numba's cache re-imports the module by name
+        spec.loader.exec_module(mod)
+    except OSError:  # read-only home: compile in memory, no disk cache
+        mod = type(sys)(name)
+        sys.modules[name] = mod
+        exec(compile(source.replace("cache=True", "cache=False"), name, "exec"), mod.__dict__)
+    return mod.kernel
+
+
+def _compile(source: str, sig) -> None:
+    t0 = time.perf_counter()
+    try:
+        disp = _kernels.get(source)
+        if disp is None:
+            disp = _load_module(source)
+            _kernels[source] = disp
+        before = _cache_hit_count(disp)
+        disp.compile(sig)
+        hits = _cache_hit_count(disp)
+        if hits > before:
+            STATS["kernel_cache_hits"] += 1
+        else:
+            STATS["kernel_compiles"] += 1
+        _ready[(source, sig)] = disp
+    except Exception:
+        _failed.add((source, sig))
+        STATS["kernel_compile_failures"] += 1
+    finally:
+        STATS["kernel_compile_seconds"] += time.perf_counter() - t0
+
+
+def _cache_hit_count(disp) -> int:
+    try:
+        return sum(disp.stats.cache_hits.values())
+    except Exception:
+        return 0
+
+
+def _work_loop() -> None:
+    while True:
+        source, sig = _queue.get()
+        if (source, sig) not in _ready and (source, sig) not in _failed:
+            _compile(source, sig)
+        _queue.task_done()
+
+
+_pending: set = set()
+
+
+def get_kernel(source: str, args, block: bool = False):
+    """The compiled kernel for ``source`` and these argument types, or None when it is not
+    ready yet (a background compile is queued) or cannot be compiled."""
+    from numba import typeof
+    sig = tuple(typeof(a) for a in args)
+    key = (source, sig)
+    disp = _ready.get(key)
+    if disp is not None:
+        return disp
+    if key in _failed:
+        return None
+    if block or SYNC_COMPILE:
+        _compile(source, sig)
+        return _ready.get(key)
+    global _worker
+    with _lock:
+        if key not in _pending:
+            _pending.add(key)
+            _queue.put(key)
+            if _worker is None:
+                _worker = threading.Thread(target=_work_loop, name="lazynp-compile", daemon=True)
+                _worker.start()
+    return None
+
+
+def wait_compiles() -> None:
+    """Block until every queued kernel compile finished (tests, benchmarks)."""
+    _queue.join()
