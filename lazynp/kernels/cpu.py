@@ -52,13 +52,14 @@ class KernelSpec:
         self.parallel = parallel
         self.reduction = reduction      # None or (kind, red_axes tuple, acc dtype, value expr)
         self.out_exprs: list = []       # (out index, expression name)
+        self.const_names: list = []     # packed constant arrays, one per dtype
         self.source = None
 
     def render(self) -> str:
         if self.source is not None:
             return self.source
         ins = [f"x{k}" for k in range(self.n_in)]
-        consts = [f"c{k}" for k in range(self.n_const)]
+        consts = list(self.const_names)
         outs = [f"o{k}" for k in range(self.n_out)]
         params = ins + consts + outs + (["r0"] if self.reduction else [])
         rng = "prange" if self.parallel else "range"

@@ -23,129 +23,171 @@ def _prod(shape) -> int:
 
 
 class _Layout:
-    """Per-group numbering of inputs, constants and outputs (the kernel's structure)."""
+    """Per-group numbering of inputs, constants and outputs; ``key`` is the structure.
 
-    def __init__(self, group, node_type, view_op):
-        self.inputs = []          # external Nodes
-        self.consts = []          # Python / NumPy scalars
+    Scalar constants are packed into one array per dtype (``kc_<dtype>``) so a kernel is
+    reused when only constant values change and is called with few arguments.
+    """
+
+    __slots__ = ("inputs", "const_arrays", "const_names", "key", "members")
+
+    def __init__(self, group, node_type):
+        members = group.members
+        self.members = members
+        self.inputs = []
+        consts: dict = {}       # value dtype name -> list of values
         in_index: dict = {}
-        member_index = {id(m): k for k, m in enumerate(group.members)}
-        lines = []
+        member_index = {id(m): k for k, m in enumerate(members)}
         key = []
-        for k, m in enumerate(group.members):
-            names, dts, keys = [], [], []
+        app = key.append
+        for k, m in enumerate(members):
+            app(m.op.name)
+            app(m.dtype)
             for a in m.args:
-                if type(a) is node_type:
+                t = type(a)
+                if t is node_type:
                     j = member_index.get(id(a))
                     if j is not None and j < k:
-                        names.append(f"t{j}")
-                        dts.append(group.members[j].dtype)
-                        key.append(("t", j))
+                        app(j)
                     else:
                         i = in_index.get(id(a))
                         if i is None:
                             i = in_index[id(a)] = len(self.inputs)
                             self.inputs.append(a)
-                        names.append(f"v{i}")
+                        app(("x", i, a.dtype))
+                else:
+                    vd = _const_dtype(a)
+                    name = _dt_name(vd)
+                    lst = consts.setdefault(name, [])
+                    app(("c", name, len(lst), t if t in _PYTYPES else None))
+                    lst.append(a)
+            app(None)
+        self.key = tuple(key)
+        self.const_names = sorted(consts)
+        self.const_arrays = [np.array(consts[n], dtype=n) for n in self.const_names]
+
+    def lines(self, node_type) -> list:
+        """The kernel statements ``t<k> = <expression>`` (only built on a cache miss)."""
+        out = []
+        member_index = {id(m): k for k, m in enumerate(self.members)}
+        in_index = {id(a): i for i, a in enumerate(self.inputs)}
+        counters = {n: 0 for n in self.const_names}
+        for k, m in enumerate(self.members):
+            names, dts, keys = [], [], []
+            for a in m.args:
+                t = type(a)
+                if t is node_type:
+                    j = member_index.get(id(a))
+                    if j is not None and j < k:
+                        names.append(f"t{j}")
+                        dts.append(self.members[j].dtype)
+                    else:
+                        names.append(f"v{in_index[id(a)]}")
                         dts.append(a.dtype)
-                        key.append(("x", i, a.dtype))
                     keys.append(a.dtype)
                 else:
-                    i = len(self.consts)
-                    self.consts.append(a)
-                    names.append(f"c{i}")
                     vd = _const_dtype(a)
+                    name = _dt_name(vd)
+                    names.append(f"kc_{name}[{counters[name]}]")
+                    counters[name] += 1
                     dts.append(vd)
-                    keys.append(type(a) if type(a) in (bool, int, float, complex) else a.dtype)
-                    key.append(("c", i, vd, keys[-1]))
-            expr = exprs.node_expr(m, names, dts, keys)
-            lines.append(f"t{k} = {expr}")
-            key.append((m.op.name, m.dtype, k))
-        self.lines = lines
-        self.key = tuple(key)
+                    keys.append(t if t in _PYTYPES else a.dtype)
+            out.append(f"t{k} = {exprs.node_expr(m, names, dts, keys)}")
+        return out
+
+
+_PYTYPES = (bool, int, float, complex)
+_PY_DTYPE = {bool: np.dtype(bool), int: np.dtype(np.int64), float: np.dtype(np.float64),
+             complex: np.dtype(np.complex128)}
+
+
+_names: dict = {}
+
+
+def _dt_name(dt: np.dtype) -> str:
+    n = _names.get(dt)
+    if n is None:
+        n = _names[dt] = dt.name
+    return n
 
 
 def _const_dtype(a) -> np.dtype:
-    t = type(a)
-    if t is bool:
-        return np.dtype(bool)
-    if t is int:
-        return np.dtype(np.int64)
-    if t is float:
-        return np.dtype(np.float64)
-    if t is complex:
-        return np.dtype(np.complex128)
-    return a.dtype
+    """Dtype of a constant's value inside the kernel (Python scalars: their NumPy type)."""
+    d = _PY_DTYPE.get(type(a))
+    return d if d is not None else a.dtype
 
 
 _layouts: dict = {}
 
 
-def run_group(group, node_type, value_of, needed) -> bool:
+def run_group(group, node_type, value_of, stored) -> bool:
     """Run ``group`` with its compiled kernel; False when the kernel is not ready (the
-    caller then runs the members on NumPy).  ``needed(member)`` says which members must be
-    stored."""
-    layout = _Layout(group, node_type, None)
+    caller then runs the members on NumPy).  ``stored(member)`` says which members must be
+    written (read outside the group)."""
+    layout = _Layout(group, node_type)
     shape = group.shape
     vals = [value_of(a) for a in layout.inputs]
-    ndim = len(shape)
-    full_red = group.reduction is not None and len(_red_axes(group)) == ndim
-    flat = all(v.shape == shape and v.flags.c_contiguous for v in vals) and \
-        (group.reduction is None or full_red)
     if not vals:
         return False
+    ndim = len(shape)
+    red = group.reduction
+    red_axes = _red_axes(group) if red is not None else ()
+    full_red = red is not None and len(red_axes) == ndim
+    flat = (red is None or full_red) and \
+        all(v.shape == shape and v.flags.c_contiguous for v in vals)
     if flat:
         args_in = [v.reshape(-1) for v in vals]
     else:
         args_in = [v if v.shape == shape else np.broadcast_to(v, shape) for v in vals]
-    consts = [c for c in layout.consts]
-    outs_nodes = [m for m in group.members if needed(m)]
+    members = group.members
+    out_idx = tuple(k for k, m in enumerate(members) if stored(m))
     size = _prod(shape)
     parallel = size >= PARALLEL_MIN
-    red = group.reduction
-    spec_key = (layout.key, flat, ndim, parallel,
-                tuple(group.members.index(m) for m in outs_nodes),
-                None if red is None else (red.op.name, _red_axes(group), red.dtype))
+    spec_key = (layout.key, flat, ndim, parallel, out_idx,
+                None if red is None else (red.op.name, red_axes, red.dtype,
+                                          members.index(red.args[0])))
     source = _layouts.get(spec_key)
     if source is None:
-        spec = cpu.KernelSpec(layout.lines, len(vals), len(consts), len(outs_nodes),
-                              ndim, flat, parallel, None)
-        spec.out_exprs = [(k, f"t{group.members.index(m)}") for k, m in enumerate(outs_nodes)]
-        if red is not None:
-            src_idx = group.members.index(red.args[0])
-            acc_dt = red.dtype
-            vexpr = exprs.cast(f"t{src_idx}", red.args[0].dtype, acc_dt) \
-                if red.op.name not in ("any", "all", "max", "min") else f"t{src_idx}"
-            spec.reduction = (red.op.name, (0,) if flat else _red_axes(group), acc_dt, vexpr)
-        source = spec.render()
+        source = _render(group, layout, node_type, len(vals), out_idx, ndim, flat, parallel,
+                         red_axes)
         _layouts[spec_key] = source
-    outs = [pool.empty(m.shape, m.dtype) for m in outs_nodes]
+    outs = [pool.empty(members[k].shape, members[k].dtype) for k in out_idx]
     args_out = [o.reshape(-1) for o in outs] if flat else outs
     extra = []
     if red is not None:
-        axes = _red_axes(group)
-        rbuf = np.empty(tuple(s for d, s in enumerate(shape) if d not in axes) or (1,),
-                        red.dtype)
-        extra = [rbuf]
-    args = args_in + consts + args_out + extra
+        extra = [np.empty(tuple(s for d, s in enumerate(shape) if d not in red_axes) or (1,),
+                          red.dtype)]
+    args = args_in + layout.const_arrays + args_out + extra
     kernel = cpu.get_kernel(source, args)
     if kernel is None:
         cpu.STATS["fused_groups_numpy"] += 1
-        for o in outs:
-            pool.give_back(o)
         return False
     kernel(*args)
     cpu.STATS["fused_groups_run"] += 1
-    for m, o in zip(outs_nodes, outs):
-        m.value = o
+    for k, o in zip(out_idx, outs):
+        members[k].value = o
     if red is not None:
         r = extra[0]
         if red.op.name == "mean":
-            n = size // max(_prod(r.shape), 1) if _red_axes(group) else size
-            r = np.true_divide(r, n, dtype=red.dtype) if red.dtype.kind in "fc" else r / n
+            n = size // max(_prod(r.shape), 1) if not full_red else size
+            r = np.true_divide(r, n, dtype=red.dtype)
         r = r.reshape(red.shape).astype(red.dtype, copy=False)
         red.value = r if r.flags.c_contiguous else r.copy()
     return True
+
+
+def _render(group, layout, node_type, n_in, out_idx, ndim, flat, parallel, red_axes) -> str:
+    spec = cpu.KernelSpec(layout.lines(node_type), n_in, 0, len(out_idx), ndim, flat,
+                          parallel, None)
+    spec.const_names = [f"kc_{n}" for n in layout.const_names]
+    spec.out_exprs = [(j, f"t{k}") for j, k in enumerate(out_idx)]
+    red = group.reduction
+    if red is not None:
+        src_idx = group.members.index(red.args[0])
+        vexpr = exprs.cast(f"t{src_idx}", red.args[0].dtype, red.dtype) \
+            if red.op.name not in ("any", "all", "max", "min") else f"t{src_idx}"
+        spec.reduction = (red.op.name, (0,) if flat else red_axes, red.dtype, vexpr)
+    return spec.render()
 
 
 def _red_axes(group) -> tuple:

@@ -21,7 +21,7 @@ _fusible_cache: dict = {}
 class FusedGroup:
     """Elementwise members with one iteration shape, plus an optional reduction epilogue."""
 
-    __slots__ = ("members", "shape", "start", "reduction", "member_ids", "evar", "needed_ids")
+    __slots__ = ("members", "shape", "start", "reduction", "member_ids", "evar", "removed")
 
     def __init__(self, first, start: int):
         self.members = [first]
@@ -30,6 +30,7 @@ class FusedGroup:
         self.start = start
         self.reduction = None
         self.evar = None
+        self.removed = False
 
     def add(self, node) -> None:
         self.members.append(node)
@@ -69,21 +70,30 @@ def fusible(node) -> bool:
     op = node.op
     if op.kind != "elementwise" or not node.shape:
         return False
-    if node.params is not None and op.name != "astype":
+    params = node.params
+    if params is not None and op.name != "astype":
         return False
-    args = node.args
-    for a in args:
-        if type(a) is int and not (-(1 << 63) <= a < (1 << 63)):
+    ck = [op, node.dtype, params["dtype"] if params is not None else None]
+    for a in node.args:
+        t = type(a)
+        if t is float or t is bool or t is complex:
+            ck.append(t)
+        elif t is int:
+            if not (-(1 << 63) <= a < (1 << 63)):
+                return False
+            ck.append(t)
+        elif a is None:
             return False
-        if a is None:
-            return False
-    keys = tuple(_key(a) for a in args)
-    ck = (op, keys, node.dtype, node.params["dtype"] if op.name == "astype" else None)
+        else:
+            ck.append(a.dtype)
+    ck = tuple(ck)
     ok = _fusible_cache.get(ck)
     if ok is None:
+        args = node.args
+        keys = list(ck[3:])
         try:
             names = [f"a{i}" for i in range(len(args))]
-            ok = exprs.node_expr(node, names, [_value_dtype(a) for a in args], list(keys)) \
+            ok = exprs.node_expr(node, names, [_value_dtype(a) for a in args], keys) \
                 is not None
         except Exception:
             ok = False
@@ -112,7 +122,7 @@ def fuse(work: list, node_type) -> list:
     items: list = []
     group_of: dict = {}      # id(member) -> group
     index_of: dict = {}      # id(node) -> item index (single nodes and groups)
-    position = {id(n): i for i, (n, _) in enumerate(work)}
+    position = None
     for n, inplace in work:
         if not inplace and n.op.kind == "reduction" and len(n.args) == 1:
             src = n.args[0]
@@ -133,7 +143,8 @@ def fuse(work: list, node_type) -> list:
             g = group_of.get(id(a))
             if g is not None and g.shape == n.shape and g not in cands:
                 cands.append(g)
-        cands.sort(key=lambda g: g.start)
+        if len(cands) > 1:
+            cands.sort(key=lambda g: g.start)
         target = None
         if len(cands) > 1 and cands[0].reduction is None:
             # n joins producers from several groups: merge them into the earliest if legal
@@ -145,9 +156,12 @@ def fuse(work: list, node_type) -> list:
                         group_of[id(m)] = g0
                         index_of[id(m)] = g0.start
                     items[h.start] = None
+                    h.removed = True
+            if position is None:
+                position = {id(w): i for i, (w, _) in enumerate(work)}
             g0.members.sort(key=lambda m: position[id(m)])
         for g in cands:
-            if g in items and _can_join(n, g, group_of, index_of, node_type):
+            if not g.removed and _can_join(n, g, group_of, index_of, node_type):
                 target = g
                 break
         if target is None:
