@@ -29,8 +29,7 @@ _NP_SUBMODULES = ("polynomial", "ma", "char", "strings", "rec", "emath", "ctypes
 
 def __getattr__(name: str):
     if name in _NP_SUBMODULES:
-        import importlib
-        mod = _fallback.FallbackModule(f"lazynp.{name}", importlib.import_module(f"numpy.{name}"))
+        mod = _fallback.FallbackModule(f"lazynp.{name}", getattr(_np, name))
         globals()[name] = mod
         return mod
     try:

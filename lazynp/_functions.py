@@ -92,7 +92,10 @@ def lazy_call(name: str, fn, args: tuple, kwargs: dict, *, kind: str = "opaque",
     if meta is not None:
         m = meta(nodes, tpl)
     else:
-        a, k = _fill_deep(tpl, [dummy(n) for n in nodes])
+        # computed inputs take part with their real values (exact shapes for functions like
+        # repeat/compress), pending ones as zero-stride dummies
+        a, k = _fill_deep(tpl, [n.value if n.value is not None and n.op.kind != "view"
+                                else dummy(n) for n in nodes])
         with np.errstate(all="ignore"):
             res = fn(*a, **k)
         if nout:

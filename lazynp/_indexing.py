@@ -63,6 +63,7 @@ def _ufunc_at_impl(base, *vals, geom, index, ufunc, has_b):
 
 
 GETITEM = register(Op("getitem", "index", _getitem_impl))
+_COPY_ELEMENT = register(Op("element", "index", lambda x: np.array(x, copy=True)))
 SETITEM = register(Op("setitem", "write", _setitem_impl, inplace=(0,)))
 UFUNC_AT = register(Op("ufunc_at", "write", _ufunc_at_impl, inplace=(0,)))
 
@@ -117,7 +118,10 @@ def getitem(arr, index):
     if basic is not None:
         shadow, scalar = _basic_view_shadow(arr, basic)
         v = arr._view_of(shadow)
-        v._scalar = scalar
+        if scalar:
+            # NumPy returns a scalar: a copy, not a view of the element
+            node = graph.record(_COPY_ELEMENT, (v._node(),), None, (), shadow.dtype)
+            return ndarray._from_node(node, True)
         return v
     template, args, dummy_index = _advanced_template(index)
     dummy = np.broadcast_to(np.empty((), arr.dtype), arr.shape)
@@ -165,12 +169,19 @@ def _check_scalar_assign(dtype, value) -> None:
 
 
 def setitem(arr, index, value) -> None:
+    if not isinstance(value, ndarray) and not isinstance(value, np.ndarray) and \
+            np.size(value) < 10000:
+        # NumPy's conversion errors ("x" into an int array, NaN into int...) at this line
+        probe = np.empty(np.shape(value), arr.dtype)
+        probe[...] = value
     val = operand(value)
     vshape = val.shape if type(val) is Node else ()
     if type(val) is not Node:
         _check_scalar_assign(arr.dtype, value)
     elif val.dtype.kind == "c" and arr.dtype.kind in "biuf":
         np.empty((), arr.dtype)[()] = np.zeros((), val.dtype)  # NumPy's warning/error here
+    if not arr._get_shadow().flags.writeable:
+        raise ValueError("assignment destination is read-only")
     basic = _normalize_basic(index)
     if basic is not None:
         shadow, _ = _basic_view_shadow(arr, basic)
@@ -219,6 +230,8 @@ def _check_broadcast_assign(vshape: tuple, tshape: tuple, advanced: bool = False
 
 
 def ufunc_at(uf, a, indices, b=None) -> None:
+    if isinstance(a, ndarray) and not a._get_shadow().flags.writeable:
+        raise ValueError("assignment destination is read-only")
     if not isinstance(a, ndarray):
         uf._np.at(a, to_numpy(indices), to_numpy(b) if b is not None else None) if b is not None \
             else uf._np.at(a, to_numpy(indices))

@@ -20,6 +20,14 @@ _UNARY = {"neg": "negative", "pos": "positive", "abs": "absolute", "invert": "in
 
 
 def _forward(uf):
+    if uf.__name__ in ("multiply", "add"):
+        binary = uf.binary
+
+        def seq_aware_fwd(self, other):
+            if type(other) in (list, tuple, str) and self._scalar:
+                return NotImplemented
+            return binary(self, other)
+        return seq_aware_fwd
     if uf._op is not None:
         binary = uf.binary
 
@@ -33,6 +41,14 @@ def _forward(uf):
 
 
 def _reflected(uf):
+    if uf.__name__ in ("multiply", "add"):
+        rbinary = uf.rbinary
+
+        def seq_aware(self, other):
+            if type(other) in (list, tuple, str) and self._scalar:
+                return NotImplemented     # like a NumPy integer: sequence repetition
+            return rbinary(self, other)
+        return seq_aware
     if uf._op is not None:
         rbinary = uf.rbinary
 
@@ -118,6 +134,8 @@ def _view(self, dtype=None, type=None):
 
 
 def _conj(self):
+    if self.dtype.kind != "c":
+        return self      # NumPy returns the array itself for real dtypes
     return UFUNCS["conjugate"](self)
 
 
@@ -151,8 +169,33 @@ def _item_method(name):
 
 _DELEGATED = ("sum", "prod", "mean", "std", "var", "min", "max", "argmin", "argmax", "all",
               "any", "cumsum", "cumprod", "clip", "squeeze", "repeat", "take", "swapaxes",
-              "diagonal", "trace", "argsort", "searchsorted", "ptp", "compress", "choose",
-              "partition", "argpartition")
+              "diagonal", "trace", "argsort", "searchsorted", "ptp", "choose",
+              "argpartition")
+
+
+def _compress(self, condition, axis=None, out=None):
+    return ns.compress(condition, self, axis=axis, out=out)
+
+
+def _partition(self, kth, axis=-1, kind="introselect", order=None):
+    self[...] = ns.partition(self, kth, axis=axis, kind=kind, order=order)
+
+
+def _resize(self, *new_shape, refcheck=True):
+    if len(new_shape) == 1 and not isinstance(new_shape[0], (int, np.integer)):
+        new_shape = new_shape[0]
+    v = np.array(self._value(), copy=True)
+    v.resize(new_shape, refcheck=False)
+    fresh = ns.asarray(v)
+    self._var, self._shadow, self._geom = fresh._var, None, None
+
+
+def _byteswap(self, inplace=False):
+    swapped = ns.asarray(self._value().byteswap())
+    if inplace:
+        self[...] = swapped
+        return self
+    return swapped
 
 
 def _matmul(self, other):
@@ -222,6 +265,10 @@ def install(cls) -> None:
     cls.round = _round
     cls.nonzero = _nonzero
     cls.getfield = _getfield
+    cls.compress = _compress
+    cls.partition = _partition
+    cls.resize = _resize
+    cls.byteswap = _byteswap
     cls.put = _put
     cls.tofile = _tofile
     cls.dump = _dump

@@ -32,9 +32,12 @@ def _shape_arg(shape) -> tuple:
     if isinstance(shape, ndarray):
         shape = shape.tolist()
     try:
-        return (operator.index(shape),)
+        out = (operator.index(shape),)
     except TypeError:
-        return tuple(operator.index(s) for s in shape)
+        out = tuple(operator.index(s) for s in shape)
+    if _bany(s < 0 for s in out):
+        raise ValueError("negative dimensions are not allowed")
+    return out
 
 
 def _creation(name: str, np_fn):
@@ -134,11 +137,15 @@ asanyarray = asarray
 
 def ascontiguousarray(a, dtype=None, *, like=None):
     a = asarray(a, dtype=dtype)
-    return a if a.ndim else a.reshape(1)
+    if not a.ndim:
+        return a.reshape(1)
+    return a if a.flags.c_contiguous else a.copy()
 
 
 def asfortranarray(a, dtype=None, *, like=None):
-    return asarray(a, dtype=dtype)
+    """Values as NumPy's ``asfortranarray``; lazynp buffers are C-ordered (README)."""
+    a = asarray(a, dtype=dtype)
+    return a if a.flags.f_contiguous else a.copy()
 
 
 def array(object, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):
@@ -185,6 +192,8 @@ def eye(N, M=None, k=0, dtype=float, order="C", *, device=None, like=None):
     dtype = np.dtype(dtype)
     N = operator.index(N)
     M = N if M is None else operator.index(M)
+    if N < 0 or M < 0:
+        raise ValueError("negative dimensions are not allowed")
     node = graph.record(_EYE, (), {"N": N, "M": M, "k": operator.index(k), "dtype": dtype},
                         (N, M), dtype)
     return ndarray._from_node(node)
@@ -317,7 +326,9 @@ def imag(val):
     a = asarray(val)
     if a.dtype.kind == "c":
         return _views.view(a, np.imag)
-    return zeros(a.shape, a.dtype)
+    z = zeros(a.shape, a.dtype)
+    z.flags.writeable = False   # NumPy: the imaginary part of a real array is read-only
+    return z
 
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
@@ -658,7 +669,10 @@ def reshape(a, /, shape=None, order="C", *, newshape=None, copy=None):
 
 
 def ravel(a, order="C"):
-    return _views.reshape(asarray(a), -1, order=order)
+    a = asarray(a)
+    if order == "C":
+        return _views.reshape(a, -1)
+    return _views.view(a, np.ravel, order)
 
 
 def transpose(a, axes=None):
@@ -858,7 +872,16 @@ def _generic(name, kind="opaque", scalar=False):
 
 roll = _generic("roll")
 tile = _generic("tile")
-repeat = _generic("repeat")
+_repeat_lazy = _generic("repeat")
+
+
+def repeat(a, repeats, axis=None):
+    """Lazy when ``repeats`` is an integer; array repeats decide the shape (forces them)."""
+    if isinstance(repeats, ndarray):
+        repeats = repeats._value()
+    return _repeat_lazy(a, repeats, axis=axis)
+
+
 pad = _generic("pad")
 take = _generic("take", scalar=True)
 take_along_axis = _generic("take_along_axis")
@@ -878,7 +901,6 @@ partition = _generic("partition")
 argpartition = _generic("argpartition")
 select = _generic("select")
 choose = _generic("choose")
-compress = _generic("compress")
 angle = _generic("angle", kind="elementwise")
 sinc = _generic("sinc", kind="elementwise")
 i0 = _generic("i0", kind="elementwise")
@@ -945,9 +967,9 @@ histogramdd = _forcing("histogramdd")
 histogram_bin_edges = _forcing("histogram_bin_edges")
 digitize = _forcing("digitize")
 extract = _forcing("extract")
+compress = _forcing("compress")
 trim_zeros = _forcing("trim_zeros")
 isin = _forcing("isin")
-in1d = None
 intersect1d = _forcing("intersect1d")
 union1d = _forcing("union1d")
 setdiff1d = _forcing("setdiff1d")
@@ -1003,6 +1025,8 @@ def copyto(dst, src, casting="same_kind", where=True):
     if not isinstance(dst, ndarray):
         np.copyto(dst, to_numpy(src), casting=casting, where=to_numpy(where))
         return
+    if np.isscalar(src):
+        np.copyto(np.empty((), dst.dtype), src, casting=casting)  # NumPy's casting errors
     src = asarray(src) if not np.isscalar(src) else src
     if where is True:
         if isinstance(src, ndarray) and not np.can_cast(src.dtype, dst.dtype, casting):
@@ -1027,4 +1051,4 @@ __all_lazy__ = [n for n in list(globals()) if not n.startswith("_") and n not in
                 ("builtins", "operator", "np", "graph", "Op", "register", "ndarray",
                  "lazy_call", "twin", "broadcast_shapes", "key_of", "operand", "shape_of",
                  "to_numpy", "UFUNCS", "ew", "normalize_axis_index", "normalize_axis_tuple",
-                 "annotations", "in1d", "where_")]
+                 "annotations", "where_")]

@@ -37,9 +37,22 @@ def reduction(name: str, fn, array, axis=None, dtype=None, out=None, keepdims=Fa
     node = graph.record(R.generic_op(name, fn), args, _with_where_flag(args_kw, where), shape, dt)
     res = ndarray._from_node(node, scalar=(shape == () and out is None))
     if out is not None:
+        _check_out(out, shape, name)
         out[...] = res
         return out
     return res
+
+
+def _check_out(out, shape, name) -> None:
+    if not isinstance(out, ndarray) and not isinstance(out, np.ndarray):
+        raise TypeError("output must be an array")
+    if out.shape != shape:
+        if len(out.shape) != len(shape):
+            raise ValueError(f"output parameter for reduction operation {name} has the wrong "
+                             f"number of dimensions: Found {len(out.shape)} but expected "
+                             f"{len(shape)}")
+        raise ValueError(f"output parameter for reduction operation {name} has a non-matching "
+                         f"shape: Found {out.shape} but expected {shape}")
 
 
 def _with_where_flag(args_kw: dict, where) -> dict:

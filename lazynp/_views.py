@@ -46,22 +46,21 @@ def _empty_like_shadow(sh):
 
 
 def reshape(arr, shape, order="C", copy=None):
+    """NumPy's reshape: a view when NumPy makes one (any order), else a copy."""
     from ._functions import lazy_call
     sh = arr._get_shadow()
-    if order not in ("C", "A") or copy:
-        if copy is False:
-            raise ValueError("Unable to avoid creating a copy while reshaping.")
-        res = np.broadcast_to(np.zeros((), arr.dtype), arr.shape).reshape(shape, order=order)
-        return lazy_call("reshape", np.reshape, (arr, shape), {"order": order},
-                         meta=lambda n, t: (res.shape, res.dtype))
     try:
-        r = sh.reshape(shape, copy=False)
+        r = sh.reshape(shape, order=order, copy=False)
     except ValueError:
         if copy is False:
             raise
-        res = np.broadcast_to(np.zeros((), arr.dtype), arr.shape).reshape(shape)
-        return lazy_call("reshape", np.reshape, (arr, shape), {},
+        # the error NumPy gives for a bad shape, else the shape of the copy
+        res = np.broadcast_to(np.zeros((), arr.dtype), arr.shape).reshape(shape, order=order)
+        return lazy_call("reshape", np.reshape, (arr, shape), {"order": order},
                          meta=lambda n, t: (res.shape, res.dtype))
+    if copy:
+        return lazy_call("reshape", np.reshape, (arr, shape), {"order": order},
+                         meta=lambda n, t: (r.shape, r.dtype))
     if r.size == 0:
         return _empty_like_shadow(r)
     return arr._view_of(r)

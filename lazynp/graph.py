@@ -23,19 +23,22 @@ from sys import _getframe
 import numpy as np
 
 from . import _config, _site, engine
+from numpy._core.umath import _extobj_contextvar as _extobj_var
+
 from .kernels import fused as _fused
 from .passes import fusion as _fusion
 from .ops.registry import Op, register
 
 PENDING, SCHEDULED, DONE = 0, 1, 2
 _PKG = _site.PACKAGE_DIR
+_DEFAULT_EXT = None  # set below, once NumPy's default error state object is known
 
 
 class Node:
     """One recorded value: ``op(*args, **params)`` with known shape and dtype."""
 
     __slots__ = ("op", "args", "params", "shape", "dtype", "value", "state", "nuse", "evar",
-                 "site", "exported", "error", "fl", "pos", "uses", "rem", "needed",
+                 "site", "exported", "error", "fl", "pos", "uses", "rem", "needed", "ext",
                  "__weakref__")
 
     def __init__(self, op: Op, args: tuple, params: dict | None, shape: tuple, dtype: np.dtype):
@@ -53,6 +56,7 @@ class Node:
         self.error = None
         self.fl = 0
         self.needed = False
+        self.ext = None
 
     def __repr__(self) -> str:
         st = ("pending", "scheduled", "done")[self.state]
@@ -109,6 +113,8 @@ _pending_vars: list = []          # weakrefs to Vars that got a pending head sin
 _pending_count = 0
 n_recorded = 0
 _max_pending = _config.MAX_PENDING_NODES
+_DEFAULT_EXT = _extobj_var.get()
+_last_bound: list = []
 STATS = { "flushes": 0, "nodes_executed": 0, "bound_flushes": 0,
          "inplace_writes": 0, "copy_on_write": 0}
 
@@ -125,6 +131,9 @@ def record(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> Nod
         f = f.f_back
     if f is not None:
         n.site = (f.f_code, f.f_lineno)
+    ext = _extobj_var.get()
+    if ext is not _DEFAULT_EXT:
+        n.ext = ext     # the user's np.errstate at the recording line applies when it runs
     _pending_count += 1
     n_recorded += 1
     if _pending_count >= _max_pending:
@@ -141,9 +150,16 @@ def view_node(base: Node, offset: int, shape: tuple, strides: tuple, dtype) -> N
 
 
 def _bound_flush() -> None:
-    """Flush every live pending head: keeps a long Python loop's graph bounded."""
+    """Flush every live pending head: keeps a long Python loop's graph bounded.  Waits for
+    the previous bound flush first, so recording never runs far ahead of the engine."""
+    global _last_bound
     STATS["bound_flushes"] += 1
-    flush_live()
+    for t in _last_bound:
+        try:
+            _wait(_root(t))
+        except BaseException:
+            pass        # raised again when that array itself is read
+    _last_bound = flush_live()
 
 
 def flush_live() -> None:
@@ -159,6 +175,7 @@ def flush_live() -> None:
     _pending_vars = keep
     if targets:
         flush(targets, wait=False)
+    return targets
 
 
 # --- flush ---------------------------------------------------------------------------------
@@ -390,7 +407,19 @@ def _store_checker(group):
 
 
 def _run_item(item, epoch: int) -> None:
-    """Run one work item: a ``(node, inplace)`` pair or a fused group."""
+    """Run one work item: a ``(node, inplace)`` pair or a fused group.  A failure is stored
+    on the item's nodes (raised when they are read) and re-raised."""
+    first = item[0] if type(item) is tuple else item.members[0]
+    want = first.ext if first.ext is not None else _DEFAULT_EXT
+    token = _extobj_var.set(want) if _extobj_var.get() is not want else None
+    try:
+        _run_item_in_state(item, epoch)
+    finally:
+        if token is not None:
+            _extobj_var.reset(token)
+
+
+def _run_item_in_state(item, epoch: int) -> None:
     if type(item) is tuple:
         n, inplace = item
         try:
@@ -417,7 +446,7 @@ def _run_item(item, epoch: int) -> None:
             _after_run(m, epoch)
         return
     for m in nodes:
-        _run_item((m, False), epoch)
+        _run_item_in_state((m, False), epoch)
 
 
 _MIN_FUSED_WORK = 2048
@@ -463,13 +492,17 @@ def _push_bulk(eng, plan: _Plan, items) -> None:
                 writes.append(n.evar)
 
     def run_all():
-        for idx, it in enumerate(items):
+        # A failing item marks only its own nodes; items reading them fail in turn when
+        # they read the value; unrelated items still run.  Nothing is raised to the engine,
+        # which would mark the shared var of every node in the bulk.
+        for it in items:
             try:
                 _run_item(it, epoch)
             except BaseException as exc:
-                for rest in items[idx:]:
-                    _fail(_pairs(rest), exc)
-                raise
+                for n, _ in _pairs(it):
+                    if n.state != DONE or n.error is None and n.value is None:
+                        n.state = DONE
+                        n.error = exc
 
     eng.push(run_all, [r.evar for r in plan.external if r.evar is not None], writes)
 

@@ -127,7 +127,14 @@ class ndarray:
 
     @property
     def flags(self):
-        return self._get_shadow().flags
+        if self._shadow is None:
+            self._get_shadow()
+            self._shadow = self._var.shadow.view()  # this handle's own flags
+        return self._shadow.flags
+
+    def setflags(self, write=None, align=None, uic=None) -> None:
+        """Set WRITEABLE (the only flag lazynp tracks) like :meth:`numpy.ndarray.setflags`."""
+        self.flags.writeable = self.flags.writeable if write is None else write
 
     @property
     def base(self):
@@ -266,8 +273,7 @@ class ndarray:
     def __iter__(self):
         if not self.shape:
             raise TypeError("iteration over a 0-d array")
-        for i in range(self.shape[0]):
-            yield self[i]
+        return (self[i] for i in range(self.shape[0]))
 
     def __contains__(self, item) -> bool:
         from . import _namespace as ns

@@ -186,6 +186,8 @@ def fuse(work: list, node_type) -> list:
 def _can_merge(h: FusedGroup, g: FusedGroup, index_of, node_type) -> bool:
     """Can group ``h`` (started later) run inside ``g``: every input of its members is in
     ``g`` or ``h``, or produced before ``g`` starts."""
+    if h.members[0].ext is not g.members[0].ext:
+        return False
     for m in h.members:
         for a in m.args:
             if type(a) is not node_type or id(a) in g.member_ids or id(a) in h.member_ids:
@@ -204,6 +206,8 @@ def _can_merge(h: FusedGroup, g: FusedGroup, index_of, node_type) -> bool:
 
 
 def _can_join(n, g: FusedGroup, group_of, index_of, node_type) -> bool:
+    if n.ext is not g.members[0].ext:
+        return False
     for a in n.args:
         if type(a) is not node_type:
             continue
