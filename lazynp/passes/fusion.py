@@ -15,6 +15,8 @@ from ..kernels import exprs
 
 _PY = (bool, int, float, complex)
 _EPILOGUES = {"sum", "prod", "mean", "max", "min", "any", "all"}
+#: a longer chain is split: compile time and code size grow with the kernel
+MAX_MEMBERS = 96
 _fusible_cache: dict = {}
 
 
@@ -146,7 +148,8 @@ def fuse(work: list, node_type) -> list:
         if len(cands) > 1:
             cands.sort(key=lambda g: g.start)
         target = None
-        if len(cands) > 1 and cands[0].reduction is None:
+        if len(cands) > 1 and cands[0].reduction is None and \
+                sum(len(g.members) for g in cands) < MAX_MEMBERS:
             # n joins producers from several groups: merge them into the earliest if legal
             g0 = cands[0]
             for h in cands[1:]:
@@ -161,7 +164,8 @@ def fuse(work: list, node_type) -> list:
                 position = {id(w): i for i, (w, _) in enumerate(work)}
             g0.members.sort(key=lambda m: position[id(m)])
         for g in cands:
-            if not g.removed and _can_join(n, g, group_of, index_of, node_type):
+            if not g.removed and len(g.members) < MAX_MEMBERS and \
+                    _can_join(n, g, group_of, index_of, node_type):
                 target = g
                 break
         if target is None:
