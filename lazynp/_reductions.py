@@ -96,7 +96,7 @@ def accumulate(np_ufunc, array, axis=0, dtype=None, out=None):
     """Record ``ufunc.accumulate``."""
     a = _asarray(array)
     if a.ndim == 0:
-        raise ValueError("cannot accumulate on a scalar")
+        raise TypeError("cannot accumulate on a scalar")
     normalize_axis_index(axis, a.ndim)
     args_kw = {"axis": axis}
     if dtype is not None:

@@ -108,6 +108,7 @@ class ufunc:
             self._dtypes[keys] = dt
         if has_int:
             ew.check_python_int(self._np, args, keys)
+
         return ndarray._from_node(graph.record(self._op, tuple(ops), None, shape, dt),
                                   shape == ())
 
@@ -129,8 +130,8 @@ class ufunc:
             nb = b
             kb = tb
             sb = ()
-            if na.dtype.kind in "iu":
-                ew.check_python_int(self._np, (b,), (na.dtype,))
+            if not 0 <= b <= 127:
+                ew.check_python_int(self._np, (a, b), (na.dtype, int))
         else:
             return self(a, b)
         sa = na.shape
@@ -147,8 +148,8 @@ class ufunc:
         tb = type(b)
         if tb is float or tb is bool or tb is complex or tb is int:
             na = a._var.head if a._geom is None else a._node()
-            if tb is int and na.dtype.kind in "iu":
-                ew.check_python_int(self._np, (b,), (na.dtype,))
+            if tb is int and not -1024 <= b <= 1024:
+                ew.check_python_int(self._np, (b, a), (int, na.dtype))
             key = (tb, na.dtype)
             dt = self._dtypes.get(key)
             if dt is None:
@@ -231,12 +232,13 @@ class ufunc:
         if not o._get_shadow().flags.writeable:
             raise ValueError("output array is read-only")
         oshape = o.shape
-        if broadcast_shapes(shape, oshape) != oshape:
-            raise ValueError(f"non-broadcastable output operand with shape {oshape} doesn't "
-                             f"match the broadcast shape {broadcast_shapes(shape, oshape)}")
         probes = [np.empty(0, dtype=k) if isinstance(k, np.dtype) else k(0) for k in keys]
         with np.errstate(all="ignore"):
             self._np(*probes, out=np.empty(0, o.dtype), **kw)  # NumPy's casting errors, here
+        full = broadcast_shapes(shape, shape_of(ops[-1])) if has_where else shape
+        if broadcast_shapes(full, oshape) != oshape:
+            raise ValueError(f"non-broadcastable output operand with shape {oshape} doesn't "
+                             f"match the broadcast shape {broadcast_shapes(full, oshape)}")
         o._write(UFUNC_OUT, tuple(ops), {"ufunc": self._np, "kw": kw, "has_where": has_where})
         return o
 

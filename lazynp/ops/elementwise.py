@@ -124,16 +124,39 @@ def result_dtypes(ufunc: np.ufunc, keys: tuple, dtype=None, casting="same_kind")
 
 
 _int_bounds: dict = {}
+_loops: dict = {}
+
+
+def _bounds(k: np.dtype):
+    b = _int_bounds.get(k)
+    if b is None:
+        info = np.iinfo(k)
+        b = _int_bounds[k] = (int(info.min), int(info.max))
+    return b
 
 
 def check_python_int(ufunc, args, keys) -> None:
-    """Raise NumPy's OverflowError for a Python int that does not fit an integer operand dtype."""
-    for k in keys:
-        if isinstance(k, np.dtype) and k.kind in "iu":
-            b = _int_bounds.get(k)
-            if b is None:
-                info = np.iinfo(k)
-                b = _int_bounds[k] = (int(info.min), int(info.max))
-            for a in args:
-                if type(a) is int and not (b[0] <= a <= b[1]):
+    """Raise NumPy's OverflowError for a Python int that does not fit the integer dtype it is
+    converted to (the other operands' dtypes and the ufunc loop's input dtypes)."""
+    ints = [k for k in keys if isinstance(k, np.dtype) and k.kind in "iu"]
+    for a in args:
+        if type(a) is int:
+            for k in ints:
+                b = _bounds(k)
+                if not (b[0] <= a <= b[1]):
                     ufunc(np.empty(0, dtype=k), a)  # NumPy's exact error (comparisons pass)
+    lk = (ufunc, tuple(keys))
+    loop = _loops.get(lk)
+    if loop is None:
+        try:
+            loop = ufunc.resolve_dtypes(tuple(keys) + (None,) * ufunc.nout)[:ufunc.nin]
+        except Exception:
+            loop = ()
+        _loops[lk] = loop
+    for a, d in zip(args, loop):
+        if type(a) is int and d.kind in "iu":
+            b = _bounds(d)
+            if not (b[0] <= a <= b[1]):
+                probes = [np.empty(0, dtype=k) if isinstance(k, np.dtype) else v
+                          for k, v in zip(keys, args)]
+                ufunc(*probes)

@@ -92,6 +92,8 @@ def probe_dtype(name: str, fn, shape: tuple, dtype, args_kw: dict):
 
 def reduced_shape(shape: tuple, axis, keepdims: bool) -> tuple:
     ndim = len(shape)
+    if ndim == 0 and axis in (0, -1, (0,), (-1,), ()):
+        return ()       # NumPy accepts axis 0/-1 on 0-d arrays
     if axis is None:
         axes = tuple(range(ndim))
     else:
