@@ -148,7 +148,7 @@ class ufunc:
         tb = type(b)
         if tb is float or tb is bool or tb is complex or tb is int:
             na = a._var.head if a._geom is None else a._node()
-            if tb is int and not -1024 <= b <= 1024:
+            if tb is int and not 0 <= b <= 127:
                 ew.check_python_int(self._np, (b, a), (int, na.dtype))
             key = (tb, na.dtype)
             dt = self._dtypes.get(key)
