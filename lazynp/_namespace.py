@@ -277,7 +277,8 @@ def clip(a, a_min=_NoValue, a_max=_NoValue, out=None, *, min=_NoValue, max=_NoVa
         raise TypeError("Passed `min` and `a_min`, only one of which may be given.")
     ops = [operand(a), operand(lo) if lo is not None else None,
            operand(hi) if hi is not None else None]
-    probes = [_probe(key_of(o)) if o is not None else None for o in ops]
+    probes = [(o if type(o) in (bool, int, float, complex) else _probe(key_of(o)))
+              if o is not None else None for o in ops]
     dt = np.clip(*probes, **kwargs).dtype
     shape = broadcast_shapes(*[shape_of(o) for o in ops if o is not None])
     if kwargs:

@@ -100,8 +100,15 @@ class ufunc:
             elif shape == ():
                 shape = s
             else:
-                shape = broadcast_shapes(shape, s)
+                try:
+                    shape = broadcast_shapes(shape, s)
+                except ValueError:
+                    ew.result_dtypes(self._np, tuple(k if k is not None else float for k in
+                                                     keys + [float] * (self.nin - len(keys))))
+                    raise
         keys = tuple(keys)
+        if shape == () and not any(type(o) is graph.Node for o in ops):
+            return self._scalars_only(args)
         dt = self._dtypes.get(keys)
         if dt is None:
             dt = ew.result_dtypes(self._np, keys)[0]
@@ -111,6 +118,12 @@ class ufunc:
 
         return ndarray._from_node(graph.record(self._op, tuple(ops), None, shape, dt),
                                   shape == ())
+
+    def _scalars_only(self, args):
+        """Only Python scalars: NumPy's own conversion rules (huge ints become uint64 or
+        object), computed at once like NumPy does."""
+        res = self._np(*args)
+        return ndarray._from_node(graph.leaf(np.asarray(res)), True)
 
     def binary(self, a, b):
         """``a (op) b`` for a lazynp ``a`` (the dunder fast path, inlined recording)."""
@@ -135,12 +148,12 @@ class ufunc:
         else:
             return self(a, b)
         sa = na.shape
-        shape = sa if (sa == sb or sb == ()) else (sb if sa == () else broadcast_shapes(sa, sb))
         key = (na.dtype, kb)
         dt = self._dtypes.get(key)
         if dt is None:
-            dt = ew.result_dtypes(self._np, key)[0]
+            dt = ew.result_dtypes(self._np, key)[0]   # NumPy checks dtypes before shapes
             self._dtypes[key] = dt
+        shape = sa if (sa == sb or sb == ()) else (sb if sa == () else broadcast_shapes(sa, sb))
         return ndarray._from_node(graph.record(self._op, (na, nb), None, shape, dt), shape == ())
 
     def rbinary(self, a, b):
@@ -193,6 +206,12 @@ class ufunc:
             kw["casting"] = casting
         if signature is not None:
             kw["signature"] = signature
+        if out is None and not signature:
+            ew.result_dtypes(self._np, keys, kw.get("dtype"), casting)  # dtype errors first
+        elif out is not None and isinstance(out, ndarray):
+            probes = [np.empty(0, dtype=k) if isinstance(k, np.dtype) else k(0) for k in keys]
+            with np.errstate(all="ignore"):
+                self._np(*probes, out=np.empty(0, out.dtype), **kw)
         shape = broadcast_shapes(*[shape_of(o) for o in ops])
         has_where = where is not True
         if has_where:
