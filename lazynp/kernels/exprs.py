@@ -25,6 +25,7 @@ _FLOAT_ONLY = {"power", "float_power", "reciprocal", "floor_divide", "remainder"
 _NO_COMPLEX = _FLOAT_ONLY | {"maximum", "minimum", "fmax", "fmin", "sign", "floor_divide",
                              "remainder", "less", "less_equal", "greater", "greater_equal",
                              "logical_and", "logical_or", "logical_xor", "logical_not"}
+_COMPARISONS = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}
 _NOT_FUSED = {"ldexp", "frexp", "modf", "divmod", "spacing", "nextafter", "heaviside",
               "bitwise_count", "gcd", "lcm", "isnat", "fmod", "float_power", "cbrt",
               "left_shift", "right_shift", "logaddexp2", "exp2", "log2", "sign", "rint"}
@@ -65,7 +66,8 @@ def _loop_dtypes(node, keys):
         return None
 
 
-def node_expr(node, operands: list, operand_dtypes: list, operand_keys: list):
+def node_expr(node, operands: list, operand_dtypes: list, operand_keys: list,
+              const_exponent: bool = False):
     """Scalar expression for ``node`` or None when it is not fusible.
 
     ``operands`` are the operands' expression strings, ``operand_dtypes`` their dtypes as
@@ -93,6 +95,12 @@ def node_expr(node, operands: list, operand_dtypes: list, operand_keys: list):
     if name == "clip":
         if out.kind not in "iuf" or len(operands) != 3:
             return None
+        if out.kind in "iu" and int in operand_keys and out != np.uint64:
+            # a Python-int bound may lie outside the dtype: clip exactly in int64
+            i64 = np.dtype(np.int64)
+            x, lo, hi = (cast(o, d, i64) for o, d in zip(operands, operand_dtypes))
+            mx = _SPECIAL["maximum"].format(x, lo)
+            return cast(_SPECIAL["minimum"].format(mx, hi), None, out)
         x, lo, hi = (cast(o, d, out) for o, d in zip(operands, operand_dtypes))
         mx = _SPECIAL["maximum"].format(x, lo)
         return cast(_SPECIAL["minimum"].format(mx, hi), out, out)
@@ -103,6 +111,10 @@ def node_expr(node, operands: list, operand_dtypes: list, operand_keys: list):
     if loop is None:
         return None
     ins, outs = loop[:uf.nin], loop[uf.nin:]
+    if name in _COMPARISONS and int in operand_keys and \
+            all(d.kind in "iub" and d != np.uint64 for d in ins):
+        # NumPy 2 compares with a Python int exactly, even out of the dtype's range
+        ins = (np.dtype(np.int64),) * len(ins)
     if any(d not in SUPPORTED for d in ins) or outs[0] != out:
         return None
     if name in _FLOAT_ONLY and any(d.kind != "f" for d in ins):
@@ -124,9 +136,43 @@ def node_expr(node, operands: list, operand_dtypes: list, operand_keys: list):
             expr = "({0} and {1})"
         else:
             return None
+    elif name == "power" and const_exponent:
+        # NumPy computes a scalar exponent of 0.5 with sqrt (signed zeros, -inf)
+        expr = "(np.sqrt({0}) if {1} == 0.5 else {0} ** {1})"
     elif name in ("isnan", "isinf", "isfinite") and ins[0].kind not in "fc":
         expr = {"isnan": "False", "isinf": "False", "isfinite": "True"}[name]
     else:
         expr = _SPECIAL.get(name, op.expr)
     args = [cast(o, d, t) for o, d, t in zip(operands, operand_dtypes, ins)]
     return cast(expr.format(*args), None, out)
+
+
+def python_ints_fit(node) -> bool:
+    """NumPy 2 compares/clips with an out-of-range Python int exactly; a kernel would first
+    convert it to the loop dtype.  True when every Python int argument fits that dtype."""
+    args = node.args
+    ints = [i for i, a in enumerate(args) if type(a) is int]
+    if not ints:
+        return True
+    op = node.op
+    if op.ufunc is not None:
+        keys = tuple(type(a) if type(a) in (bool, int, float, complex) else a.dtype
+                     for a in args)
+        try:
+            loop = op.ufunc.resolve_dtypes(keys + (None,) * op.ufunc.nout)
+        except Exception:
+            return False
+        targets = [loop[i] for i in ints]
+    else:
+        targets = [node.dtype] * len(ints)
+    exact_in_int64 = op.name in _COMPARISONS or op.name == "clip"
+    for i, d in zip(ints, targets):
+        if exact_in_int64 and d.kind in "iub" and d != np.uint64:
+            continue
+        if d.kind in "iu":
+            info = np.iinfo(d)
+            if not info.min <= args[i] <= info.max:
+                return False
+        elif d.kind == "b":
+            return False
+    return True

@@ -92,7 +92,8 @@ class _Layout:
                     counters[name] += 1
                     dts.append(vd)
                     keys.append(t if t in _PYTYPES else a.dtype)
-            out.append(f"t{k} = {exprs.node_expr(m, names, dts, keys)}")
+            const_exp = m.op.name == "power" and type(m.args[1]) is not node_type
+            out.append(f"t{k} = {exprs.node_expr(m, names, dts, keys, const_exp)}")
         return out
 
 
@@ -184,9 +185,12 @@ def _render(group, layout, node_type, n_in, out_idx, ndim, flat, parallel, red_a
     red = group.reduction
     if red is not None:
         src_idx = group.members.index(red.args[0])
-        vexpr = exprs.cast(f"t{src_idx}", red.args[0].dtype, red.dtype) \
+        acc = red.dtype
+        if red.op.name in ("sum", "mean", "prod") and acc == np.float32:
+            acc = np.dtype(np.float64)   # sequential float32 sums drift; NumPy sums pairwise
+        vexpr = exprs.cast(f"t{src_idx}", red.args[0].dtype, acc) \
             if red.op.name not in ("any", "all", "max", "min") else f"t{src_idx}"
-        spec.reduction = (red.op.name, (0,) if flat else red_axes, red.dtype, vexpr)
+        spec.reduction = (red.op.name, (0,) if flat else red_axes, acc, vexpr)
     return spec.render()
 
 

@@ -89,6 +89,8 @@ def fusible(node) -> bool:
         else:
             ck.append(a.dtype)
     ck = tuple(ck)
+    if int in ck[3:] and not exprs.python_ints_fit(node):
+        return False
     ok = _fusible_cache.get(ck)
     if ok is None:
         args = node.args
