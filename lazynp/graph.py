@@ -81,11 +81,50 @@ class Var:
 
 # --- leaves and the view op -------------------------------------------------------------
 
+#: While > 0 (autodiff tapes, tracing), computed nodes keep their args and params so the
+#: recorded graph can be walked backwards after a flush.  Use :func:`keeping_graph`.
+keep_graph = 0
+
+
+class keeping_graph:
+    """Context manager: keep the recorded graph (args/params) of nodes computed inside."""
+
+    def __enter__(self):
+        global keep_graph
+        keep_graph += 1
+        return self
+
+    def __exit__(self, *exc):
+        global keep_graph
+        keep_graph -= 1
+        return False
+
+
+class TracingError(RuntimeError):
+    """A placeholder value was needed while tracing (Python control flow on an array)."""
+
+
+def _placeholder_impl(*args, **kwargs):
+    raise TracingError("lazynp: a traced placeholder has no value; Python control flow on "
+                       "array values cannot be traced (make the argument static or use "
+                       "np.where)")
+
+
+PLACEHOLDER = None  # registered below
+
+
+def placeholder(shape: tuple, dtype, name: str = "") -> "Node":
+    """A symbolic input for tracing: recording works, forcing raises :class:`TracingError`."""
+    n = Node(PLACEHOLDER, (), {"name": name}, tuple(shape), np.dtype(dtype))
+    return n
+
+
 def _leaf_impl():  # pragma: no cover - leaves are never executed
     raise AssertionError("a leaf node is never executed")
 
 
 LEAF = register(Op("leaf", "creation", _leaf_impl))
+PLACEHOLDER = register(Op("placeholder", "creation", _placeholder_impl))
 
 
 def _view_impl(base, offset, shape, strides, dtype):
@@ -475,8 +514,9 @@ def _after_run(n: Node, epoch: int) -> None:
                     r.rem -= 1
                     if r.rem == 0 and not r.needed:
                         r.value = None
-    n.params = None
-    n.args = ()       # detach: the graph behind a computed value can be freed
+    if not keep_graph:
+        n.params = None
+        n.args = ()   # detach: the graph behind a computed value can be freed
 
 
 def _push_bulk(eng, plan: _Plan, items) -> None:
