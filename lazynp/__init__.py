@@ -43,3 +43,5 @@ def __getattr__(name: str):
 
 def __dir__():
     return sorted(set(dir(_np)) | set(globals()))
+from .autograd import grad, value_and_grad, vjp, jvp, jacobian, hessian, elementwise_grad  # noqa: E402
+from . import autograd  # noqa: E402

@@ -1,6 +1,8 @@
 """Recording reductions and scans (shape/dtype rules at record time, NumPy's errors)."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .ndarray import ndarray
@@ -29,7 +31,16 @@ def reduction(name: str, fn, array, axis=None, dtype=None, out=None, keepdims=Fa
         args_kw["dtype"] = np.dtype(dtype)
     if keepdims:
         args_kw["keepdims"] = True
-    dt = R.probe_dtype(name, fn, a.shape, a.dtype, args_kw)
+    if where is not True:
+        # shape/identity errors of the where mask: probe on zero-stride dummies of the
+        # real shapes (rare path)
+        wv = where._value() if isinstance(where, ndarray) else np.asarray(where)
+        dummy = np.broadcast_to(np.zeros((), a.dtype), a.shape)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            dt = np.asarray(fn(dummy, where=np.broadcast_to(wv, wv.shape), **args_kw)).dtype
+    else:
+        dt = R.probe_dtype(name, fn, a.shape, a.dtype, args_kw)
     shape = R.reduced_shape(a.shape, axis, keepdims)
     args = (a._node(),)
     if where is not True:
@@ -64,7 +75,7 @@ def _with_where_flag(args_kw: dict, where) -> dict:
 
 
 def _scan_shape(shape: tuple, axis) -> tuple:
-    if axis is None:
+    if axis is None or (len(shape) == 0 and axis in (0, -1)):
         n = 1
         for s in shape:
             n *= s
@@ -87,6 +98,8 @@ def scan(name: str, array, axis=None, dtype=None, out=None):
     node = graph.record(R.SCAN_OPS[name], (a._node(),), args_kw or None, shape, dt)
     res = ndarray._from_node(node)
     if out is not None:
+        if out.shape != shape:
+            raise ValueError(f"provided out is the wrong size for the accumulation.")
         out[...] = res
         return out
     return res
@@ -107,6 +120,8 @@ def accumulate(np_ufunc, array, axis=0, dtype=None, out=None):
                         a.shape, dt)
     res = ndarray._from_node(node)
     if out is not None:
+        if out.shape != a.shape:
+            raise ValueError("provided out is the wrong size for the accumulation.")
         out[...] = res
         return out
     return res

@@ -1,0 +1,757 @@
+"""Reverse-mode autodiff over lazynp's recorded graph.
+
+Functional API (autograd/JAX style): :func:`grad`, :func:`value_and_grad`, :func:`vjp`,
+:func:`jvp`, :func:`jacobian`, :func:`hessian`, :func:`elementwise_grad`; arguments and
+outputs may be pytrees (tuples, lists, dicts).  Imperative API (MXNet style):
+``x.attach_grad()``, ``with lazynp.autograd.record(): ...``, ``y.backward()``, ``x.grad``,
+``lazynp.autograd.pause()``.
+
+How it works.  While a function is traced, every node recorded (and every view node) is put
+on a *tape*; the graph keeps its args/params (:func:`lazynp.graph.keeping_graph`), and when
+something forces a flush mid-trace the recorded nodes are marked ``exported`` so their values
+survive for the backward pass and are never overwritten in place.  The backward pass walks
+the tape from the output to the inputs in reverse topological order and applies the rule
+table of :mod:`lazynp.ops.vjps`.  Rules are written with lazynp ops, so gradients are
+ordinary lazy graphs: they fuse, run on the engine, and, recorded inside an enclosing trace,
+can be differentiated again (``grad(grad(f))``, :func:`hessian`).
+
+Writes (``a[i] = v``, ``a += b``, ``out=``, ``np.add.at``, writes through views) are new
+versions of a Var: their rules treat them functionally (the old version gets the cotangent
+with the written region zeroed, the written value gets the region's cotangent).
+
+``jvp`` is computed as the transpose of a VJP (the VJP is linear in its cotangent, so its
+own VJP applied to the tangent gives ``J @ t``).
+
+A NumPy fallback (a function with no lazy implementation) whose input depends on a
+differentiated input cannot be differentiated: the backward pass raises
+:class:`AutogradError` naming the function, never a silent zero.
+"""
+from __future__ import annotations
+
+import sys
+import weakref
+
+import numpy as _np
+
+from . import graph as _graph
+from . import _fallback
+from .graph import Node
+from .ndarray import ndarray
+from .ops import vjps as _vjps
+
+__all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "elementwise_grad",
+           "record", "pause", "backward", "is_recording", "stop_gradient", "AutogradError",
+           "mark_variables"]
+
+
+class AutogradError(RuntimeError):
+    """A value on the differentiated path cannot be differentiated."""
+
+
+# --- tracing: the tape and the hooks ------------------------------------------------------
+
+_REC: list = []          # nodes recorded while any trace is open (the tape)
+_marked = 0              # _REC[:_marked] have been protected at a flush
+_depth = 0
+_paused = 0
+_INPUT_IDS: dict = {}    # id(node) -> node, inputs of open traces (fallback dependency check)
+_POISON: dict = {}       # id(leaf node) -> (node, function name): fallback results on the path
+_orig: dict = {}
+
+
+def _root(n):
+    return n.args[0] if n.op is _graph.VIEW else n
+
+
+def _h_record(op, args, params, shape, dtype):
+    n = _orig["record"](op, args, params, shape, dtype)
+    if not _paused:
+        _REC.append(n)
+    if op.kind == "write" and args and type(args[0]) is Node:
+        # the old version may be read by the backward pass: never overwrite it in place
+        _root(args[0]).exported = True
+    return n
+
+
+def _h_view_node(base, offset, shape, strides, dtype):
+    n = _orig["view_node"](base, offset, shape, strides, dtype)
+    if not _paused:
+        _REC.append(n)
+    return n
+
+
+def _h_flush(targets, wait=True):
+    global _marked
+    pending = _graph.PENDING
+    for n in _REC[_marked:]:
+        if n.state == pending:
+            n.exported = True          # keep the value for the backward pass
+            for a in n.args:
+                if type(a) is Node and a.state == pending:
+                    _root(a).exported = True
+    _marked = len(_REC)
+    return _orig["flush"](targets, wait)
+
+
+def _lazy_leaves(obj, out):
+    if isinstance(obj, ndarray):
+        out.append(obj._node())
+    elif isinstance(obj, (list, tuple)):
+        for x in obj:
+            _lazy_leaves(x, out)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            _lazy_leaves(x, out)
+    return out
+
+
+def _depends_on_inputs(obj) -> bool:
+    if not _INPUT_IDS:
+        return False
+    stack = _lazy_leaves(obj, [])
+    seen = set()
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if id(n) in _INPUT_IDS:
+            return True
+        for a in n.args:
+            if type(a) is Node:
+                stack.append(a)
+    return False
+
+
+def _taint(res, name):
+    for n in _lazy_leaves(res, []):
+        if n.dtype.kind in "fc":
+            _POISON[id(_root(n))] = (_root(n), name)
+
+
+def _h_call_numpy(fn, name, args, kwargs):
+    res = _orig["call_numpy"](fn, name, args, kwargs)
+    if _depends_on_inputs((args, kwargs)):
+        _taint(res, "numpy." + name)
+    return res
+
+
+def _h_wrap_result(res, inputs=()):
+    out = _orig["wrap_result"](res, inputs)
+    f = sys._getframe(1)
+    loc = f.f_locals
+    if f.f_code.co_name == "f" and "np_fn" in loc:   # the forcing functions (unique, ...)
+        if _depends_on_inputs((loc.get("args"), loc.get("kwargs"))):
+            _taint(out, "numpy." + getattr(loc["np_fn"], "__name__", "?"))
+    return out
+
+
+def _install():
+    _orig.update(record=_graph.record, view_node=_graph.view_node, flush=_graph.flush,
+                 call_numpy=_fallback.call_numpy, wrap_result=_fallback.wrap_result)
+    _graph.record = _h_record
+    _graph.view_node = _h_view_node
+    _graph.flush = _h_flush
+    _fallback.call_numpy = _h_call_numpy
+    _fallback.wrap_result = _h_wrap_result
+
+
+def _uninstall():
+    _graph.record = _orig["record"]
+    _graph.view_node = _orig["view_node"]
+    _graph.flush = _orig["flush"]
+    _fallback.call_numpy = _orig["call_numpy"]
+    _fallback.wrap_result = _orig["wrap_result"]
+
+
+class _Trace:
+    """Open a trace: keep the graph, put recorded nodes on the tape (nestable)."""
+
+    def __enter__(self):
+        global _depth
+        self._kg = _graph.keeping_graph()
+        self._kg.__enter__()
+        if _depth == 0:
+            _install()
+        _depth += 1
+        self.start = len(_REC)
+        self.inputs = []
+        return self
+
+    def add_input(self, node):
+        self.inputs.append(node)
+        _INPUT_IDS[id(node)] = node
+
+    def capture(self, protect=False):
+        """The tape of this trace: {id(node): (node, args, params)}.  ``protect``: the
+        backward pass runs later, so pending nodes must keep their values."""
+        nodes = _REC[self.start:]
+        tape = {}
+        for n in nodes:
+            tape[id(n)] = (n, n.args, n.params)
+            if protect and n.state == _graph.PENDING:
+                n.exported = True
+                for a in n.args:
+                    if type(a) is Node:
+                        _root(a).exported = True
+        return _Tape(tape, dict(_POISON))
+
+    def __exit__(self, *exc):
+        global _depth, _marked
+        _depth -= 1
+        for n in self.inputs:
+            _INPUT_IDS.pop(id(n), None)
+        if _depth == 0:
+            _uninstall()
+            _REC.clear()
+            _marked = 0
+            _POISON.clear()
+        self._kg.__exit__(*exc)
+        return False
+
+
+class _Tape:
+    __slots__ = ("nodes", "poison")
+
+    def __init__(self, nodes, poison):
+        self.nodes = nodes
+        self.poison = poison
+
+    def merge(self, other):
+        self.nodes.update(other.nodes)
+        self.poison.update(other.poison)
+
+
+# --- the backward pass ------------------------------------------------------------------------
+
+def _lnp():
+    import lazynp
+    return lazynp
+
+
+def _diff_dtype(dt) -> bool:
+    return dt.kind == "f"
+
+
+def _fit(c, shape, dtype):
+    """Sum ``c`` over broadcast dimensions down to ``shape`` and cast it to ``dtype``."""
+    lnp = _lnp()
+    if not isinstance(c, ndarray):
+        c = lnp.asarray(c)
+    if c.shape != tuple(shape):
+        nd = len(shape)
+        if c.ndim > nd:
+            c = lnp.sum(c, axis=tuple(range(c.ndim - nd)))
+        if c.ndim == nd:
+            axes = tuple(i for i, s in enumerate(shape) if s == 1 and c.shape[i] != 1)
+            if axes:
+                c = lnp.sum(c, axis=axes, keepdims=True)
+        if c.ndim < nd:
+            c = lnp.reshape(c, (1,) * (nd - c.ndim) + c.shape)
+        if c.shape != tuple(shape):
+            c = lnp.broadcast_to(c, shape)
+    if c.dtype != dtype:
+        if dtype.kind != "f":
+            return None
+        c = c.astype(dtype)
+    return c
+
+
+def _backward(outs, cots, inputs, tape: _Tape):
+    """Cotangents of ``inputs`` (nodes) given output nodes and their cotangents."""
+    T = tape.nodes
+    input_ids = {id(n) for n in inputs}
+    active: dict = {}
+    order = []
+    # iterative DFS (post-order) over the tape
+    for o in outs:
+        if id(o) in active:
+            continue
+        stack = [(o, 0)]
+        active[id(o)] = None      # visiting
+        while stack:
+            node, i = stack[-1]
+            ent = T.get(id(node))
+            args = ent[1] if (ent is not None and id(node) not in input_ids) else ()
+            pushed = False
+            while i < len(args):
+                a = args[i]
+                i += 1
+                if type(a) is Node and id(a) not in active:
+                    stack[-1] = (node, i)
+                    active[id(a)] = None
+                    stack.append((a, 0))
+                    pushed = True
+                    break
+            if pushed:
+                continue
+            stack.pop()
+            nid = id(node)
+            if nid in input_ids:
+                act = True
+            elif ent is None:
+                act = False
+                p = tape.poison.get(nid)
+                if p is not None and p[0] is node:
+                    raise AutogradError(
+                        f"lazynp.autograd: {p[1]} has no lazy implementation (it ran as a "
+                        f"NumPy fallback on a value that depends on a differentiated input), "
+                        f"so it cannot be differentiated")
+            else:
+                act = _diff_dtype(node.dtype) and any(
+                    type(a) is Node and active.get(id(a)) for a in args)
+            active[nid] = act
+            order.append(node)
+    ct: dict = {}
+
+    def acc(node, c):
+        k = id(node)
+        prev = ct.get(k)
+        ct[k] = c if prev is None else prev + c
+
+    for o, c in zip(outs, cots):
+        if c is not None and active.get(id(o)):
+            acc(o, _fit(c, o.shape, o.dtype))
+    tuple_get = _graph_tuple_get()
+    for node in reversed(order):
+        nid = id(node)
+        if nid in input_ids or not active.get(nid):
+            continue
+        g = ct.pop(nid, None)
+        if g is None:
+            continue
+        _, args, params = T[nid]
+        if node.op is tuple_get:
+            multi = args[0]
+            m = ct.get(id(multi))
+            if m is None:
+                m = ct[id(multi)] = _vjps.Multi()
+            i = args[1]
+            m.parts[i] = g if m.parts.get(i) is None else m.parts[i] + g
+            continue
+        need = [type(a) is Node and bool(active.get(id(a))) for a in args]
+        if not any(need):
+            continue
+        res = _vjps.vjp(node, args, params, g, need)
+        for a, c, nd in zip(args, res, need):
+            if nd and c is not None:
+                c = _fit(c, a.shape, a.dtype)
+                if c is not None:
+                    acc(a, c)
+    return [ct.get(id(n)) for n in inputs]
+
+
+def _graph_tuple_get():
+    from ._ufunc import TUPLE_GET
+    return TUPLE_GET
+
+
+# --- pytrees ------------------------------------------------------------------------------------
+
+def _flatten(tree, leaves):
+    if isinstance(tree, (tuple, list)) and not isinstance(tree, ndarray):
+        return (type(tree), [_flatten(t, leaves) for t in tree])
+    if isinstance(tree, dict):
+        return (dict, [(k, _flatten(v, leaves)) for k, v in tree.items()])
+    leaves.append(tree)
+    return None
+
+
+def _unflatten(spec, it):
+    if spec is None:
+        return next(it)
+    kind, items = spec
+    if kind is dict:
+        return {k: _unflatten(s, it) for k, s in items}
+    vals = [_unflatten(s, it) for s in items]
+    if kind in (tuple, list):
+        return kind(vals)
+    try:
+        return kind(*vals)   # namedtuple
+    except TypeError:
+        return kind(vals)
+
+
+def _fresh(x, trace: _Trace):
+    """A new lazynp array (a node of its own) holding ``x``: a differentiation input."""
+    lnp = _lnp()
+    a = lnp.array(x, copy=True) if isinstance(x, ndarray) else lnp.array(x)
+    if a.dtype.kind in "biu" and False:
+        pass
+    node = a._var.head if a._geom is None else a._node()
+    trace.add_input(node)
+    return a, node
+
+
+def _zeros_like(x):
+    lnp = _lnp()
+    x = lnp.asarray(x)
+    return lnp.zeros(x.shape, x.dtype if x.dtype.kind == "f" else x.dtype)
+
+
+def _as_cot(c, like):
+    lnp = _lnp()
+    if c is None:
+        return _zeros_like(like)
+    return c
+
+
+def _argnums_tuple(argnums):
+    return (argnums,) if isinstance(argnums, int) else tuple(argnums)
+
+
+def _prepare(args, argnums, trace):
+    """Replace the differentiated arguments by fresh inputs; returns (args, specs, nodes)."""
+    args = list(args)
+    specs, nodes, originals = [], [], []
+    for k in argnums:
+        leaves = []
+        spec = _flatten(args[k], leaves)
+        new, ns = [], []
+        for leaf in leaves:
+            a, n = _fresh(leaf, trace)
+            new.append(a)
+            ns.append(n)
+        args[k] = _unflatten(spec, iter(new))
+        specs.append(spec)
+        nodes.append(ns)
+        originals.append(new)
+    return args, specs, nodes, originals
+
+
+def _grads_out(grads, specs, nodes_per_arg, originals, single):
+    res = []
+    it = iter(grads)
+    for spec, ns, orig in zip(specs, nodes_per_arg, originals):
+        vals = [_as_cot(next(it), o) for o, _n in zip(orig, ns)]
+        res.append(_unflatten(spec, iter(vals)))
+    return res[0] if single else tuple(res)
+
+
+def _scalar_out(out):
+    lnp = _lnp()
+    out = lnp.asarray(out)
+    if out.size != 1:
+        raise TypeError(f"lazynp.grad: the function must return a scalar, not an array of "
+                        f"shape {out.shape} (use vjp, jacobian or elementwise_grad)")
+    return out
+
+
+def value_and_grad(fun, argnums=0, has_aux=False):
+    """``fun``'s value and gradient w.r.t. the arguments ``argnums`` (lazy arrays).
+
+    ``fun`` must return a scalar (or ``(scalar, aux)`` with ``has_aux=True``).  Returns
+    ``(value, grad)`` or ``((value, aux), grad)``; the gradient has the structure of the
+    argument (a tuple over ``argnums`` when it is a tuple).
+    """
+    single = isinstance(argnums, int)
+    nums = _argnums_tuple(argnums)
+
+    def wrapped(*args, **kwargs):
+        lnp = _lnp()
+        with _Trace() as tr:
+            new_args, specs, nodes, originals = _prepare(args, nums, tr)
+            res = fun(*new_args, **kwargs)
+            if has_aux:
+                res, aux = res
+            out = _scalar_out(res)
+            onode = out._node()
+            tape = tr.capture()
+            flat_nodes = [n for ns in nodes for n in ns]
+            grads = _backward([onode], [lnp.ones(out.shape, out.dtype)], flat_nodes, tape)
+        g = _grads_out(grads, specs, nodes, originals, single)
+        return ((res, aux) if has_aux else res), g
+    wrapped.__name__ = f"value_and_grad({getattr(fun, '__name__', 'f')})"
+    return wrapped
+
+
+def grad(fun, argnums=0, has_aux=False):
+    """The gradient of scalar-valued ``fun`` w.r.t. argument(s) ``argnums`` (lazy).
+
+    >>> import lazynp as np
+    >>> np.grad(lambda x: np.sum(np.tanh(x)))(np.ones(3))    # doctest: +SKIP
+    """
+    vg = value_and_grad(fun, argnums, has_aux)
+
+    def wrapped(*args, **kwargs):
+        (v, g) = vg(*args, **kwargs)
+        if has_aux:
+            return g, v[1]
+        return g
+    wrapped.__name__ = f"grad({getattr(fun, '__name__', 'f')})"
+    return wrapped
+
+
+def vjp(fun, *primals, has_aux=False):
+    """``(fun(*primals), vjp_fn)``; ``vjp_fn(cotangent)`` returns a tuple with one cotangent
+    per primal (pytrees like the primals).  The backward pass runs when vjp_fn is called."""
+    with _Trace() as tr:
+        new_args, specs, nodes, originals = _prepare(primals, range(len(primals)), tr)
+        res = fun(*new_args)
+        if has_aux:
+            res, aux = res
+        out_leaves = []
+        out_spec = _flatten(res, out_leaves)
+        lnp = _lnp()
+        out_arrays = [lnp.asarray(o) for o in out_leaves]
+        out_nodes = [o._node() for o in out_arrays]
+        tape = tr.capture(protect=True)
+    flat_nodes = [n for ns in nodes for n in ns]
+
+    def vjp_fn(cotangent):
+        leaves = []
+        _flatten(cotangent, leaves)
+        if len(leaves) != len(out_nodes):
+            raise ValueError("vjp: the cotangent must have the structure of the output")
+        with _Trace():
+            cots = [lnp.asarray(c) for c in leaves]
+            grads = _backward(out_nodes, cots, flat_nodes, tape)
+        return _grads_out(grads, specs, nodes, originals, False)
+    if has_aux:
+        return res, vjp_fn, aux
+    return res, vjp_fn
+
+
+def jvp(fun, primals, tangents):
+    """``(fun(*primals), J @ tangents)`` (forward mode, as the transpose of a VJP)."""
+    lnp = _lnp()
+    primals = tuple(primals)
+    tangents = tuple(tangents)
+    with _Trace() as tr:
+        out, fn = vjp(fun, *primals)
+        out_leaves = []
+        out_spec = _flatten(out, out_leaves)
+        us = []
+        for o in out_leaves:
+            o = lnp.asarray(o)
+            u, n = _fresh(lnp.zeros(o.shape, o.dtype if o.dtype.kind == "f" else float), tr)
+            us.append((u, n))
+        gs = fn(_unflatten(out_spec, iter([u for u, _ in us])))
+        g_leaves, t_leaves = [], []
+        _flatten(gs, g_leaves)
+        _flatten(tangents, t_leaves)
+        if len(g_leaves) != len(t_leaves):
+            raise ValueError("jvp: tangents must have the structure of primals")
+        s = None
+        for gl, tl in zip(g_leaves, t_leaves):
+            term = lnp.sum(lnp.asarray(gl) * lnp.asarray(tl))
+            s = term if s is None else s + term
+        tape = tr.capture()
+        if s is None:
+            res = [None] * len(us)
+        else:
+            res = _backward([s._node()], [lnp.ones((), s.dtype)], [n for _, n in us], tape)
+    vals = [_as_cot(r, u) for r, (u, _) in zip(res, us)]
+    return out, _unflatten(out_spec, iter(vals))
+
+
+def elementwise_grad(fun, argnums=0):
+    """Sum of the gradients of ``fun``'s outputs (a VJP with a cotangent of ones): the
+    derivative of elementwise functions."""
+    nums = _argnums_tuple(argnums)
+    single = isinstance(argnums, int)
+
+    def wrapped(*args):
+        lnp = _lnp()
+
+        def part(*diff):
+            full = list(args)
+            for k, v in zip(nums, diff):
+                full[k] = v
+            return fun(*full)
+        out, fn = vjp(part, *[args[k] for k in nums])
+        leaves = []
+        spec = _flatten(out, leaves)
+        ones = [lnp.ones(lnp.asarray(o).shape, lnp.asarray(o).dtype) for o in leaves]
+        g = fn(_unflatten(spec, iter(ones)))
+        return g[0] if single else g
+    return wrapped
+
+
+def jacobian(fun, argnums=0):
+    """The Jacobian of ``fun`` w.r.t. argument ``argnums``: shape ``out.shape + x.shape``
+    (one VJP per output element, all recorded lazily and run together)."""
+    nums = _argnums_tuple(argnums)
+    single = isinstance(argnums, int)
+
+    def wrapped(*args):
+        lnp = _lnp()
+
+        def part(*diff):
+            full = list(args)
+            for k, v in zip(nums, diff):
+                full[k] = v
+            return fun(*full)
+        out, fn = vjp(part, *[args[k] for k in nums])
+        out = lnp.asarray(out)
+        m = out.size
+        rows = []
+        for i in range(m):
+            e = _np.zeros(m, out.dtype if out.dtype.kind == "f" else _np.float64)
+            e[i] = 1.0
+            rows.append(fn(lnp.asarray(e.reshape(out.shape))))
+        res = []
+        for k in range(len(nums)):
+            x = lnp.asarray(args[nums[k]])
+            if m == 0:
+                res.append(lnp.zeros(out.shape + x.shape, x.dtype))
+                continue
+            st = lnp.stack([lnp.asarray(r[k]) for r in rows])
+            res.append(lnp.reshape(st, out.shape + x.shape))
+        return res[0] if single else tuple(res)
+    return wrapped
+
+
+def hessian(fun, argnums=0):
+    """The Hessian of scalar ``fun``: ``jacobian(grad(fun))``."""
+    return jacobian(grad(fun, argnums), argnums)
+
+
+def stop_gradient(x):
+    """``x``'s value, with no gradient flowing through it."""
+    lnp = _lnp()
+    x = lnp.asarray(x)
+    return ndarray._from_node(_graph.record(_vjps.STOP, (x._node(),), None, x.shape, x.dtype))
+
+
+# --- imperative API (MXNet style) --------------------------------------------------------------
+
+_ATTACHED: dict = {}     # id(array) -> [weakref, input node, grad_req, grad]
+_TAPES: list = []
+_rec_stack: list = []
+
+
+def _attached_entry(arr):
+    e = _ATTACHED.get(id(arr))
+    if e is not None and e[0]() is arr:
+        return e
+    return None
+
+
+def _forget(key):
+    def cb(_ref):
+        _ATTACHED.pop(key, None)
+    return cb
+
+
+def _attach_grad(self, grad_req="write", stype=None):
+    """Mark this array as a variable: ``backward()`` stores its gradient in ``self.grad``."""
+    if grad_req not in ("write", "add", "null"):
+        raise ValueError(f"grad_req must be 'write', 'add' or 'null', not {grad_req!r}")
+    if self._geom is not None:
+        raise ValueError("attach_grad: cannot attach a gradient to a view; attach it to a copy")
+    lnp = _lnp()
+    key = id(self)
+    _ATTACHED[key] = [weakref.ref(self, _forget(key)), self._var.head, grad_req,
+                      lnp.zeros(self.shape, self.dtype)]
+    for tr in _rec_stack:
+        tr.add_input(self._var.head)
+
+
+def mark_variables(variables, gradients=None, grad_reqs="write"):
+    """MXNet's ``autograd.mark_variables``: attach gradients to several arrays."""
+    for i, v in enumerate(variables):
+        req = grad_reqs if isinstance(grad_reqs, str) else grad_reqs[i]
+        _attach_grad(v, req)
+        if gradients is not None:
+            _ATTACHED[id(v)][3] = gradients[i]
+
+
+def _grad_prop(self):
+    e = _attached_entry(self)
+    return None if e is None else e[3]
+
+
+class record:
+    """``with lazynp.autograd.record(): ...``: operations inside are recorded for
+    :meth:`backward`.  Attached arrays (``attach_grad``) are the variables."""
+
+    def __init__(self, train_mode=True):
+        self.train_mode = train_mode
+
+    def __enter__(self):
+        self._tr = _Trace().__enter__()
+        for e in list(_ATTACHED.values()):
+            arr = e[0]()
+            if arr is not None:
+                e[1] = arr._var.head      # the variable's current version
+                self._tr.add_input(e[1])
+        _rec_stack.append(self._tr)
+        return self
+
+    def __exit__(self, *exc):
+        _rec_stack.pop()
+        tape = self._tr.capture(protect=True)
+        _TAPES.append(tape)
+        self._tr.__exit__(*exc)
+        return False
+
+
+class pause:
+    """``with lazynp.autograd.pause(): ...`` inside :class:`record`: not recorded."""
+
+    def __init__(self, train_mode=False):
+        self.train_mode = train_mode
+
+    def __enter__(self):
+        global _paused
+        _paused += 1
+        return self
+
+    def __exit__(self, *exc):
+        global _paused
+        _paused -= 1
+        return False
+
+
+def is_recording() -> bool:
+    return bool(_rec_stack) and not _paused
+
+
+def is_training() -> bool:
+    return bool(_rec_stack)
+
+
+def backward(heads, head_grads=None, retain_graph=False, train_mode=True):
+    """Gradients of ``heads`` w.r.t. the attached variables (stored in ``x.grad``)."""
+    lnp = _lnp()
+    if isinstance(heads, ndarray):
+        heads = [heads]
+        head_grads = [head_grads] if head_grads is not None else None
+    if not _TAPES:
+        raise AutogradError("backward: nothing was recorded (use `with "
+                            "lazynp.autograd.record():`)")
+    tape = _Tape({}, {})
+    for t in _TAPES:
+        tape.merge(t)
+    entries = [e for e in _ATTACHED.values() if e[0]() is not None and e[2] != "null"]
+    with _Trace():
+        outs = [h._node() for h in heads]
+        cots = [lnp.ones(h.shape, h.dtype) if head_grads is None or head_grads[i] is None
+                else lnp.asarray(head_grads[i]) for i, h in enumerate(heads)]
+        grads = _backward(outs, cots, [e[1] for e in entries], tape)
+    for e, g in zip(entries, grads):
+        arr = e[0]()
+        if g is None:
+            g = lnp.zeros(arr.shape, arr.dtype)
+        if e[2] == "add":
+            e[3] = e[3] + g
+        else:
+            e[3] = g
+    if not retain_graph:
+        _TAPES.clear()
+
+
+def _backward_method(self, out_grad=None, retain_graph=False, train_mode=True):
+    """Compute the gradients of this array w.r.t. the attached variables (``x.grad``)."""
+    backward([self], None if out_grad is None else [out_grad], retain_graph, train_mode)
+
+
+def _install_methods():
+    ndarray.attach_grad = _attach_grad
+    ndarray.grad = property(_grad_prop)
+    ndarray.backward = _backward_method
+    ndarray.detach = lambda self: stop_gradient(self)
+
+
+_install_methods()

@@ -1,0 +1,1260 @@
+"""The gradient rule table: one VJP rule per op name, written with lazynp ops.
+
+Rules build lazy graphs (so gradients fuse, run on the engine and can be differentiated
+again).  A rule gets the output cotangent ``g`` (a lazynp array), the op's answer ``ans``
+(the node wrapped as a lazynp array: its value is computed, or computed in the same flush)
+and the op's arguments wrapped as lazynp arrays (constants stay as they are).  It returns one
+cotangent per argument (``None``: no gradient, i.e. zero); the caller sums over broadcast
+dimensions (:func:`fit`) and casts to the argument's dtype, so elementwise rules may return
+broadcast-shaped cotangents.
+
+Conventions (documented once here and in the rule docstrings):
+
+* ``maximum``/``minimum``/``fmax``/``fmin``: on ties the gradient is split evenly between the
+  two arguments (as HIPS autograd and JAX do); ``max``/``min``/``ptp`` reductions split the
+  gradient evenly among all tied maxima.
+* ``clip``: ``a`` gets the gradient where ``a_min <= a <= a_max`` (bounds included), ``a_min``
+  where ``a < a_min`` and ``a_max`` where ``a > a_max``.
+* ``abs``/``sign``-like kinks use ``sign(x)`` (0 at 0); piecewise-constant functions
+  (``floor``, ``ceil``, ``rint``, ``trunc``, ``sign``, ``round``, ``floor_divide``,
+  comparisons...) have zero gradient.
+* ``prod``/``cumprod`` use ``ans / x`` (like autograd): inputs containing exact zeros give
+  non-finite gradients.
+* ``eigh``/``eigvalsh``/``cholesky`` read one triangle of their input (NumPy's ``UPLO``); the
+  gradient is the exact derivative w.r.t. the raw input, so it lives in that triangle
+  (off-diagonal entries carry both symmetric contributions).
+* ``a[idx] = v`` with repeated advanced indices sends the cotangent of each written element to
+  every ``v`` entry aimed at it (NumPy does not define which write wins).
+
+Helper ops registered here (``ad.*``) are the transposes needed by the rules (scatter-add
+through a view geometry or an index, zeroing a written region) and have rules themselves,
+so higher-order derivatives work.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .registry import Op, register
+from .. import graph
+from ..graph import Node
+
+# --- helper ops ------------------------------------------------------------------------------
+
+
+def _fill(template, vals):
+    from .._indexing import _fill as fill
+    return fill(template, vals)
+
+
+def _target(buf, geom):
+    return buf if geom is None else graph._view_impl(buf, *geom)
+
+
+def _overlaps(shape, strides, itemsize) -> bool:
+    """True unless the geometry provably maps distinct indices to distinct elements."""
+    dims = sorted((abs(st), n) for n, st in zip(shape, strides) if n > 1)
+    extent = itemsize
+    for st, n in dims:
+        if st < extent:
+            return True
+        extent = st * (n - 1) + extent
+    return False
+
+
+def _region_get_impl(x, *idx, geom, index):
+    t = _target(x, geom)
+    if index is not None:
+        t = t[_fill(index, idx)]
+    return np.array(t, copy=True, order="C")
+
+
+def _region_add_impl(g, *idx, shape, dtype, geom, index):
+    z = np.zeros(shape, dtype)
+    t = _target(z, geom)
+    if index is None:
+        if geom is not None and _overlaps(geom[1], geom[2], np.dtype(geom[3]).itemsize):
+            np.add.at(t, Ellipsis, g)
+        else:
+            t += g
+    else:
+        ix = _fill(index, idx)
+        if ix is Ellipsis:
+            if geom is not None and _overlaps(geom[1], geom[2], np.dtype(geom[3]).itemsize):
+                np.add.at(t, Ellipsis, g)
+            else:
+                t[...] += g
+        else:
+            np.add.at(t, ix, g)
+    return z
+
+
+def _region_zero_impl(g, *idx, geom, index):
+    c = np.array(g, copy=True, order="C")
+    t = _target(c, geom)
+    if index is None:
+        t[...] = 0
+    else:
+        t[_fill(index, idx)] = 0
+    return c
+
+
+def _tal_add_impl(g, idx, *, shape, dtype, axis):
+    z = np.zeros(shape, dtype)
+    if axis is None:
+        np.add.at(z.reshape(-1), idx, g)
+        return z
+    nd = len(shape)
+    ax = axis % nd
+    fancy = []
+    for d in range(nd):
+        if d == ax:
+            fancy.append(idx)
+        else:
+            sh = [1] * nd
+            sh[d] = idx.shape[d]
+            fancy.append(np.arange(idx.shape[d]).reshape(sh))
+    np.add.at(z, tuple(fancy), g)
+    return z
+
+
+REGION_GET = register(Op("ad.region_get", "index", _region_get_impl))
+REGION_ADD = register(Op("ad.region_add", "index", _region_add_impl))
+REGION_ZERO = register(Op("ad.region_zero", "index", _region_zero_impl))
+TAL_ADD = register(Op("ad.take_along_axis_add", "index", _tal_add_impl))
+STOP = register(Op("ad.stop_gradient", "opaque", lambda x: np.array(x, copy=True)))
+
+
+def _L():
+    import lazynp
+    return lazynp
+
+
+def _W(a):
+    """Wrap a node argument as a lazynp array (constants pass through)."""
+    from ..ndarray import ndarray
+    return ndarray._from_node(a) if type(a) is Node else a
+
+
+def _nodes_and_template(index, idx_arrays):
+    nodes = [a._node() if hasattr(a, "_node") else a for a in idx_arrays]
+    return tuple(nodes), index
+
+
+def region_get(x, idx_args, geom, index, shape, dtype):
+    """``view(x, geom)[index]`` as a fresh array (lazy)."""
+    from ..ndarray import ndarray
+    x = _L().asarray(x)
+    n = graph.record(REGION_GET, (x._node(),) + tuple(idx_args), {"geom": geom, "index": index},
+                     tuple(shape), np.dtype(dtype))
+    return ndarray._from_node(n)
+
+
+def region_add(g, idx_args, geom, index, shape, dtype):
+    """zeros(shape) with ``g`` added into ``view(., geom)[index]`` (lazy scatter-add)."""
+    from ..ndarray import ndarray
+    g = _L().asarray(g)
+    n = graph.record(REGION_ADD, (g._node(),) + tuple(idx_args),
+                     {"shape": tuple(shape), "dtype": np.dtype(dtype), "geom": geom,
+                      "index": index}, tuple(shape), np.dtype(dtype))
+    return ndarray._from_node(n)
+
+
+def region_zero(g, idx_args, geom, index):
+    from ..ndarray import ndarray
+    g = _L().asarray(g)
+    n = graph.record(REGION_ZERO, (g._node(),) + tuple(idx_args), {"geom": geom, "index": index},
+                     g.shape, g.dtype)
+    return ndarray._from_node(n)
+
+
+def _region_shape(shape, dtype, geom, index, idx_nodes):
+    base = np.broadcast_to(np.zeros((), dtype), shape) if geom is None else \
+        np.ndarray(geom[1], geom[3], buffer=np.zeros(1, np.uint8), offset=0,
+                   strides=tuple(0 for _ in geom[1]))
+    if index is None:
+        return base.shape
+    vals = [np.zeros(n.shape, np.intp) for n in idx_nodes]
+    return base[_fill(index, vals)].shape
+
+
+# --- rule tables -------------------------------------------------------------------------------
+
+RULES: dict = {}        # op name -> rule(g, ans, args, params, node, need) -> list
+CALL_RULES: dict = {}   # lazy_call function name -> rule(g, ans, A, K, node) -> cot pytree of A
+UNARY: dict = {}        # ufunc name -> f(g, ans, x)
+BINARY: dict = {}       # ufunc name -> f(g, ans, x, y) -> (gx, gy)
+ZERO = object()
+
+
+def _unary(names, fn):
+    for n in names.split():
+        UNARY[n] = fn
+
+
+def _binary(names, fn):
+    for n in names.split():
+        BINARY[n] = fn
+
+
+_LN2, _LN10 = math.log(2.0), math.log(10.0)
+
+
+def _np_():
+    return _L()
+
+
+# elementwise math (one line each, like autograd's numpy_vjps)
+_unary("negative", lambda g, ans, x: -g)
+_unary("positive conjugate", lambda g, ans, x: g)
+_unary("absolute fabs", lambda g, ans, x: g * _np_().sign(x))
+_unary("reciprocal", lambda g, ans, x: -g * ans * ans)
+_unary("exp", lambda g, ans, x: g * ans)
+_unary("exp2", lambda g, ans, x: g * ans * _LN2)
+_unary("expm1", lambda g, ans, x: g * (ans + 1.0))
+_unary("log", lambda g, ans, x: g / x)
+_unary("log2", lambda g, ans, x: g / (x * _LN2))
+_unary("log10", lambda g, ans, x: g / (x * _LN10))
+_unary("log1p", lambda g, ans, x: g / (x + 1.0))
+_unary("sqrt", lambda g, ans, x: g * 0.5 / ans)
+_unary("cbrt", lambda g, ans, x: g / (3.0 * ans * ans))
+_unary("square", lambda g, ans, x: g * 2.0 * x)
+_unary("sin", lambda g, ans, x: g * _np_().cos(x))
+_unary("cos", lambda g, ans, x: -g * _np_().sin(x))
+_unary("tan", lambda g, ans, x: g * (1.0 + ans * ans))
+_unary("arcsin", lambda g, ans, x: g / _np_().sqrt(1.0 - x * x))
+_unary("arccos", lambda g, ans, x: -g / _np_().sqrt(1.0 - x * x))
+_unary("arctan", lambda g, ans, x: g / (1.0 + x * x))
+_unary("sinh", lambda g, ans, x: g * _np_().cosh(x))
+_unary("cosh", lambda g, ans, x: g * _np_().sinh(x))
+_unary("tanh", lambda g, ans, x: g * (1.0 - ans * ans))
+_unary("arcsinh", lambda g, ans, x: g / _np_().sqrt(x * x + 1.0))
+_unary("arccosh", lambda g, ans, x: g / _np_().sqrt(x * x - 1.0))
+_unary("arctanh", lambda g, ans, x: g / (1.0 - x * x))
+_unary("deg2rad radians", lambda g, ans, x: g * (math.pi / 180.0))
+_unary("rad2deg degrees", lambda g, ans, x: g * (180.0 / math.pi))
+_unary("floor ceil rint trunc sign spacing", lambda g, ans, x: None)
+
+
+def _minmax(g, ans, x, y):
+    """maximum/minimum/fmax/fmin: the gradient goes to the argument equal to the answer; on
+    ties it is split evenly (autograd's and JAX's convention)."""
+    lnp = _np_()
+    mx = lnp.equal(x, ans) if not _is_const(x) else None
+    my = lnp.equal(y, ans) if not _is_const(y) else None
+    if mx is None or my is None:
+        m = mx if mx is not None else my
+        gm = lnp.where(m, g, 0.0)
+        return (gm, None) if mx is not None else (None, gm)
+    tot = mx.astype(g.dtype) + my.astype(g.dtype)
+    w = g / lnp.where(tot == 0, 1.0, tot)
+    return lnp.where(mx, w, 0.0), lnp.where(my, w, 0.0)
+
+
+def _is_const(v):
+    return not hasattr(v, "_node")
+
+
+def _power(g, ans, x, y):
+    lnp = _np_()
+    gx = g * y * x ** (y - 1) if not _is_const(x) else None
+    gy = None
+    if not _is_const(y):
+        safe = lnp.where(x == 0, 1.0, x)
+        gy = g * ans * lnp.log(safe)
+    return gx, gy
+
+
+def _fmod_like(trunc_name):
+    def rule(g, ans, x, y):
+        lnp = _np_()
+        q = getattr(lnp, trunc_name)(x / y) if not _is_const(y) else None
+        return g, (None if q is None else -g * q)
+    return rule
+
+
+_binary("add", lambda g, ans, x, y: (g, g))
+_binary("subtract", lambda g, ans, x, y: (g, -g))
+_binary("multiply", lambda g, ans, x, y: (g * y, g * x))
+_binary("divide true_divide", lambda g, ans, x, y: (g / y, -g * x / (y * y)))
+_binary("power float_power", _power)
+_binary("maximum minimum fmax fmin", _minmax)
+_binary("arctan2", lambda g, ans, x, y: (g * y / (x * x + y * y), -g * x / (x * x + y * y)))
+_binary("hypot", lambda g, ans, x, y: (g * x / ans, g * y / ans))
+_binary("copysign", lambda g, ans, x, y: (
+    _np_().where(_np_().signbit(x) == _np_().signbit(ans), g, -g), None))
+_binary("logaddexp", lambda g, ans, x, y: (g * _np_().exp(x - ans), g * _np_().exp(y - ans)))
+_binary("logaddexp2", lambda g, ans, x, y: (g * _np_().exp2(x - ans),
+                                            g * _np_().exp2(y - ans)))
+_binary("ldexp", lambda g, ans, x, y: (g * _np_().exp2(y), None))
+_binary("remainder mod", _fmod_like("floor"))
+_binary("fmod", _fmod_like("trunc"))
+_binary("floor_divide heaviside nextafter", lambda g, ans, x, y: (None, None))
+
+
+def _elementwise(name, g, ans, xs):
+    if len(xs) == 1:
+        f = UNARY.get(name)
+        if f is None:
+            raise NotImplementedError(f"lazynp.autograd: no gradient rule for ufunc {name!r}")
+        return [f(g, ans, xs[0])]
+    f = BINARY.get(name)
+    if f is None:
+        raise NotImplementedError(f"lazynp.autograd: no gradient rule for ufunc {name!r}")
+    return list(f(g, ans, xs[0], xs[1]))
+
+
+class Multi:
+    """Cotangent of a multi-output node: ``g[i]`` is None when output i has none."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self):
+        self.parts = {}
+
+    def __getitem__(self, i):
+        return self.parts.get(i)
+
+
+def vjp(node: Node, args: tuple, params, g, need: list):
+    """Cotangents of ``node``'s args (list aligned with args; None = zero)."""
+    op = node.op
+    name = op.name
+    ufunc = op.ufunc
+    if ufunc is not None and op.kind == "elementwise":
+        xs = [_W(a) for a in args]
+        return _elementwise(ufunc.__name__, g, _W(node), xs)
+    rule = RULES.get(name)
+    if rule is not None:
+        return rule(g, node, args, params, need)
+    if params and "tpl" in params:
+        return _call_vjp(name, g, node, args, params, need)
+    raise NotImplementedError(f"lazynp.autograd: no gradient rule for op {name!r}")
+
+
+def _rule(*names):
+    def deco(f):
+        for n in names:
+            RULES[n] = f
+        return f
+    return deco
+
+
+@_rule("copy", "element", "ad.copy")
+def _copy_vjp(g, node, args, params, need):
+    return [g]
+
+
+@_rule("astype")
+def _astype_vjp(g, node, args, params, need):
+    return [g]
+
+
+@_rule("ad.stop_gradient")
+def _stop_vjp(g, node, args, params, need):
+    return [None]
+
+
+@_rule("ufunc_call")
+def _ufunc_call_vjp(g, node, args, params, need):
+    lnp = _np_()
+    uf = params["ufunc"]
+    xs = [_W(a) for a in args]
+    if params["has_where"]:
+        w = xs[-1]
+        xs = xs[:-1]
+    if uf.nout > 1:
+        return _multi_ufunc(uf.__name__, g, node, xs) + ([None] if params["has_where"] else [])
+    if params["has_where"]:
+        g = lnp.where(w, g, 0.0)
+    res = _elementwise(uf.__name__, g, _W(node), xs)
+    return res + ([None] if params["has_where"] else [])
+
+
+def _multi_ufunc(name, g, node, xs):
+    lnp = _np_()
+    if name == "modf":
+        return [g[0]]
+    if name == "divmod":
+        gr = g[1]
+        if gr is None:
+            return [None, None]
+        return [gr, -gr * lnp.floor_divide(xs[0], xs[1])]
+    if name == "frexp":
+        if g[0] is None:
+            return [None]
+        return [g[0] * lnp.exp2(-lnp.frexp(xs[0])[1].astype(g[0].dtype))]
+    raise NotImplementedError(f"lazynp.autograd: no gradient rule for ufunc {name!r}")
+
+
+@_rule("where")
+def _where_vjp(g, node, args, params, need):
+    lnp = _np_()
+    c = _W(args[0])
+    return [None, lnp.where(c, g, 0.0) if need[1] else None,
+            lnp.where(c, 0.0, g) if need[2] else None]
+
+
+@_rule("clip")
+def _clip_vjp(g, node, args, params, need):
+    return _clip_cots(g, [_W(a) for a in args], need)
+
+
+def _clip_cots(g, xs, need):
+    """clip(a, lo, hi): ``a`` gets g where lo <= a <= hi (bounds included), ``lo`` where
+    a < lo, ``hi`` where a > hi."""
+    lnp = _np_()
+    a, lo, hi = xs
+    inside = None
+    out = [None, None, None]
+    below = above = None
+    if lo is not None:
+        below = lnp.less(a, lo)
+    if hi is not None:
+        above = lnp.greater(a, hi)
+        if below is not None:
+            above = lnp.logical_and(above, lnp.logical_not(below))  # NumPy: min(max(a,lo),hi)
+            # when lo > hi NumPy returns hi everywhere
+    if below is not None and above is not None:
+        inside = lnp.logical_not(lnp.logical_or(below, above))
+    else:
+        inside = lnp.logical_not(below if below is not None else above) \
+            if (below is not None or above is not None) else None
+    if need[0]:
+        out[0] = g if inside is None else lnp.where(inside, g, 0.0)
+    if len(need) > 1 and need[1] and below is not None:
+        out[1] = lnp.where(below, g, 0.0)
+    if len(need) > 2 and need[2] and above is not None:
+        out[2] = lnp.where(above, g, 0.0)
+    return out
+
+
+@_rule("tuple_get")
+def _tuple_get_vjp(g, node, args, params, need):   # handled by the walker (Multi)
+    raise AssertionError
+
+
+# --- views, indexing, writes -----------------------------------------------------------------
+
+@_rule("view")
+def _view_vjp(g, node, args, params, need):
+    base = args[0]
+    p = params
+    if np.dtype(p["dtype"]) != base.dtype:
+        raise NotImplementedError("lazynp.autograd: cannot differentiate through a view that "
+                                  "reinterprets the dtype")
+    geom = (p["offset"], tuple(p["shape"]), tuple(p["strides"]), p["dtype"])
+    return [region_add(g, (), geom, None, base.shape, base.dtype)]
+
+
+@_rule("ad.region_get")
+def _region_get_vjp(g, node, args, params, need):
+    x = args[0]
+    return [region_add(g, args[1:], params["geom"], params["index"], x.shape, x.dtype)] + \
+        [None] * (len(args) - 1)
+
+
+@_rule("ad.region_add")
+def _region_add_vjp(g, node, args, params, need):
+    gi = args[0]
+    return [region_get(g, args[1:], params["geom"], params["index"], gi.shape, gi.dtype)] + \
+        [None] * (len(args) - 1)
+
+
+@_rule("ad.region_zero")
+def _region_zero_vjp(g, node, args, params, need):
+    return [region_zero(g, args[1:], params["geom"], params["index"])] + [None] * (len(args) - 1)
+
+
+@_rule("ad.take_along_axis_add")
+def _tal_vjp(g, node, args, params, need):
+    lnp = _np_()
+    idx = _W(args[1])
+    if params["axis"] is None:
+        return [lnp.take(lnp.reshape(g, -1), idx), None]
+    return [lnp.take_along_axis(g, idx, params["axis"]), None]
+
+
+@_rule("getitem")
+def _getitem_vjp(g, node, args, params, need):
+    base = args[0]
+    return [region_add(g, args[1:], None, params["index"], base.shape, base.dtype)] + \
+        [None] * (len(args) - 1)
+
+
+def _geom_shape(node, geom):
+    return node.shape if geom is None else tuple(geom[1])
+
+
+@_rule("setitem")
+def _setitem_vjp(g, node, args, params, need):
+    old, val = args[0], args[1]
+    idx = args[2:]
+    geom, index = params["geom"], params["index"]
+    out = [None] * len(args)
+    if need[0]:
+        out[0] = region_zero(g, idx, geom, index)
+    if need[1]:
+        shp = _region_shape(old.shape, old.dtype, geom, index, idx)
+        out[1] = region_get(g, idx, geom, index, shp, g.dtype)
+    return out
+
+
+@_rule("ufunc_out")
+def _ufunc_out_vjp(g, node, args, params, need):
+    lnp = _np_()
+    geom, uf = params["geom"], params["ufunc"]
+    has_where = params["has_where"]
+    ops = list(args[1:])
+    w = None
+    if has_where:
+        w = _W(ops.pop())
+    tshape = _geom_shape(node, geom)
+    gr = region_get(g, (), geom, None, tshape, g.dtype)
+    out = [None] * len(args)
+    if need[0]:
+        if w is None:
+            out[0] = region_zero(g, (), geom, None)
+        else:
+            out[0] = region_zero(g, (), geom, None) + \
+                region_add(lnp.where(w, 0.0, gr), (), geom, None, node.shape, g.dtype)
+    if w is not None:
+        gr = lnp.where(w, gr, 0.0)
+    if not any(need[1:1 + len(ops)]):
+        return out
+    ans = _W(node) if geom is None else _W(graph.view_node(node, *geom))
+    if uf.nout > 1:
+        raise NotImplementedError(f"lazynp.autograd: no gradient for {uf.__name__} with out=")
+    res = _elementwise(uf.__name__, gr, ans, [_W(a) for a in ops])
+    for i, c in enumerate(res):
+        out[1 + i] = c
+    return out
+
+
+@_rule("ufunc_at")
+def _ufunc_at_vjp(g, node, args, params, need):
+    uf = params["ufunc"]
+    has_b = params["has_b"]
+    idx = args[1:-1] if has_b else args[1:]
+    geom, index = params["geom"], params["index"]
+    out = [None] * len(args)
+    name = uf.__name__
+    if name not in ("add", "subtract"):
+        if any(need):
+            raise NotImplementedError(f"lazynp.autograd: no gradient rule for {name}.at")
+        return out
+    out[0] = g
+    if has_b and need[-1]:
+        old = args[0]
+        shp = _region_shape(old.shape, old.dtype, geom, index, idx)
+        gb = region_get(g, idx, geom, index, shp, g.dtype)
+        out[-1] = gb if name == "add" else -gb
+    return out
+
+
+# --- reductions and scans -----------------------------------------------------------------
+
+def _axes(shape, axis):
+    from numpy.lib.array_utils import normalize_axis_tuple
+    nd = len(shape)
+    if axis is None or nd == 0:
+        return tuple(range(nd))
+    return normalize_axis_tuple(axis, nd)
+
+
+def _expand(g, shape, axis, keepdims):
+    """Broadcast a reduction's cotangent back to the input shape."""
+    lnp = _np_()
+    axes = _axes(shape, axis)
+    kshape = tuple(1 if i in axes else s for i, s in enumerate(shape))
+    if not keepdims:
+        g = lnp.reshape(g, kshape)
+    return lnp.broadcast_to(g, shape)
+
+
+def _red_info(args, params):
+    p = params or {}
+    x = _W(args[0])
+    w = _W(args[1]) if p.get("_where") else None
+    return x, p.get("axis"), bool(p.get("keepdims", False)), w
+
+
+@_rule("sum", "add.reduce", "nansum")
+def _sum_vjp(g, node, args, params, need):
+    lnp = _np_()
+    x, axis, kd, w = _red_info(args, params)
+    gb = _expand(g, x.shape, axis, kd)
+    if w is not None:
+        gb = lnp.where(w, gb, 0.0)
+    if node.op.name == "nansum":
+        gb = lnp.where(lnp.isnan(x), 0.0, gb)
+    return [gb] + [None] * (len(args) - 1)
+
+
+@_rule("mean", "nanmean")
+def _mean_vjp(g, node, args, params, need):
+    lnp = _np_()
+    x, axis, kd, w = _red_info(args, params)
+    gb = _expand(g, x.shape, axis, kd)
+    axes = _axes(x.shape, axis)
+    if w is None and node.op.name == "mean":
+        n = 1
+        for a in axes:
+            n *= x.shape[a]
+        return [gb / n] + [None] * (len(args) - 1)
+    mask = lnp.broadcast_to(w, x.shape) if w is not None else lnp.ones(x.shape, bool)
+    if node.op.name == "nanmean":
+        mask = lnp.logical_and(mask, lnp.logical_not(lnp.isnan(x)))
+    cnt = lnp.sum(mask, axis=axes, keepdims=True).astype(gb.dtype)
+    return [lnp.where(mask, gb / cnt, 0.0)] + [None] * (len(args) - 1)
+
+
+@_rule("prod", "multiply.reduce")
+def _prod_vjp(g, node, args, params, need):
+    lnp = _np_()
+    x, axis, kd, w = _red_info(args, params)
+    gb = _expand(g * _W(node), x.shape, axis, kd) / x
+    if w is not None:
+        gb = lnp.where(w, gb, 0.0)
+    return [gb] + [None] * (len(args) - 1)
+
+
+def _max_cot(g, ans, x, axis, kd, w=None):
+    lnp = _np_()
+    ab = _expand(ans, x.shape, axis, kd)
+    mask = lnp.equal(x, ab)
+    if w is not None:
+        mask = lnp.logical_and(mask, w)
+    cnt = lnp.sum(mask, axis=_axes(x.shape, axis), keepdims=True).astype(g.dtype)
+    return lnp.where(mask, _expand(g, x.shape, axis, kd) / cnt, 0.0)
+
+
+@_rule("max", "min", "maximum.reduce", "minimum.reduce", "nanmax", "nanmin", "amax", "amin")
+def _max_vjp(g, node, args, params, need):
+    """max/min reductions: the gradient is split evenly among tied extrema."""
+    x, axis, kd, w = _red_info(args, params)
+    return [_max_cot(g, _W(node), x, axis, kd, w)] + [None] * (len(args) - 1)
+
+
+@_rule("ptp")
+def _ptp_vjp(g, node, args, params, need):
+    lnp = _np_()
+    x, axis, kd, w = _red_info(args, params)
+    mx = lnp.max(x, axis=axis, keepdims=kd)
+    mn = lnp.min(x, axis=axis, keepdims=kd)
+    return [_max_cot(g, mx, x, axis, kd) - _max_cot(g, mn, x, axis, kd)]
+
+
+def _var_cot(g, x, axis, kd, ddof):
+    lnp = _np_()
+    axes = _axes(x.shape, axis)
+    n = 1
+    for a in axes:
+        n *= x.shape[a]
+    m = lnp.mean(x, axis=axes, keepdims=True)
+    return _expand(g, x.shape, axis, kd) * (2.0 / (n - ddof)) * (x - m)
+
+
+def _ddof(params):
+    p = params or {}
+    return p.get("correction", p.get("ddof", 0))
+
+
+@_rule("var")
+def _var_vjp(g, node, args, params, need):
+    x, axis, kd, w = _red_info(args, params)
+    if w is not None:
+        raise NotImplementedError("lazynp.autograd: var(where=) gradient")
+    return [_var_cot(g, x, axis, kd, _ddof(params))]
+
+
+@_rule("std")
+def _std_vjp(g, node, args, params, need):
+    x, axis, kd, w = _red_info(args, params)
+    if w is not None:
+        raise NotImplementedError("lazynp.autograd: std(where=) gradient")
+    return [_var_cot(g * 0.5 / _W(node), x, axis, kd, _ddof(params))]
+
+
+def _rev_cumsum(g, axis):
+    lnp = _np_()
+    return lnp.flip(lnp.cumsum(lnp.flip(g, axis), axis=axis), axis)
+
+
+@_rule("cumsum", "add.accumulate", "nancumsum")
+def _cumsum_vjp(g, node, args, params, need):
+    lnp = _np_()
+    x = _W(args[0])
+    axis = (params or {}).get("axis")
+    if axis is None:
+        c = lnp.reshape(_rev_cumsum(g, 0), x.shape)
+    else:
+        c = _rev_cumsum(g, axis)
+    if node.op.name == "nancumsum":
+        c = lnp.where(lnp.isnan(x), 0.0, c)
+    return [c]
+
+
+@_rule("cumprod", "multiply.accumulate")
+def _cumprod_vjp(g, node, args, params, need):
+    lnp = _np_()
+    x = _W(args[0])
+    axis = (params or {}).get("axis")
+    ans = _W(node)
+    if axis is None:
+        return [lnp.reshape(_rev_cumsum(g * ans, 0), x.shape) / x]
+    return [_rev_cumsum(g * ans, axis) / x]
+
+
+# --- lazy_call ops (generic NumPy functions) -----------------------------------------------
+
+def _slots(tpl, out):
+    """Yield (slot index, cotangent) pairs walking a template and a cotangent structure."""
+    from .._indexing import _Slot
+    if type(tpl) is _Slot:
+        if out is not None:
+            yield tpl.k, out
+        return
+    if type(tpl) in (tuple, list) and isinstance(out, (tuple, list)):
+        for t, o in zip(tpl, out):
+            yield from _slots(t, o)
+
+
+def _slot_ids(tpl):
+    from .._indexing import _Slot
+    if type(tpl) is _Slot:
+        yield tpl.k
+    elif type(tpl) in (tuple, list):
+        for t in tpl:
+            yield from _slot_ids(t)
+    elif type(tpl) is dict:
+        for t in tpl.values():
+            yield from _slot_ids(t)
+
+
+def _call_vjp(name, g, node, args, params, need):
+    from .._functions import _fill_deep
+    fname = name[5:] if name.startswith("call:") else name
+    rule = CALL_RULES.get(fname)
+    tpl_a, tpl_k = params["tpl"]
+    if rule is None:
+        raise NotImplementedError(f"lazynp.autograd: no gradient rule for numpy.{fname}")
+    vals = [_W(a) for a in args]
+    A = _fill_deep(tpl_a, vals)
+    K = _fill_deep(tpl_k, vals)
+    res = rule(g, _W(node), A, K, node)
+    out = [None] * len(args)
+    for k, c in _slots(tpl_a, res):
+        out[k] = c if out[k] is None else out[k] + c
+    for k in _slot_ids(tpl_k):
+        if need[k] and out[k] is None:
+            raise NotImplementedError(f"lazynp.autograd: no gradient of numpy.{fname} with "
+                                      "respect to a keyword array argument")
+    return out
+
+
+def _call(*names):
+    def deco(f):
+        for n in names:
+            CALL_RULES[n] = f
+        return f
+    return deco
+
+
+def _T(x):
+    return _np_().swapaxes(x, -1, -2)
+
+
+def _arg(A, K, i, name, default=None):
+    if len(A) > i:
+        return A[i]
+    return K.get(name, default)
+
+
+@_call("matmul")
+def _matmul_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a, b = A[0], A[1]
+    a2 = a if a.ndim >= 2 else lnp.reshape(a, (1, -1))
+    b2 = b if b.ndim >= 2 else lnp.reshape(b, (-1, 1))
+    g2 = g
+    if a.ndim == 1:
+        g2 = lnp.expand_dims(g2, -2)
+    if b.ndim == 1:
+        g2 = lnp.expand_dims(g2, -1)
+    ga = lnp.matmul(g2, _T(b2)) if _needs(a) else None
+    gb = lnp.matmul(_T(a2), g2) if _needs(b) else None
+    if ga is not None and a.ndim == 1:
+        ga = lnp.squeeze(ga, -2)
+    if gb is not None and b.ndim == 1:
+        gb = lnp.squeeze(gb, -1)
+    return (ga, gb)
+
+
+def _needs(x):
+    return hasattr(x, "_node")
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+@_call("dot")
+def _dot_rule(g, ans, A, K, node):
+    a, b = A[0], A[1]
+    if a.ndim <= 2 and b.ndim <= 2:
+        return _matmul_rule(g, ans, (a, b), {}, node)
+    la = _LETTERS[:a.ndim - 1] + "z"
+    lb = _LETTERS[a.ndim - 1:a.ndim - 1 + b.ndim - 2]
+    lb = lb + "z" + "y" if b.ndim >= 2 else "z"
+    out = la[:-1] + lb.replace("z", "")
+    return _einsum_cots(g, [la, lb], out, [a, b])
+
+
+@_call("vdot")
+def _vdot_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a, b = A[0], A[1]
+    return (lnp.reshape(g * lnp.ravel(b), a.shape) if _needs(a) else None,
+            lnp.reshape(g * lnp.ravel(a), b.shape) if _needs(b) else None)
+
+
+@_call("inner")
+def _inner_rule(g, ans, A, K, node):
+    a, b = A[0], A[1]
+    if a.ndim == 0 or b.ndim == 0:
+        raise NotImplementedError("lazynp.autograd: inner with a 0-d operand")
+    la = _LETTERS[:a.ndim - 1] + "z"
+    lb = _LETTERS[a.ndim - 1:a.ndim - 1 + b.ndim - 1] + "z"
+    return _einsum_cots(g, [la, lb], la[:-1] + lb[:-1], [a, b])
+
+
+@_call("outer")
+def _outer_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a, b = A[0], A[1]
+    fa, fb = lnp.ravel(a), lnp.ravel(b)
+    return (lnp.reshape(lnp.matmul(g, fb), a.shape) if _needs(a) else None,
+            lnp.reshape(lnp.matmul(fa, g), b.shape) if _needs(b) else None)
+
+
+@_call("tensordot")
+def _tensordot_rule(g, ans, A, K, node):
+    a, b = A[0], A[1]
+    axes = _arg(A, K, 2, "axes", 2)
+    try:
+        iter(axes)
+    except TypeError:
+        n = int(axes)
+        axes_a = list(range(a.ndim - n, a.ndim))
+        axes_b = list(range(0, n))
+    else:
+        axes_a, axes_b = axes
+        axes_a = [axes_a] if isinstance(axes_a, (int, np.integer)) else list(axes_a)
+        axes_b = [axes_b] if isinstance(axes_b, (int, np.integer)) else list(axes_b)
+    axes_a = [i % a.ndim for i in axes_a]
+    axes_b = [i % b.ndim for i in axes_b]
+    la = list(_LETTERS[:a.ndim])
+    lb = list(_LETTERS[a.ndim:a.ndim + b.ndim])
+    for i, j in zip(axes_a, axes_b):
+        lb[j] = la[i]
+    out = "".join(c for i, c in enumerate(la) if i not in axes_a) + \
+        "".join(c for j, c in enumerate(lb) if j not in axes_b)
+    return _einsum_cots(g, ["".join(la), "".join(lb)], out, [a, b])
+
+
+def _einsum_cots(g, specs, out, ops):
+    """Cotangents of ``einsum(",".join(specs) + "->" + out, *ops)``."""
+    lnp = _np_()
+    res = []
+    for i, (spec, x) in enumerate(zip(specs, ops)):
+        if not _needs(x):
+            res.append(None)
+            continue
+        if len(set(spec)) != len(spec):
+            raise NotImplementedError("lazynp.autograd: einsum gradient with a repeated "
+                                      "index in one operand (diagonal)")
+        others = [(s, o) for j, (s, o) in enumerate(zip(specs, ops)) if j != i]
+        avail = set(out) | set("".join(s for s, _ in others))
+        keep = "".join(c for c in spec if c in avail)
+        sub = ",".join([out] + [s for s, _ in others]) + "->" + keep
+        c = lnp.einsum(sub, g, *[o for _, o in others])
+        if keep != spec:
+            kshape = tuple(x.shape[k] if ch in avail else 1 for k, ch in enumerate(spec))
+            c = lnp.broadcast_to(lnp.reshape(c, kshape), x.shape)
+        elif c.shape != x.shape:
+            # size-1 (broadcast) dimensions of this operand: sum them
+            axes = tuple(k for k, (s1, s2) in enumerate(zip(x.shape, c.shape)) if s1 != s2)
+            c = lnp.sum(c, axis=axes, keepdims=True)
+        res.append(c)
+    return res
+
+
+@_call("einsum")
+def _einsum_rule(g, ans, A, K, node):
+    subs = A[0]
+    ops = list(A[1:])
+    if not isinstance(subs, str):
+        raise NotImplementedError("lazynp.autograd: einsum gradient needs the subscripts form")
+    subs = subs.replace(" ", "")
+    ins, arrow, out = subs.partition("->")
+    specs = ins.split(",")
+    if "..." in subs:
+        used = set(subs)
+        free = [c for c in _LETTERS if c not in used]
+        nell = 0
+        for s, x in zip(specs, ops):
+            if "..." in s:
+                nell = max(nell, x.ndim - (len(s) - 3))
+        ell = "".join(free[:nell])
+        new = []
+        for s, x in zip(specs, ops):
+            if "..." in s:
+                k = x.ndim - (len(s) - 3)
+                s = s.replace("...", ell[nell - k:] if k else "")
+            new.append(s)
+        specs = new
+        if arrow:
+            out = out.replace("...", ell)
+        else:
+            counts: dict = {}
+            for c in "".join(specs):
+                counts[c] = counts.get(c, 0) + 1
+            out = ell + "".join(sorted(c for c, n in counts.items()
+                                       if n == 1 and c not in ell))
+    elif not arrow:
+        counts = {}
+        for c in "".join(specs):
+            counts[c] = counts.get(c, 0) + 1
+        out = "".join(sorted(c for c, n in counts.items() if n == 1))
+    return [None] + _einsum_cots(g, specs, out, ops)
+
+
+@_call("concatenate")
+def _concatenate_rule(g, ans, A, K, node):
+    lnp = _np_()
+    arrs = A[0]
+    axis = _arg(A, K, 1, "axis", 0)
+    cuts = []
+    acc = 0
+    for a in arrs[:-1]:
+        acc += a.shape[axis]
+        cuts.append(acc)
+    parts = lnp.split(g, cuts, axis=axis)
+    return (list(parts),)
+
+
+@_call("reshape")
+def _reshape_rule(g, ans, A, K, node):
+    a = A[0]
+    order = K.get("order", "C")
+    return (_np_().reshape(g, a.shape, order=order),)
+
+
+@_call("ravel")
+def _ravel_rule(g, ans, A, K, node):
+    a = A[0]
+    order = _arg(A, K, 1, "order", "C")
+    return (_np_().reshape(g, a.shape, order=order),)
+
+
+@_call("sort")
+def _sort_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a = A[0]
+    axis = _arg(A, K, 1, "axis", -1)
+    if axis is None:
+        perm = lnp.argsort(lnp.ravel(a), kind="stable")
+        inv = lnp.argsort(perm, kind="stable")
+        return (lnp.reshape(lnp.take(g, inv), a.shape),)
+    perm = lnp.argsort(a, axis=axis, kind="stable")
+    inv = lnp.argsort(perm, axis=axis, kind="stable")
+    return (lnp.take_along_axis(g, inv, axis),)
+
+
+@_call("take_along_axis")
+def _take_along_axis_rule(g, ans, A, K, node):
+    from ..ndarray import ndarray
+    a, idx = A[0], A[1]
+    axis = _arg(A, K, 2, "axis", -1)
+    idxn = idx._node() if hasattr(idx, "_node") else graph.leaf(np.asarray(idx))
+    gn = _L().asarray(g)._node()
+    n = graph.record(TAL_ADD, (gn, idxn), {"shape": a.shape, "dtype": a.dtype, "axis": axis},
+                     a.shape, a.dtype)
+    return (ndarray._from_node(n), None)
+
+
+@_call("roll")
+def _roll_rule(g, ans, A, K, node):
+    shift = _arg(A, K, 1, "shift")
+    axis = _arg(A, K, 2, "axis", None)
+    neg = tuple(-s for s in shift) if isinstance(shift, (tuple, list)) else -shift
+    return (_np_().roll(g, neg, axis=axis),)
+
+
+@_call("pad")
+def _pad_rule(g, ans, A, K, node):
+    a = A[0]
+    pw = _arg(A, K, 1, "pad_width")
+    mode = _arg(A, K, 2, "mode", "constant")
+    if mode != "constant":
+        raise NotImplementedError(f"lazynp.autograd: no gradient for pad(mode={mode!r})")
+    pw = np.broadcast_to(np.asarray(pw, dtype=np.intp), (a.ndim, 2))
+    sl = tuple(slice(int(b), g.shape[i] - int(e)) for i, (b, e) in enumerate(pw))
+    return (g[sl],)
+
+
+@_call("take")
+def _take_rule(g, ans, A, K, node):
+    lnp = _np_()
+    from .._indexing import _Slot
+    a, idx = A[0], A[1]
+    axis = _arg(A, K, 2, "axis", None)
+    mode = _arg(A, K, 4, "mode", "raise")
+    if mode != "raise":
+        raise NotImplementedError(f"lazynp.autograd: no gradient for take(mode={mode!r})")
+    if hasattr(idx, "_node"):
+        ia, it = (idx._node(),), _Slot(0)
+    else:
+        ia, it = (), np.asarray(idx)
+    if axis is None:
+        c = region_add(g, ia, None, (it,), (a.size,), a.dtype)
+        return (lnp.reshape(c, a.shape), None)
+    ax = axis % a.ndim
+    index = (slice(None),) * ax + (it,)
+    return (region_add(g, ia, None, index, a.shape, a.dtype), None)
+
+
+@_call("diff")
+def _diff_rule(g, ans, A, K, node):
+    lnp = _np_()
+    n = _arg(A, K, 1, "n", 1)
+    axis = _arg(A, K, 2, "axis", -1)
+    if _arg(A, K, 3, "prepend", np._NoValue) is not np._NoValue or \
+            _arg(A, K, 4, "append", np._NoValue) is not np._NoValue:
+        raise NotImplementedError("lazynp.autograd: diff(prepend/append) gradient")
+    c = g
+    nd = g.ndim
+    ax = axis % nd
+    for _ in range(n):
+        pw = [(0, 0)] * nd
+        pw[ax] = (1, 1)
+        c = -lnp.diff(lnp.pad(c, pw), axis=ax)
+    return (c,)
+
+
+@_call("tril")
+def _tril_rule(g, ans, A, K, node):
+    return (_np_().tril(g, k=_arg(A, K, 1, "k", 0)),)
+
+
+@_call("triu")
+def _triu_rule(g, ans, A, K, node):
+    return (_np_().triu(g, k=_arg(A, K, 1, "k", 0)),)
+
+
+@_call("diag")
+def _diag_rule(g, ans, A, K, node):
+    lnp = _np_()
+    v = A[0]
+    k = _arg(A, K, 1, "k", 0)
+    if v.ndim == 1:
+        return (lnp.diagonal(g, k),)
+    L = g.shape[0]
+    rows = np.arange(L) + (max(-k, 0))
+    cols = np.arange(L) + (max(k, 0))
+    return (region_add(g, (), None, (rows, cols), v.shape, v.dtype),)
+
+
+@_call("tile")
+def _tile_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a = A[0]
+    reps = _arg(A, K, 1, "reps")
+    reps = tuple(reps) if isinstance(reps, (tuple, list)) else (int(reps),)
+    nd = max(a.ndim, len(reps))
+    reps = (1,) * (nd - len(reps)) + reps
+    shp = (1,) * (nd - a.ndim) + a.shape
+    inter = []
+    for r, s in zip(reps, shp):
+        inter += [r, s]
+    c = lnp.sum(lnp.reshape(g, inter), axis=tuple(range(0, 2 * nd, 2)))
+    return (lnp.reshape(c, a.shape),)
+
+
+@_call("repeat")
+def _repeat_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a = A[0]
+    r = _arg(A, K, 1, "repeats")
+    axis = _arg(A, K, 2, "axis", None)
+    if not isinstance(r, (int, np.integer)):
+        r = np.asarray(r)
+        if r.size != 1:
+            raise NotImplementedError("lazynp.autograd: repeat with an array of repeats")
+        r = int(r.reshape(-1)[0])
+    if axis is None:
+        return (lnp.reshape(lnp.sum(lnp.reshape(g, (a.size, r)), axis=1), a.shape),)
+    ax = axis % a.ndim
+    shp = a.shape[:ax] + (a.shape[ax], r) + a.shape[ax + 1:]
+    return (lnp.sum(lnp.reshape(g, shp), axis=ax + 1),)
+
+
+@_call("nan_to_num")
+def _nan_to_num_rule(g, ans, A, K, node):
+    lnp = _np_()
+    return (lnp.where(lnp.isfinite(A[0]), g, 0.0),)
+
+
+@_call("round", "around", "fix")
+def _round_rule(g, ans, A, K, node):
+    return (None,)
+
+
+@_call("clip")
+def _clip_call_rule(g, ans, A, K, node):
+    xs = [A[0], _arg(A, K, 1, "a_min"), _arg(A, K, 2, "a_max")]
+    need = [_needs(x) for x in xs]
+    return tuple(_clip_cots(g, xs, need))
+
+
+@_call("broadcast_to")
+def _broadcast_to_rule(g, ans, A, K, node):
+    return (g,)   # the caller sums over broadcast dimensions
+
+
+for _n in ("transpose", "swapaxes", "moveaxis", "squeeze", "expand_dims", "flip",
+           "atleast_2d", "atleast_3d", "rot90", "diagonal", "fliplr", "flipud", "rollaxis"):
+    def _empty_rule(g, ans, A, K, node):   # only recorded as copies for empty arrays
+        a = A[0]
+        return (_np_().zeros(a.shape, a.dtype),)
+    CALL_RULES[_n] = _empty_rule
+
+
+# --- linalg -------------------------------------------------------------------------------------
+
+@_call("linalg.inv")
+def _inv_rule(g, ans, A, K, node):
+    lnp = _np_()
+    return (-lnp.matmul(lnp.matmul(_T(ans), g), _T(ans)),)
+
+
+@_call("linalg.solve")
+def _solve_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a, b = A[0], A[1]
+    gb = lnp.linalg.solve(_T(a), g)
+    if b.ndim == 1:
+        ga = -lnp.expand_dims(gb, -1) * lnp.expand_dims(ans, -2)
+    else:
+        ga = -lnp.matmul(gb, _T(ans))
+    return (ga if _needs(a) else None, gb if _needs(b) else None)
+
+
+@_call("linalg.det")
+def _det_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a = A[0]
+    return (lnp.expand_dims(lnp.expand_dims(g * ans, -1), -1) * _T(lnp.linalg.inv(a)),)
+
+
+@_call("linalg.slogdet")
+def _slogdet_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a = A[0]
+    gl = g[1]
+    if gl is None:
+        return (None,)
+    return (lnp.expand_dims(lnp.expand_dims(gl, -1), -1) * _T(lnp.linalg.inv(a)),)
+
+
+def _one_triangle(G, lower):
+    """Gradient w.r.t. a matrix of which only one triangle is read, from the gradient ``G``
+    w.r.t. the symmetric matrix it stands for."""
+    lnp = _np_()
+    n = G.shape[-1]
+    S = G + _T(G)
+    half = 1.0 - 0.5 * lnp.eye(n, dtype=G.dtype)
+    return (lnp.tril(S) if lower else lnp.triu(S)) * half
+
+
+@_call("linalg.cholesky")
+def _cholesky_rule(g, ans, A, K, node):
+    lnp = _np_()
+    upper = K.get("upper", False)
+    L = _T(ans) if upper else ans
+    gL = _T(g) if upper else g
+    n = L.shape[-1]
+    P = lnp.matmul(_T(L), gL)
+    phi = lnp.tril(P) * (1.0 - 0.5 * lnp.eye(n, dtype=P.dtype))
+    Li = lnp.linalg.inv(L)
+    S = lnp.matmul(lnp.matmul(_T(Li), phi), Li)
+    G = 0.5 * (S + _T(S))          # gradient w.r.t. the symmetric matrix
+    return (_one_triangle(G, not upper),)
+
+
+def _eigh_G(wg, vg, w, v):
+    lnp = _np_()
+    n = w.shape[-1]
+    inner = None
+    if wg is not None:
+        inner = lnp.expand_dims(wg, -1) * lnp.eye(n, dtype=w.dtype)
+    if vg is not None:
+        diff = lnp.expand_dims(w, -2) - lnp.expand_dims(w, -1)      # w_j - w_i
+        off = 1.0 - lnp.eye(n, dtype=w.dtype)
+        F = off / (diff + lnp.eye(n, dtype=w.dtype))
+        t = F * lnp.matmul(_T(v), vg)
+        inner = t if inner is None else inner + t
+    return lnp.matmul(lnp.matmul(v, inner), _T(v))
+
+
+@_call("linalg.eigh")
+def _eigh_rule(g, ans, A, K, node):
+    from ..ndarray import ndarray
+    from .._ufunc import TUPLE_GET
+    uplo = _arg(A, K, 1, "UPLO", "L")
+    # the answer's parts: tuple_get nodes on this multi node
+    w = ndarray._from_node(graph.record(TUPLE_GET, (node, 0), None, node.shape, node.dtype))
+    a = A[0]
+    v = ndarray._from_node(graph.record(TUPLE_GET, (node, 1), None, a.shape, node.dtype))
+    if g[0] is None and g[1] is None:
+        return (None,)
+    G = _eigh_G(g[0], g[1], w, v)
+    # G is the gradient w.r.t. a symmetric perturbation split as G (not symmetrized)
+    Gs = 0.5 * (G + _T(G))
+    return (_one_triangle(Gs, uplo.upper() == "L") ,)
+
+
+@_call("linalg.eigvalsh")
+def _eigvalsh_rule(g, ans, A, K, node):
+    lnp = _np_()
+    uplo = _arg(A, K, 1, "UPLO", "L")
+    a = A[0]
+    w, v = lnp.linalg.eigh(lnp.asarray(a), UPLO=uplo)
+    G = _eigh_G(g, None, w, v)
+    return (_one_triangle(0.5 * (G + _T(G)), uplo.upper() == "L"),)
+
+
+@_call("linalg.norm")
+def _norm_rule(g, ans, A, K, node):
+    lnp = _np_()
+    x = A[0]
+    ordv = _arg(A, K, 1, "ord", None)
+    axis = _arg(A, K, 2, "axis", None)
+    kd = _arg(A, K, 3, "keepdims", False)
+    vector = (axis is None and x.ndim == 1) or isinstance(axis, (int, np.integer)) or \
+        (isinstance(axis, tuple) and len(axis) == 1)
+    if axis is None and ordv is None:
+        axes = None
+    else:
+        axes = axis
+    if ordv is None or ordv == "fro" or (ordv == 2 and vector):
+        gb = _expand(g, x.shape, axes, kd)
+        ab = _expand(ans, x.shape, axes, kd)
+        return (gb * x / ab,)
+    if vector and ordv == 1:
+        return (_expand(g, x.shape, axes, kd) * lnp.sign(x),)
+    if vector and ordv in (np.inf, float("inf")):
+        ax = lnp.abs(x)
+        return (_max_cot(g, ans, ax, axes, kd) * lnp.sign(x),)
+    raise NotImplementedError(f"lazynp.autograd: no gradient for linalg.norm(ord={ordv!r})")
