@@ -26,6 +26,7 @@ from . import _config, _site, engine
 from numpy._core.umath import _extobj_contextvar as _extobj_var
 
 from .kernels import fused as _fused
+from .kernels import pool as _pool
 from .passes import fusion as _fusion
 from .ops.registry import Op, register
 
@@ -484,8 +485,49 @@ def _run_item_in_state(item, epoch: int) -> None:
             m.state = DONE
             _after_run(m, epoch)
         return
-    for m in nodes:
-        _run_item_in_state((m, False), epoch)
+    _run_group_numpy(item, epoch)
+
+
+def _run_group_numpy(group, epoch: int) -> None:
+    """A group whose kernel is not ready, op by op on NumPy, writing each ufunc result into a
+    dead intermediate of the group when one fits (NumPy's temporary elision) or a pooled
+    buffer, so the first call costs about what NumPy costs."""
+    stored = _store_checker(group)
+    members = group.members
+    left = {}
+    for m in group.nodes():
+        for a in m.args:
+            if type(a) is Node:
+                left[id(a)] = left.get(id(a), 0) + 1
+    ids = {id(m) for m in members}
+    for m in group.nodes():
+        op = m.op
+        if op.ufunc is None or m.params is not None or op.kind != "elementwise":
+            _run_item_in_state((m, False), epoch)
+            continue
+        out = None
+        for a in m.args:
+            if type(a) is Node and id(a) in ids and left.get(id(a)) == 1 and \
+                    a.value is not None and not stored(a) and a.dtype == m.dtype and \
+                    a.shape == m.shape:
+                out = a.value
+                break
+        vals = [_value_of(a) for a in m.args]
+        try:
+            if out is None:
+                out = _pool.empty(m.shape, m.dtype)
+            op.ufunc(*vals, out=out)
+        except BaseException as exc:
+            _add_site_note(exc, m)
+            m.error = exc
+            m.state = DONE
+            raise
+        m.value = out
+        m.state = DONE
+        for a in m.args:
+            if type(a) is Node:
+                left[id(a)] -= 1
+        _after_run(m, epoch)
 
 
 _MIN_FUSED_WORK = 2048

@@ -188,6 +188,10 @@ def _cache_hit_count(disp) -> int:
 
 
 def _work_loop() -> None:
+    try:  # compile at low priority: the user's work comes first (Linux: per-thread nice)
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError):
+        pass
     while True:
         source, sig = _queue.get()
         if (source, sig) not in _ready and (source, sig) not in _failed:

@@ -134,7 +134,17 @@ def _L():
 def _W(a):
     """Wrap a node argument as a lazynp array (constants pass through)."""
     from ..ndarray import ndarray
-    return ndarray._from_node(a) if type(a) is Node else a
+    if type(a) is not Node:
+        return a
+    if a.op is graph.VIEW:
+        # a proper view handle on the base (a Var whose head is a view node would be read
+        # as a contiguous base by further view functions)
+        base = ndarray._from_node(a.args[0])
+        p = a.params
+        sh = np.ndarray(p["shape"], p["dtype"], buffer=base._get_shadow(), offset=p["offset"],
+                        strides=p["strides"])
+        return base._view_of(sh)
+    return ndarray._from_node(a)
 
 
 def _nodes_and_template(index, idx_arrays):
@@ -170,9 +180,7 @@ def region_zero(g, idx_args, geom, index):
 
 
 def _region_shape(shape, dtype, geom, index, idx_nodes):
-    base = np.broadcast_to(np.zeros((), dtype), shape) if geom is None else \
-        np.ndarray(geom[1], geom[3], buffer=np.zeros(1, np.uint8), offset=0,
-                   strides=tuple(0 for _ in geom[1]))
+    base = np.broadcast_to(np.zeros((), dtype), shape if geom is None else tuple(geom[1]))
     if index is None:
         return base.shape
     vals = [np.zeros(n.shape, np.intp) for n in idx_nodes]
@@ -778,11 +786,12 @@ def _matmul_rule(g, ans, A, K, node):
     a, b = A[0], A[1]
     a2 = a if a.ndim >= 2 else lnp.reshape(a, (1, -1))
     b2 = b if b.ndim >= 2 else lnp.reshape(b, (-1, 1))
-    g2 = g
+    g2 = lnp.asarray(g)
     if a.ndim == 1:
-        g2 = lnp.expand_dims(g2, -2)
+        g2 = lnp.reshape(g2, g2.shape[:-1] + (1,) + g2.shape[-1:]) if g2.ndim else \
+            lnp.reshape(g2, (1,))
     if b.ndim == 1:
-        g2 = lnp.expand_dims(g2, -1)
+        g2 = lnp.reshape(g2, g2.shape + (1,))
     ga = lnp.matmul(g2, _T(b2)) if _needs(a) else None
     gb = lnp.matmul(_T(a2), g2) if _needs(b) else None
     if ga is not None and a.ndim == 1:
