@@ -45,3 +45,7 @@ def __dir__():
     return sorted(set(dir(_np)) | set(globals()))
 from .autograd import grad, value_and_grad, vjp, jvp, jacobian, hessian, elementwise_grad  # noqa: E402
 from . import autograd  # noqa: E402
+from .symbol import trace, Symbol  # noqa: E402
+from .jit import jit  # noqa: E402
+from . import symbol  # noqa: E402
+from ._namespace import trace  # noqa: E402,F811  (arrays: numpy.trace; functions: Symbol)

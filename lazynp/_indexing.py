@@ -83,12 +83,10 @@ def _normalize_basic(index):
         elif isinstance(it, np.integer):
             out.append(int(it))
         elif isinstance(it, ndarray):
-            if it.ndim == 0 and it.dtype.kind in "iu":
+            if it.ndim == 0 and it.dtype.kind in "iu" and it._scalar:   # a NumPy integer
                 out.append(operator.index(it))
             else:
                 return None
-        elif isinstance(it, np.ndarray) and it.ndim == 0 and it.dtype.kind in "iu":
-            out.append(int(it))
         elif t is slice:
             out.append(it)
         else:
@@ -195,7 +193,16 @@ def setitem(arr, index, value) -> None:
         target._write(SETITEM, (val,), {"index": Ellipsis})
         return
     template, args, dummy_index = _advanced_template(index)
-    if not args:
+    if arr.size <= 100_000:
+        # NumPy's own errors for this assignment, on a scratch array (lazy index arrays
+        # stand in as zeros, so only their bounds are checked later)
+        vdt = val.dtype if type(val) is Node else np.asarray(value).dtype
+        try:
+            np.zeros(arr.shape, arr.dtype)[dummy_index] = np.zeros(vshape, vdt)
+        except IndexError:
+            if not args:
+                raise
+    elif not args:
         dummy = np.broadcast_to(np.empty((), arr.dtype), arr.shape)
         _check_broadcast_assign(vshape, dummy[dummy_index].shape, advanced=True)
     arr._write(SETITEM, (val,) + tuple(args), {"index": template})

@@ -218,7 +218,10 @@ def triu(m, k=0):
 
 
 def diag(v, k=0):
-    return lazy_call("diag", np.diag, (asarray(v),), {"k": k})
+    v = asarray(v)
+    if v.ndim == 2:
+        return _views.view(v, np.diag, k)   # NumPy: a read-only view of the diagonal
+    return lazy_call("diag", np.diag, (v,), {"k": k})
 
 
 def diagflat(v, k=0):
@@ -618,6 +621,14 @@ def einsum(*operands, out=None, optimize=False, **kwargs):
                 counts[c] = counts.get(c, 0) + 1
             outs = "".join(sorted(c for c, n in counts.items() if n == 1))
         sizes: dict = {}
+        seen: dict = {}
+        for spec, arr in zip(in_specs, arrs):
+            for c, sz in zip(spec, arr.shape):
+                seen.setdefault(c, set()).add(sz)
+        if _bany(len(v - {1}) > 1 or (0 in v and len(v) > 1) for v in seen.values()):
+            # inconsistent label sizes: NumPy's error, from zero-stride dummies
+            np.einsum(subs, *[np.broadcast_to(np.zeros((), a.dtype), a.shape) for a in arrs],
+                      **kwargs)
         for spec, arr in zip(in_specs, arrs):
             if len(spec) != arr.ndim:
                 break
@@ -644,7 +655,16 @@ def einsum(*operands, out=None, optimize=False, **kwargs):
     return res
 
 
-def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+def trace(a, *args, **kwargs):
+    """``numpy.trace(a, offset, axis1, axis2, dtype, out)`` for arrays; for a Python function,
+    ``lazynp.trace(f, *example_args)`` traces it into a :class:`lazynp.Symbol`."""
+    if callable(a) and not isinstance(a, ndarray):
+        from .symbol import trace as trace_symbol
+        return trace_symbol(a, *args, **kwargs)
+    return _trace_array(a, *args, **kwargs)
+
+
+def _trace_array(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     res = sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
     if out is not None:
         out[...] = res
@@ -671,7 +691,7 @@ def reshape(a, /, shape=None, order="C", *, newshape=None, copy=None):
 
 def ravel(a, order="C"):
     a = asarray(a)
-    if order == "C":
+    if order == "C" and a.flags.c_contiguous:
         return _views.reshape(a, -1)
     return _views.view(a, np.ravel, order)
 
@@ -888,7 +908,18 @@ take = _generic("take", scalar=True)
 take_along_axis = _generic("take_along_axis")
 sort = _generic("sort")
 argsort = _generic("argsort")
-diff = _generic("diff")
+_diff_lazy = _generic("diff")
+
+
+def diff(a, n=1, axis=-1, prepend=_NoValue, append=_NoValue):
+    if n == 0:
+        return a if isinstance(a, ndarray) else asarray(a)   # NumPy returns the input
+    kw = {"n": n, "axis": axis}
+    if prepend is not _NoValue:
+        kw["prepend"] = prepend
+    if append is not _NoValue:
+        kw["append"] = append
+    return _diff_lazy(a, **kw)
 searchsorted = _generic("searchsorted", scalar=True)
 interp = _generic("interp", scalar=True)
 ediff1d = _generic("ediff1d")

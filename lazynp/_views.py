@@ -26,7 +26,9 @@ def view(arr, fn, *args, **kwargs):
     sh = fn(arr._get_shadow(), *args, **kwargs)
     if type(sh) is not np.ndarray:
         sh = np.asarray(sh)
-    if sh.size == 0 or not _in_shadow(arr._var, sh):
+    if sh.size == 0:
+        return _empty_like_shadow(sh)
+    if not _in_shadow(arr._var, sh):
         name = getattr(fn, "__name__", "view")
         return lazy_call(name, fn, (arr,) + args, kwargs, meta=lambda n, t: (sh.shape, sh.dtype))
     return arr._view_of(sh)
@@ -42,7 +44,10 @@ def views(arr, fn, *args, **kwargs) -> list:
 
 
 def _empty_like_shadow(sh):
-    return ndarray._from_node(graph.leaf(np.zeros(sh.shape, sh.dtype)))
+    out = ndarray._from_node(graph.leaf(np.zeros(sh.shape, sh.dtype)))
+    if not sh.flags.writeable:
+        out.flags.writeable = False
+    return out
 
 
 def reshape(arr, shape, order="C", copy=None):

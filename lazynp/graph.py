@@ -493,6 +493,7 @@ def _run_group_numpy(group, epoch: int) -> None:
     dead intermediate of the group when one fits (NumPy's temporary elision) or a pooled
     buffer, so the first call costs about what NumPy costs."""
     stored = _store_checker(group)
+    keep = {id(m) for m in group.nodes() if stored(m)}   # decided before nuse changes
     members = group.members
     left = {}
     for m in group.nodes():
@@ -508,7 +509,7 @@ def _run_group_numpy(group, epoch: int) -> None:
         out = None
         for a in m.args:
             if type(a) is Node and id(a) in ids and left.get(id(a)) == 1 and \
-                    a.value is not None and not stored(a) and a.dtype == m.dtype and \
+                    a.value is not None and id(a) not in keep and a.dtype == m.dtype and \
                     a.shape == m.shape:
                 out = a.value
                 break

@@ -105,6 +105,9 @@ def eigvalsh(a, UPLO="L"):
 def norm(x, ord=None, axis=None, keepdims=False):
     x = _asarray(x)
     nd = x.ndim
+    twin0 = _np.zeros(tuple(0 if s == 0 else 1 for s in x.shape), x.dtype)
+    _np.linalg.norm(twin0 if not (axis is None and ord is None and nd > 2) else twin0.ravel(),
+                    ord, axis, keepdims)   # NumPy's errors, in NumPy's order
     if axis is None:
         axes = tuple(range(nd))
         if ord is not None and nd > 2:

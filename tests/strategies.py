@@ -7,6 +7,7 @@ values, or, when NumPy raises, the exception class.
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
 
 import numpy
@@ -26,23 +27,26 @@ DTYPES = [numpy.dtype(d) for d in (numpy.bool_, numpy.int8, numpy.int16, numpy.i
                                    numpy.int64, numpy.uint8, numpy.float32, numpy.float64,
                                    numpy.complex128)]
 NUMERIC_DTYPES = [d for d in DTYPES if d.kind != "b"]
-INT_DTYPES = [d for d in DTYPES if d.kind in "iu"]
-FLOAT_DTYPES = [d for d in DTYPES if d.kind in "fc"]
-REAL_DTYPES = [d for d in DTYPES if d.kind != "c"]
 
 dtypes = st.sampled_from(DTYPES)
 
 
+# Strategies are cached: building and validating a hypothesis strategy costs more than running
+# one example, and tests draw arrays of a few (dtype, shape) pairs over and over.
+
+@functools.lru_cache(maxsize=None)
 def shapes(min_dims=0, max_dims=3, min_side=0, max_side=4):
     return hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side,
                             max_side=max_side)
 
 
+@functools.lru_cache(maxsize=None)
 def full_elements(dtype):
     """Every value of ``dtype``, including nan/inf/subnormals/-0.0 and integer extremes."""
     return hnp.from_dtype(numpy.dtype(dtype))
 
 
+@functools.lru_cache(maxsize=None)
 def small_elements(dtype, lo=-4, hi=4):
     """Small values on a 1/8 grid: sums are exact in any order, products do not overflow."""
     dtype = numpy.dtype(dtype)
@@ -60,16 +64,17 @@ def small_elements(dtype, lo=-4, hi=4):
 
 def arrays(dtype, shape, elements=None, kind="full"):
     dtype = numpy.dtype(dtype)
+    if not isinstance(shape, st.SearchStrategy):
+        shape = tuple(shape) if not isinstance(shape, int) else (shape,)
     if elements is None:
-        elements = full_elements(dtype) if kind == "full" else small_elements(dtype)
+        return _arrays(dtype, shape, kind)
     return hnp.arrays(dtype, shape, elements=elements)
 
 
-@st.composite
-def array_and_dtype(draw, dtype_st=dtypes, shape_st=None, kind="full"):
-    dt = draw(dtype_st)
-    shp = draw(shape_st if shape_st is not None else shapes())
-    return draw(arrays(dt, shp, kind=kind))
+@functools.lru_cache(maxsize=None)
+def _arrays(dtype, shape, kind):
+    elements = full_elements(dtype) if kind == "full" else small_elements(dtype)
+    return hnp.arrays(dtype, shape, elements=elements)
 
 
 # Python scalars (NEP 50: weak) and NumPy scalars (strong).
@@ -163,12 +168,12 @@ def check(fn_numpy, fn_lazy, *, kind="elementwise", rtol=None, atol=None,
           raise_at_call=False, lazy_type=True, compare=None):
     """Run both sides; results must agree, or both must raise the same exception class.
 
-    ``raise_at_call``: when NumPy raises (True, an exception class / tuple of classes that
-    NumPy's exception is an instance of, or a predicate on NumPy's exception), lazynp must raise at the call, not when forced
-    (shape/dtype errors are eager in lazynp).  ``kind``: "elementwise", "reduction" (looser
-    float tolerance) or "exact" (bit-for-bit, NaNs equal).  ``lazy_type``: when NumPy returns an ndarray,
-    lazynp must return a lazynp.ndarray.  ``compare(expected, actual)`` replaces the
-    default value comparison.
+    ``raise_at_call``: when NumPy raises, lazynp must raise at the call, not when forced
+    (shape/dtype errors are eager in lazynp).  True, an exception class (or tuple) that
+    NumPy's exception is an instance of, or a predicate on NumPy's exception.
+    ``kind``: "elementwise", "reduction" (looser float tolerance) or "exact" (bit-for-bit,
+    NaNs equal).  ``lazy_type``: when NumPy returns an ndarray, lazynp must return a
+    lazynp.ndarray.  ``compare(expected, actual)`` replaces the value comparison.
     """
     exp = run(fn_numpy)
     act = run(fn_lazy)
@@ -218,13 +223,6 @@ def _check_lazy_types(expected, actual):
     elif isinstance(expected, (tuple, list)) and isinstance(actual, (tuple, list)):
         for e, a in zip(expected, actual):
             _check_lazy_types(e, a)
-
-
-def lz(x):
-    """A lazynp copy of a NumPy value (arrays and NumPy scalars; other values unchanged)."""
-    if isinstance(x, (numpy.ndarray, numpy.generic)) and not isinstance(x, numpy.generic):
-        return lazynp.asarray(x.copy())
-    return x
 
 
 def lazy_or_scalar(x):

@@ -954,6 +954,36 @@ def put_on_view_and_put_along_axis(np):
     return a, m
 
 
+@scenario
+def long_loop_across_bound_flushes_with_views(np):
+    """Long enough that the pending graph is flushed by its size bound mid-loop, while
+    views and old versions stay alive across those flushes."""
+    u = np.zeros(64)
+    u[0], u[-1] = 1.0, -1.0
+    inner = u[1:-1]
+    left, right = u[:-2], u[2:]
+    snaps = []
+    for i in range(1500):
+        inner[...] = 0.5 * (left + right)
+        if i % 300 == 0:
+            snaps.append(u * 1)
+            snaps.append(inner[::7])
+    u[::2] += 1
+    return u, inner, snaps
+
+
+@scenario
+def long_inplace_loop_old_versions_kept(np):
+    a = np.arange(10.0)
+    keep = []
+    for i in range(2500):
+        a *= 1.001
+        a[i % 10] += 1
+        if i % 500 == 0:
+            keep.append(a + 0)
+    return a, keep
+
+
 @pytest.mark.parametrize("fn", SCENARIOS, ids=[f.__name__ for f in SCENARIOS])
 def test_scenario(fn):
     run_both(fn)

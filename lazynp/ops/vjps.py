@@ -49,7 +49,9 @@ def _fill(template, vals):
 
 
 def _target(buf, geom):
-    return buf if geom is None else graph._view_impl(buf, *geom)
+    if geom is None:
+        return buf
+    return graph._view_impl(np.ascontiguousarray(buf), *geom)
 
 
 def _overlaps(shape, strides, itemsize) -> bool:
@@ -92,7 +94,7 @@ def _region_add_impl(g, *idx, shape, dtype, geom, index):
 
 def _region_zero_impl(g, *idx, geom, index):
     c = np.array(g, copy=True, order="C")
-    t = _target(c, geom)
+    t = c if geom is None else graph._view_impl(c, *geom)
     if index is None:
         t[...] = 0
     else:

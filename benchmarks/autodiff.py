@@ -1,0 +1,102 @@
+"""Gradient of an MLP loss (784-256-10, batch 256, tanh, softmax cross-entropy).
+
+lazynp eager ``grad`` against HIPS ``autograd`` and ``jax`` (each skipped with a note when
+not installed), in the same run, as ratios.  Target: lazynp >= 2x faster than autograd.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy
+
+from _common import Summary, fmt_ratio, fmt_time, header, interleaved_medians, parse_args, \
+    print_table
+
+import lazynp
+
+
+def make_loss(np):
+    def loss(params, X, Y):
+        W1, b1, W2, b2 = params
+        h = np.tanh(X @ W1 + b1)
+        logits = h @ W2 + b2
+        m = np.max(logits, axis=1, keepdims=True)
+        lse = np.log(np.sum(np.exp(logits - m), axis=1, keepdims=True)) + m
+        return -np.sum(Y * (logits - lse)) / X.shape[0]
+    return loss
+
+
+def main() -> int:
+    args = parse_args(__doc__)
+    rng = numpy.random.RandomState(0)
+    B, D, H, C = 256, 784, 256, 10
+    X = rng.standard_normal((B, D))
+    Y = numpy.eye(C)[rng.randint(0, C, B)]
+    params = [rng.standard_normal((D, H)) * 0.05, numpy.zeros(H),
+              rng.standard_normal((H, C)) * 0.05, numpy.zeros(C)]
+    repeat = args.repeat(30, 5)
+
+    lz_params = [lazynp.asarray(p) for p in params]
+    lz_X, lz_Y = lazynp.asarray(X), lazynp.asarray(Y)
+    lz_grad = lazynp.grad(make_loss(lazynp))
+
+    def run_lazynp():
+        g = lz_grad(lz_params, lz_X, lz_Y)
+        lazynp.evaluate(*g)
+        return [numpy.asarray(x) for x in g]
+
+    fns = {"lazynp": run_lazynp}
+    ref = run_lazynp()
+    notes = []
+    try:
+        import autograd
+        import autograd.numpy as anp
+        ag_grad = autograd.grad(make_loss(anp))
+
+        def run_autograd():
+            return ag_grad(params, X, Y)
+        for a, b in zip(run_autograd(), ref):
+            numpy.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+        fns["autograd"] = run_autograd
+    except ImportError:
+        notes.append("autograd is not installed: skipped (pip install autograd)")
+    try:
+        import jax
+        import jax.numpy as jnp
+        jax.config.update("jax_enable_x64", True)
+        jp = [jnp.asarray(p) for p in params]
+        jX, jY = jnp.asarray(X), jnp.asarray(Y)
+        j_grad = jax.grad(make_loss(jnp))           # eager (op by op), like the others
+        j_jit = jax.jit(j_grad)
+
+        def run_jax():
+            return [numpy.asarray(x) for x in j_grad(jp, jX, jY)]
+
+        def run_jax_jit():
+            return [numpy.asarray(x) for x in j_jit(jp, jX, jY)]
+        fns["jax (eager)"] = run_jax
+        fns["jax (jit)"] = run_jax_jit
+    except ImportError:
+        notes.append("jax is not installed: skipped")
+
+    times = interleaved_medians(fns, repeat=repeat, warmup=2)
+    header("MLP 784-256-10, batch 256, float64: time for one gradient")
+    rows = [(k, fmt_time(v), fmt_ratio(v, times["lazynp"])) for k, v in times.items()]
+    print_table(rows, ("implementation", "median", "time / lazynp"))
+    for n in notes:
+        print("note:", n)
+    summary = Summary()
+    if "autograd" in times:
+        r = times["autograd"] / times["lazynp"]
+        summary.add("grad(MLP) vs autograd", ">= 2.0x faster", f"{r:.2f}x", r >= 2.0)
+    else:
+        summary.add("grad(MLP) vs autograd", ">= 2.0x faster", "skipped (not installed)",
+                    True, kind="info")
+    if "jax (eager)" in times:
+        r = times["jax (eager)"] / times["lazynp"]
+        summary.add("grad(MLP) vs jax eager", "info", f"{r:.2f}x", True, kind="info")
+    return summary.print(strict=args.strict)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,761 @@
+"""``lazynp.jit``: trace once per input signature, run a compiled, memory-planned plan.
+
+``jit(f)`` traces ``f`` on its first call (:func:`lazynp.trace`) and keeps one compiled
+:class:`Plan` per *signature*: pytree structure, shapes and dtypes of the array leaves,
+values of Python-scalar leaves and of ``static_argnums`` arguments, and the device (CPU).
+``explain()`` says why each plan was made.
+
+A plan is the Symbol after prune / CSE / constant folding, with elementwise chains fused
+into one Numba kernel each (:mod:`lazynp.passes.fusion`, :mod:`lazynp.kernels.fused`) and
+its internal buffers planned by MXNet's inplace + co-share heuristics
+(:mod:`lazynp.passes.memory_plan`).  Buffers are allocated once, when the plan is built,
+and reused on every call; kernels, ufuncs, reductions, ``matmul``/``dot``/``einsum`` write
+into them with ``out=``.  Other ops allocate their result on each call (counted as such in
+:meth:`jit.memory_report`).  A call runs a flat list of step closures over a slot list: no
+graph nodes are recorded per call.  Results are never planned buffers (results get their
+own buffers on each call, or are copied), so a later call never overwrites a returned array.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+
+import numpy as np
+
+from . import graph as _graph
+from . import symbol as _symbol
+from .graph import Node, TracingError
+from .kernels import cpu as _cpu
+from .kernels import fused as _fused
+from .ndarray import ndarray
+from .passes import memory_plan as _mp
+from .passes import pipeline as _pipeline
+
+__all__ = ["jit", "Plan", "compile_plan", "run_symbol"]
+
+STATS = {"traces": 0, "plans": 0, "calls": 0}
+
+# ops that can write their result into a given buffer, and how
+_REDUCE_OUT = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min, "mean": np.mean,
+               "any": np.any, "all": np.all}
+_CONTRACT_OUT = {"matmul": np.matmul, "dot": np.dot, "einsum": np.einsum}
+
+
+def _prod(shape) -> int:
+    p = 1
+    for s in shape:
+        p *= s
+    return p
+
+
+def _c_contiguous(node) -> bool:
+    if node.op is not _graph.VIEW:
+        return True
+    p = node.params
+    shape, strides, item = p["shape"], p["strides"], p["dtype"].itemsize
+    expect = item
+    for s, st in zip(reversed(shape), reversed(strides)):
+        if s != 1 and st != expect:
+            return False
+        expect *= s
+    return True
+
+
+def _args_getter(args, slot_of):
+    """env -> list of argument values (slots for nodes, constants as they are)."""
+    spec = [(True, slot_of[id(a)]) if type(a) is Node else (False, a) for a in args]
+    if all(isnode for isnode, _ in spec):
+        slots = [s for _, s in spec]
+        if len(slots) == 1:
+            s0 = slots[0]
+            return lambda env: [env[s0]]
+        if len(slots) == 2:
+            s0, s1 = slots
+            return lambda env: [env[s0], env[s1]]
+        return lambda env: [env[s] for s in slots]
+    return lambda env: [env[v] if isnode else v for isnode, v in spec]
+
+
+def _own(out, vals, node):
+    """A NumPy result with the node's dtype/shape that shares memory with no input."""
+    if type(out) is not np.ndarray:
+        out = np.asarray(out)
+    if out.dtype != node.dtype:
+        out = out.astype(node.dtype)
+    if out.shape != node.shape:
+        out = out.reshape(node.shape)
+    if not out.flags.c_contiguous:
+        out = np.ascontiguousarray(out)
+    elif out.base is not None:
+        for v in vals:
+            if type(v) is np.ndarray and np.may_share_memory(out, v):
+                return out.copy()
+    return out
+
+
+class Plan:
+    """A compiled plan for one signature: steps over slots, buffers allocated once."""
+
+    def __init__(self, sym: "_symbol.Symbol", fuse: bool = True, plan_memory: bool = True,
+                 parallel_safe: bool = True):
+        self.source = sym
+        sym = _pipeline.optimize(sym)
+        self.symbol = sym
+        nodes = _pipeline.to_nodes(sym)
+        self.nodes = nodes
+        slot_of = {id(g): i for i, g in enumerate(nodes)}
+        self.slot_of = slot_of
+        n = len(nodes)
+        outs = [int(o) for o in sym.output_refs]
+        out_set = set(outs)
+        if fuse:
+            items = _pipeline.fusion_items(sym, nodes, single_kernels=plan_memory)
+        else:
+            items = [(g, False) for g in nodes if g.op not in (_graph.PLACEHOLDER, _graph.LEAF,
+                                                                _graph.VIEW)]
+        # readers of each node outside its own item
+        item_of = {}
+        for k, it in enumerate(items):
+            for m in ([it[0]] if type(it) is tuple else it.members):
+                item_of[id(m)] = k
+        outside_readers: dict = {}
+        for g in nodes:
+            for a in g.args:
+                if type(a) is Node and (item_of.get(id(g), -1) != item_of.get(id(a), -2)):
+                    outside_readers[id(a)] = outside_readers.get(id(a), 0) + 1
+        # values for the memory planner (index = slot)
+        values = []
+        for i, g in enumerate(nodes):
+            nb = g.dtype.itemsize * _prod(g.shape)
+            if g.op is _graph.PLACEHOLDER or g.op is _graph.LEAF:
+                values.append(_mp.Value(nb, g.dtype.itemsize, "external", name=g.op.name))
+            elif g.op is _graph.VIEW:
+                values.append(_mp.Value(nb, g.dtype.itemsize, "alias", base=slot_of[id(g.args[0])],
+                                        is_output=i in out_set, name="view"))
+            else:
+                values.append(_mp.Value(nb, g.dtype.itemsize, "none", is_output=i in out_set,
+                                        name=g.op.name))
+        steps_desc = []
+        builders = []
+        n_kernels = 0
+        for it in items:
+            if type(it) is tuple:
+                g = it[0]
+                i = slot_of[id(g)]
+                can_out = self._can_write_into(g)
+                values[i].kind = "fresh" if (i in out_set or not can_out or not plan_memory) \
+                    else "planned"
+                ins = [slot_of[id(a)] for a in g.args if type(a) is Node]
+                inpl = []
+                if g.op.kind == "write" or (g.op.ufunc is not None and g.params is None):
+                    allowed = range(len(ins)) if g.op.kind != "write" else (0,)
+                    pos = 0
+                    for j, a in enumerate(g.args):
+                        if type(a) is Node:
+                            if pos in allowed and a.shape == g.shape and \
+                                    a.op is not _graph.VIEW:
+                                inpl.append((pos, 0))
+                            pos += 1
+                steps_desc.append(_mp.Step(ins, [i], inpl, g.op.name))
+                builders.append(("single", g))
+            else:
+                members = it.members
+                stored = []
+                for m in members:
+                    i = slot_of[id(m)]
+                    if i in out_set or outside_readers.get(id(m), 0):
+                        values[i].kind = "fresh" if (i in out_set or not plan_memory) \
+                            else "planned"
+                        stored.append(m)
+                layout = _fused._Layout(it, Node)
+                ins = [slot_of[id(a)] for a in layout.inputs]
+                outs_i = [slot_of[id(m)] for m in stored]
+                inpl = []
+                for p, a in enumerate(layout.inputs):
+                    if a.shape == it.shape and a.op is not _graph.VIEW:
+                        for q, m in enumerate(stored):
+                            if m.dtype.itemsize == a.dtype.itemsize:
+                                inpl.append((p, q))
+                steps_desc.append(_mp.Step(ins, outs_i, inpl, "fused"))
+                builders.append(("group", it, layout, stored))
+                n_kernels += 1
+        internal = [v for i, v in enumerate(values) if v.kind in ("planned", "fresh")
+                    and not v.is_output]
+        naive = sum(g.dtype.itemsize * _prod(g.shape) for i, g in enumerate(nodes)
+                    if g.op not in (_graph.PLACEHOLDER, _graph.LEAF, _graph.VIEW)
+                    and i not in out_set)
+        for v in values:
+            if v.kind == "none":
+                v.kind = "external"     # fused away: never stored
+                v.nbytes = 0
+        mplan = _mp.plan(values, steps_desc, parallel_safe=parallel_safe)
+        self.mplan = mplan
+        # allocate the planned buffers once
+        blocks = [np.empty(max(sz, 1), np.uint8) for sz in mplan.storage_bytes]
+        env0: list = [None] * n
+        for i, g in enumerate(nodes):
+            if g.op is _graph.LEAF:
+                env0[i] = g.value
+            sid = mplan.storage_of.get(i)
+            if sid is not None:
+                env0[i] = blocks[sid][:values[i].nbytes].view(g.dtype).reshape(g.shape)
+        self.blocks = blocks
+        steps = []
+        # views whose base is fixed (planned buffer or constant) are made once
+        static = set(i for i, g in enumerate(nodes) if env0[i] is not None)
+        self._static = static
+        for i, g in enumerate(nodes):
+            if g.op is _graph.VIEW and slot_of[id(g.args[0])] in static and \
+                    values[slot_of[id(g.args[0])]].kind != "fresh":
+                b = env0[slot_of[id(g.args[0])]]
+                p = g.params
+                env0[i] = np.ndarray(p["shape"], p["dtype"], buffer=b, offset=p["offset"],
+                                     strides=p["strides"])
+                static.add(i)
+        view_steps_done = set(static)
+        for b in builders:
+            # views read by this step that are not static: realized just before it
+            reads = b[1].args if b[0] == "single" else b[2].inputs
+            for a in reads:
+                if type(a) is Node and a.op is _graph.VIEW and slot_of[id(a)] not in \
+                        view_steps_done:
+                    steps.append(self._view_step(a))
+                    view_steps_done.add(slot_of[id(a)])
+            if b[0] == "single":
+                steps.append(self._single_step(b[1], values, env0))
+            else:
+                steps.append(self._group_step(b[1], b[2], b[3], values, env0))
+        for o in outs:
+            g = nodes[o]
+            if g.op is _graph.VIEW and o not in view_steps_done:
+                steps.append(self._view_step(g))
+                view_steps_done.add(o)
+        self.steps = steps
+        self.env0 = env0
+        self.in_slots = [int(r) for r in sym.input_refs]
+        # inputs read through views must be C-contiguous (views are byte geometries)
+        self.contig_slots = sorted({slot_of[id(g.args[0])] for g in nodes
+                                    if g.op is _graph.VIEW and
+                                    nodes[slot_of[id(g.args[0])]].op is _graph.PLACEHOLDER})
+        # outputs: copy those that are not fresh arrays of their own
+        self.out_slots = outs
+        self.out_copy = [values[o].kind != "fresh" for o in outs]
+        self.out_scalar = [nodes[o].shape == () for o in outs]
+        self.single = sym.out_tree == "*"
+        self.n_kernels = n_kernels
+        self._runner = self._make_runner()
+        unplanned = sum(v.nbytes for v in internal if v.kind == "fresh")
+        self._report = {
+            "naive_bytes": naive,
+            "planned_bytes": sum(mplan.storage_bytes) + unplanned,
+            "num_buffers": mplan.num_buffers,
+            "buffer_bytes": sum(mplan.storage_bytes),
+            "unplanned_bytes": unplanned,
+            "output_bytes": sum(values[o].nbytes for o in set(outs)),
+            "inplace": len(mplan.inplace),
+            "fused_kernels": n_kernels,
+            "steps": len(steps),
+            "ops": sum(1 for g in nodes if g.op not in (_graph.PLACEHOLDER, _graph.LEAF,
+                                                        _graph.VIEW)),
+        }
+        self._report["ratio"] = (self._report["planned_bytes"] / naive) if naive else 1.0
+
+    # --- step builders ------------------------------------------------------------------
+    @staticmethod
+    def _can_write_into(g) -> bool:
+        op = g.op
+        if op.kind == "write":
+            return True
+        if op.ufunc is not None and g.params is None and op.ufunc.nout == 1 and g.shape != ():
+            return True
+        if op.name in ("astype", "copy") and g.shape != ():
+            return True
+        if op.name in _REDUCE_OUT and op.kind == "reduction" and len(g.args) == 1 and \
+                set(g.params or {}) <= {"axis", "keepdims", "dtype"}:
+            return True
+        if op.name in _CONTRACT_OUT and g.params and "tpl" in g.params and g.shape != ():
+            k = g.params["tpl"][1]
+            return isinstance(k, dict) and "out" not in k
+        return False
+
+    def _view_step(self, g):
+        i = self.slot_of[id(g)]
+        b = self.slot_of[id(g.args[0])]
+        p = g.params
+        shape, dtype, off, strides = p["shape"], p["dtype"], p["offset"], p["strides"]
+        nda = np.ndarray
+
+        def view(env):
+            env[i] = nda(shape, dtype, buffer=env[b], offset=off, strides=strides)
+        return view
+
+    def _single_step(self, g, values, env0):
+        i = self.slot_of[id(g)]
+        op = g.op
+        get = _args_getter(g.args, self.slot_of)
+        planned = values[i].kind == "planned"
+        shape, dtype = g.shape, g.dtype
+        params = g.params or {}
+        empty = np.empty
+        if op.kind == "write":
+            src = self.slot_of[id(g.args[0])]
+            sid_in = self.mplan.storage_of.get(src)
+            inplace = planned and sid_in is not None and \
+                self.mplan.storage_of.get(i) == sid_in
+            impl = op.impl
+
+            def write(env):
+                vals = get(env)
+                if inplace:
+                    buf = vals[0]
+                elif planned:
+                    buf = env0[i]
+                    np.copyto(buf, vals[0])
+                else:
+                    buf = np.array(vals[0], copy=True)
+                vals[0] = buf
+                impl(*vals, **params)
+                env[i] = buf
+            return write
+        if not self._can_write_into(g) or not planned:
+            if not planned and self._can_write_into(g) and op.ufunc is not None and \
+                    g.params is None and g.shape != () and all(type(a) is Node for a in g.args):
+                uf = op.ufunc
+                if len(g.args) == 2:
+                    s0, s1 = (self.slot_of[id(a)] for a in g.args)
+
+                    def ufunc2_fresh(env):
+                        env[i] = uf(env[s0], env[s1], out=empty(shape, dtype))
+                    return ufunc2_fresh
+
+                def ufunc_fresh(env):
+                    env[i] = uf(*get(env), out=empty(shape, dtype))
+                return ufunc_fresh
+            impl = op.impl
+
+            def generic(env):
+                vals = get(env)
+                out = impl(*vals, **params) if params else impl(*vals)
+                if not isinstance(out, tuple):
+                    if type(out) is not np.ndarray or out.dtype != dtype or \
+                            out.shape != shape or out.base is not None:
+                        out = _own(out, vals, g)
+                env[i] = out
+            return generic
+        buf = env0[i]
+        if op.ufunc is not None:
+            uf = op.ufunc
+            if len(g.args) == 2 and all(type(a) is Node for a in g.args):
+                s0, s1 = (self.slot_of[id(a)] for a in g.args)
+
+                def ufunc2(env):
+                    uf(env[s0], env[s1], out=buf)
+                return ufunc2
+
+            def ufunc_(env):
+                uf(*get(env), out=buf)
+            return ufunc_
+        if op.name in ("astype", "copy"):
+            s0 = self.slot_of[id(g.args[0])]
+
+            def copy_(env):
+                np.copyto(buf, env[s0], casting="unsafe")
+            return copy_
+        if op.name in _REDUCE_OUT:
+            fn = _REDUCE_OUT[op.name]
+            s0 = self.slot_of[id(g.args[0])]
+            kw = dict(params)
+
+            def reduce_(env):
+                fn(env[s0], out=buf, **kw)
+            return reduce_
+        fn = _CONTRACT_OUT[op.name]
+        from ._functions import _fill_deep
+        tpl = params["tpl"]
+
+        def contract(env):
+            a, k = _fill_deep(tpl, get(env))
+            fn(*a, out=buf, **k)
+        return contract
+
+    def _group_step(self, group, layout, stored, values, env0):
+        slot_of = self.slot_of
+        shape = group.shape
+        members = group.members
+        ins = layout.inputs
+        in_slots = [slot_of[id(a)] for a in ins]
+        flat = all(a.shape == shape and _c_contiguous(a) for a in ins)
+        out_idx = tuple(members.index(m) for m in stored)
+        ndim = len(shape)
+        parallel = _prod(shape) >= _fused.PARALLEL_MIN
+        source = _fused._render(group, layout, Node, len(ins), out_idx, ndim, flat, parallel, ())
+        consts = list(layout.const_arrays)
+        out_slots = [slot_of[id(m)] for m in stored]
+        fresh = [values[s].kind == "fresh" for s in out_slots]
+        # sample arguments give the kernel's types; compile now (this is jit)
+        sample_in = [np.zeros(a.shape, a.dtype) for a in ins]
+        if flat:
+            sample_in = [s.reshape(-1) for s in sample_in]
+        sample_out = [np.zeros(shape, m.dtype) for m in stored]
+        if flat:
+            sample_out = [s.reshape(-1) for s in sample_out]
+        kernel = _cpu.get_kernel(source, sample_in + consts + sample_out, block=True)
+        if kernel is None:
+            return self._group_numpy(group, stored, values, env0)
+        bcast = [a.shape != shape for a in ins]
+        if flat and ndim == 1:
+            flat = False      # 1-D: the arrays are already flat (no reshape per call)
+        static_outs = [None if fr else (env0[s].reshape(-1) if flat else env0[s])
+                       for fr, s in zip(fresh, out_slots)]
+        # generated Python for the call: no per-call list building or loops
+        ns = {"kernel": kernel, "empty": np.empty, "bt": np.broadcast_to, "shape": shape}
+        lines = ["def run(env):"]
+        call = []
+        for k, (s, b) in enumerate(zip(in_slots, bcast)):
+            if b:
+                call.append(f"bt(env[{s}], shape)")
+            elif flat:
+                call.append(f"env[{s}].reshape(-1)")
+            else:
+                call.append(f"env[{s}]")
+        for j, c in enumerate(consts):
+            ns[f"c{j}"] = c
+            call.append(f"c{j}")
+        for k, s in enumerate(out_slots):
+            if fresh[k]:
+                ns[f"dt{k}"] = stored[k].dtype
+                lines.append(f"    o{k} = empty(shape, dt{k})")
+                call.append(f"o{k}.reshape(-1)" if flat else f"o{k}")
+            else:
+                ns[f"so{k}"] = static_outs[k]
+                call.append(f"so{k}")
+        lines.append(f"    kernel({', '.join(call)})")
+        for k, s in enumerate(out_slots):
+            if fresh[k]:
+                lines.append(f"    env[{s}] = o{k}")
+        exec(compile("\n".join(lines) + "\n", "<lazynp.jit fused step>", "exec"), ns)
+        return ns["run"]
+
+    def _group_numpy(self, group, stored, values, env0):
+        """Fallback when the kernel cannot be compiled: members one by one on NumPy."""
+        slot_of = self.slot_of
+        plan = []
+        for m in group.members:
+            plan.append((slot_of[id(m)], m.op.impl, _args_getter(m.args, slot_of), m.params,
+                         m))
+        stored_slots = {slot_of[id(m)]: values[slot_of[id(m)]].kind for m in stored}
+
+        def run(env):
+            for i, impl, get, params, m in plan:
+                vals = get(env)
+                out = impl(*vals, **params) if params else impl(*vals)
+                out = _own(out, vals, m)
+                kind = stored_slots.get(i)
+                if kind == "planned":
+                    np.copyto(env0[i], out)
+                    out = env0[i]
+                env[i] = out
+        return run
+
+    # --- running --------------------------------------------------------------------------
+    def _make_runner(self):
+        """Generate the per-call function: inputs into slots, steps, outputs out."""
+        ns = {"env0": self.env0, "np": np, "array": np.array}
+        lines = ["def run(leaves):", "    env = env0.copy()"]
+        if self.in_slots:
+            lhs = ", ".join(f"env[{s}]" for s in self.in_slots)
+            lines.append(f"    {lhs}, = leaves")
+        for s in self.contig_slots:
+            lines.append(f"    if not env[{s}].flags.c_contiguous:")
+            lines.append(f"        env[{s}] = np.ascontiguousarray(env[{s}])")
+        for k, step in enumerate(self.steps):
+            ns[f"s{k}"] = step
+            lines.append(f"    s{k}(env)")
+        outs = [f"array(env[{s}], copy=True)" if cp else f"env[{s}]"
+                for s, cp in zip(self.out_slots, self.out_copy)]
+        lines.append(f"    return [{', '.join(outs)}]")
+        exec(compile("\n".join(lines) + "\n", "<lazynp.jit plan>", "exec"), ns)
+        return ns["run"]
+
+    def run(self, leaves: list) -> list:
+        """Run on NumPy arrays (one per input, in order); returns NumPy arrays that share
+        no memory with the plan's buffers."""
+        return self._runner(leaves)
+
+    def memory_report(self) -> dict:
+        return dict(self._report)
+
+
+def compile_plan(sym, **kw) -> Plan:
+    STATS["plans"] += 1
+    return Plan(sym, **kw)
+
+
+def _prepare_leaf(x):
+    if type(x) is np.ndarray:
+        return x if x.flags.c_contiguous else np.ascontiguousarray(x)
+    if isinstance(x, ndarray):
+        v = x._value()
+        return v if v.flags.c_contiguous else np.ascontiguousarray(v)
+    return np.ascontiguousarray(x)
+
+
+def _wrap_outputs(vals, scalars):
+    leaf = _graph.leaf
+    from_node = ndarray._from_node
+    return [from_node(leaf(v), sc) if type(v) is np.ndarray else v
+            for v, sc in zip(vals, scalars)]
+
+
+def run_symbol(sym, flat: list):
+    """Call a Symbol on arrays: one plan per input shapes/dtypes, kept on the Symbol."""
+    leaves = [_prepare_leaf(x) for x in flat]
+    key = tuple((v.shape, v.dtype) for v in leaves)
+    plan = sym._plans.get(key)
+    if plan is None:
+        names = sym.inputs
+        spec = sym.specialize({nm: (v.shape, v.dtype) for nm, v in zip(names, leaves)})
+        plan = compile_plan(spec)
+        sym._plans[key] = plan
+    outs = _wrap_outputs(plan.run(leaves), plan.out_scalar)
+    return _symbol.tree_unflatten(sym.out_tree, iter(outs))
+
+
+# --- jit ------------------------------------------------------------------------------------
+
+def _sig(a, leaves):
+    t = type(a)
+    if t is np.ndarray:
+        leaves.append(a)
+        return (a.shape, a.dtype)
+    if t is ndarray:
+        v = a._value()
+        leaves.append(v)
+        return (v.shape, v.dtype)
+    if t is tuple or t is list:
+        return (t, tuple([_sig(x, leaves) for x in a]))
+    if t is dict:
+        return (dict, tuple(a), tuple([_sig(a[k], leaves) for k in a]))
+    if isinstance(a, np.generic):
+        v = np.asarray(a)
+        leaves.append(v)
+        return (v.shape, v.dtype)
+    if isinstance(a, ndarray):
+        return _sig(a._value(), leaves)
+    if isinstance(a, np.ndarray):
+        return _sig(np.asarray(a), leaves)
+    try:
+        hash(a)
+    except TypeError:
+        raise TypeError(f"lazynp.jit: cannot use an argument of type {t.__name__} (use arrays, "
+                        f"Python scalars, tuples, lists, dicts, or mark it static)") from None
+    return ("const", t, a)
+
+
+def _describe(k) -> str:
+    if type(k) is tuple and len(k) == 2 and type(k[0]) is tuple and isinstance(k[1], np.dtype):
+        return f"shape {k[0]} {k[1]}"
+    if type(k) is tuple and k and k[0] == "const":
+        return f"constant {k[2]!r}"
+    if type(k) is tuple and k and k[0] == "static":
+        return f"static value {k[1]!r}"
+    if type(k) is tuple and k and k[0] in (tuple, list):
+        return f"{k[0].__name__} of {len(k[1])}"
+    if type(k) is tuple and k and k[0] is dict:
+        return f"dict with keys {list(k[1])}"
+    return repr(k)
+
+
+def _diff(old, new, path: str, out: list) -> None:
+    if old == new:
+        return
+    is_arr = lambda k: type(k) is tuple and len(k) == 2 and type(k[0]) is tuple and \
+        isinstance(k[1], np.dtype)  # noqa: E731
+    if is_arr(old) and is_arr(new):
+        if old[0] != new[0]:
+            out.append(f"{path} shape {old[0]} -> {new[0]}")
+        if old[1] != new[1]:
+            out.append(f"{path} dtype {old[1]} -> {new[1]}")
+        return
+    if type(old) is tuple and type(new) is tuple and old and new and old[0] == new[0] and \
+            old[0] in (tuple, list) and len(old[1]) == len(new[1]):
+        for j, (a, b) in enumerate(zip(old[1], new[1])):
+            _diff(a, b, f"{path}[{j}]", out)
+        return
+    if type(old) is tuple and type(new) is tuple and old and new and old[0] is dict and \
+            new[0] is dict and old[1] == new[1]:
+        for kk, a, b in zip(old[1], old[2], new[2]):
+            _diff(a, b, f"{path}[{kk!r}]", out)
+        return
+    out.append(f"{path} {_describe(old)} -> {_describe(new)}")
+
+
+class jit:
+    """Compile ``fun`` per input signature (see the module docstring).
+
+    ``static_argnums``: arguments passed to ``fun`` as they are (hashable; a new value makes
+    a new plan), e.g. sizes or flags that drive Python control flow.  ``fuse`` and
+    ``plan_memory`` switch off kernel fusion / buffer planning (for comparisons).
+    """
+
+    def __init__(self, fun=None, static_argnums=(), *, fuse: bool = True,
+                 plan_memory: bool = True, parallel_safe: bool = True):
+        if isinstance(static_argnums, int):
+            static_argnums = (static_argnums,)
+        self._static = tuple(static_argnums)
+        self._fuse = fuse
+        self._plan_memory = plan_memory
+        self._parallel_safe = parallel_safe
+        self._plans: dict = {}
+        self._log: list = []           # (key, reason)
+        self._fun = None
+        if fun is not None:
+            self._set_fun(fun)
+
+    def _set_fun(self, fun):
+        self._fun = fun
+        functools.update_wrapper(self, fun)
+        try:
+            self._sigobj = inspect.signature(fun)
+        except (TypeError, ValueError):
+            self._sigobj = None
+        try:
+            self._argnames = [p.name for p in self._sigobj.parameters.values()]
+        except AttributeError:
+            self._argnames = []
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return functools.partial(self.__call__, obj)
+
+    def _positional(self, args, kwargs):
+        if not kwargs:
+            return args
+        if self._sigobj is None:
+            raise TypeError("lazynp.jit: keyword arguments need an inspectable signature")
+        ba = self._sigobj.bind(*args, **kwargs)
+        ba.apply_defaults()
+        if ba.kwargs:
+            raise TypeError("lazynp.jit: **kwargs parameters are not supported")
+        return ba.args
+
+    def _key(self, args, leaves):
+        static = self._static
+        n = len(args)
+        if static:
+            st = {i % n for i in static if -n <= i < n}
+            return tuple([("static", a) if i in st else _sig(a, leaves)
+                          for i, a in enumerate(args)])
+        key = []
+        for a in args:
+            if type(a) is np.ndarray:
+                leaves.append(a)
+                key.append((a.shape, a.dtype))
+            else:
+                key.append(_sig(a, leaves))
+        return tuple(key)
+
+    def __call__(self, *args, **kwargs):
+        if self._fun is None:        # used as @jit(static_argnums=...)
+            if len(args) == 1 and callable(args[0]) and not kwargs:
+                self._set_fun(args[0])
+                return self
+            raise TypeError("lazynp.jit: no function to compile")
+        if kwargs:
+            args = self._positional(args, kwargs)
+        leaves: list = []
+        if self._static:
+            key = self._key(args, leaves)
+        else:
+            key = []
+            for a in args:
+                if type(a) is np.ndarray:
+                    leaves.append(a)
+                    key.append((a.shape, a.dtype))
+                else:
+                    key.append(_sig(a, leaves))
+            key = tuple(key)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._compile(key, args)
+        outs = plan._runner(leaves)
+        if plan.single:
+            v = outs[0]
+            return ndarray._from_node(_graph.leaf(v), plan.out_scalar[0]) \
+                if type(v) is np.ndarray else v
+        res = _wrap_outputs(outs, plan.out_scalar)
+        return _symbol.tree_unflatten(plan.source.out_tree, iter(res))
+
+    def _argname(self, i: int) -> str:
+        nm = self._argnames[i] if i < len(self._argnames) else None
+        return f"argument {i}" + (f" ({nm})" if nm else "")
+
+    def _compile(self, key, args):
+        reason = self._reason(key)
+        n = len(args)
+        static = tuple(i % n for i in self._static if -n <= i < n)
+        STATS["traces"] += 1
+        sym = _symbol.trace(self._fun, *args, static_argnums=static, _what="lazynp.jit")
+        plan = compile_plan(sym, fuse=self._fuse, plan_memory=self._plan_memory,
+                            parallel_safe=self._parallel_safe)
+        self._plans[key] = plan
+        self._log.append((key, reason))
+        return plan
+
+    def _reason(self, key) -> str:
+        if not self._log:
+            parts = [f"{self._argname(i)}: {_describe(k)}" for i, k in enumerate(key)]
+            return "first call: " + ("; ".join(parts) if parts else "no arguments") + \
+                "; device cpu"
+        prev = self._log[-1][0]
+        diffs: list = []
+        if len(prev) != len(key):
+            diffs.append(f"number of arguments {len(prev)} -> {len(key)}")
+        else:
+            for i, (a, b) in enumerate(zip(prev, key)):
+                _diff(a, b, self._argname(i), diffs)
+        return "signature changed: " + "; ".join(diffs)
+
+    # --- reports ------------------------------------------------------------------------
+    def explain(self) -> str:
+        """Why each plan was made (one paragraph per plan)."""
+        if not self._log:
+            return f"lazynp.jit({getattr(self._fun, '__name__', '?')}): not called yet"
+        lines = [f"lazynp.jit({getattr(self._fun, '__name__', '?')}): {len(self._log)} plan(s)"]
+        for k, (key, reason) in enumerate(self._log):
+            plan = self._plans[key]
+            r = plan.memory_report()
+            lines.append(f"plan {k + 1}: {reason}")
+            lines.append(f"    {r['ops']} ops -> {r['steps']} steps, {r['fused_kernels']} fused "
+                         f"kernel(s); internal memory {r['planned_bytes']} B planned vs "
+                         f"{r['naive_bytes']} B naive in {r['num_buffers']} buffer(s)")
+        return "\n".join(lines)
+
+    def plan_for(self, *args, **kwargs) -> Plan:
+        """The plan (compiled if needed) for these arguments, without running it."""
+        args = self._positional(args, kwargs)
+        leaves: list = []
+        key = self._key(args, leaves)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._compile(key, args)
+        return plan
+
+    def memory_report(self, *args, **kwargs) -> dict:
+        """Internal memory of the plan for these arguments: ``naive_bytes`` (every op's
+        result in its own buffer), ``planned_bytes`` (planned buffers + results allocated
+        per call), ``num_buffers`` and details.  Graph outputs are not internal memory."""
+        return self.plan_for(*args, **kwargs).memory_report()
+
+    def trace(self, *args, **kwargs) -> "_symbol.Symbol":
+        """The Symbol of the plan for these arguments (after the graph passes)."""
+        return self.plan_for(*args, **kwargs).symbol
+
+    @property
+    def num_plans(self) -> int:
+        return len(self._plans)
+
+    def clear(self) -> None:
+        self._plans.clear()
+        self._log.clear()
