@@ -71,6 +71,21 @@ def convnet(params, x):
     return z / z.sum(axis=1, keepdims=True)
 
 
+def convnet_bare(params, x):
+    """The plainest reading of the workload: (conv3x3, relu) twice, then one dense layer."""
+    w1, w2, wd = params
+    h = np.maximum(conv2d(x, w1), 0.0)
+    h = np.maximum(conv2d(h, w2), 0.0)
+    return h.reshape(h.shape[0], -1) @ wd
+
+
+def convnet_bare_params(rng):
+    f = "float32"
+    return (rng.standard_normal((8, 3, 3, 3)).astype(f) * 0.1,
+            rng.standard_normal((16, 8, 3, 3)).astype(f) * 0.1,
+            rng.standard_normal((16 * 24 * 24, 10)).astype(f) * 0.01)
+
+
 def convnet_params(rng):
     f = "float32"
     return (rng.standard_normal((8, 3, 3, 3)).astype(f) * 0.1, numpy.zeros(8, f),
@@ -137,6 +152,11 @@ def main() -> int:
         print(f"convnet training: skipped ({type(exc).__name__}: {exc})")
     else:
         ok &= report("convnet 2 conv + dense training", r, TRAIN_TARGET)
+
+    bparams = convnet_bare_params(rng)
+    binfer = np.jit(convnet_bare)
+    ok &= report("convnet bare (conv,relu)x2+dense inf", binfer.memory_report(bparams, cx),
+                 INFER_TARGET)
 
     rx = rng.standard_normal((256, 256))
     rec = np.jit(recurrence)
