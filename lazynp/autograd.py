@@ -545,6 +545,16 @@ def jvp(fun, primals, tangents):
     return out, _unflatten(out_spec, iter(vals))
 
 
+def _partial(fun, args, nums):
+    """``fun`` as a function of the arguments at positions ``nums`` only."""
+    def part(*diff):
+        full = list(args)
+        for k, v in zip(nums, diff):
+            full[k] = v
+        return fun(*full)
+    return part
+
+
 def elementwise_grad(fun, argnums=0):
     """Sum of the gradients of ``fun``'s outputs (a VJP with a cotangent of ones): the
     derivative of elementwise functions."""
@@ -553,13 +563,7 @@ def elementwise_grad(fun, argnums=0):
 
     def wrapped(*args):
         lnp = _lnp()
-
-        def part(*diff):
-            full = list(args)
-            for k, v in zip(nums, diff):
-                full[k] = v
-            return fun(*full)
-        out, fn = vjp(part, *[args[k] for k in nums])
+        out, fn = vjp(_partial(fun, args, nums), *[args[k] for k in nums])
         leaves = []
         spec = _flatten(out, leaves)
         ones = [lnp.ones(lnp.asarray(o).shape, lnp.asarray(o).dtype) for o in leaves]
@@ -576,13 +580,7 @@ def jacobian(fun, argnums=0):
 
     def wrapped(*args):
         lnp = _lnp()
-
-        def part(*diff):
-            full = list(args)
-            for k, v in zip(nums, diff):
-                full[k] = v
-            return fun(*full)
-        out, fn = vjp(part, *[args[k] for k in nums])
+        out, fn = vjp(_partial(fun, args, nums), *[args[k] for k in nums])
         out = lnp.asarray(out)
         m = out.size
         rows = []

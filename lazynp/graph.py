@@ -372,16 +372,21 @@ def _run(node: Node, inplace: bool) -> None:
 
 
 def _normalize(out, node: Node, vals) -> np.ndarray:
+    return own_result(out, node.shape, node.dtype, vals, node.op.kind != "write")
+
+
+def own_result(out, shape: tuple, dtype, vals, check_alias: bool = True) -> np.ndarray:
+    """``out`` as a C-contiguous array of ``shape``/``dtype`` that shares memory with none of
+    ``vals`` (a NumPy function may hand back a view of its input; lazynp owns its buffers)."""
     if type(out) is not np.ndarray:
         out = np.asarray(out)
-    if out.dtype != node.dtype:
-        out = out.astype(node.dtype)
-    if out.shape != node.shape:
-        out = out.reshape(node.shape)
+    if out.dtype != dtype:
+        out = out.astype(dtype)
+    if out.shape != shape:
+        out = out.reshape(shape)
     if not out.flags.c_contiguous:
         out = np.asarray(out, order="C")
-    elif out.base is not None and node.op.kind != "write":
-        # a NumPy function may hand back a view of its input; lazynp owns its buffers
+    elif out.base is not None and check_alias:
         for v in vals:
             if type(v) is np.ndarray and np.may_share_memory(out, v):
                 out = out.copy()

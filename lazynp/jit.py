@@ -25,6 +25,7 @@ import numpy as np
 from . import graph as _graph
 from . import symbol as _symbol
 from .graph import Node, TracingError
+from .graph import own_result as _graph_own
 from .kernels import cpu as _cpu
 from .kernels import fused as _fused
 from .ndarray import ndarray
@@ -78,19 +79,7 @@ def _args_getter(args, slot_of):
 
 def _own(out, vals, node):
     """A NumPy result with the node's dtype/shape that shares memory with no input."""
-    if type(out) is not np.ndarray:
-        out = np.asarray(out)
-    if out.dtype != node.dtype:
-        out = out.astype(node.dtype)
-    if out.shape != node.shape:
-        out = out.reshape(node.shape)
-    if not out.flags.c_contiguous:
-        out = np.ascontiguousarray(out)
-    elif out.base is not None:
-        for v in vals:
-            if type(v) is np.ndarray and np.may_share_memory(out, v):
-                return out.copy()
-    return out
+    return _graph_own(out, node.shape, node.dtype, vals)
 
 
 class Plan:
