@@ -318,6 +318,53 @@ def report(results: list[DemoResult], timing: bool = True) -> str:
     return "\n".join(lines)
 
 
+def _logistic_loss(np, w, X, y):
+    p = 1.0 / (1.0 + np.exp(-(X @ w)))
+    p = np.clip(p, 1e-12, 1 - 1e-12)
+    return -np.mean(y * np.log(p) + (1 - y) * np.log(1 - p))
+
+
+def _chain(np, x):
+    for i in range(50):
+        x = np.sin(x) * 0.5 + x * 0.999
+    return x
+
+
+def extras(out, repeat: int = 5, timing: bool = True) -> bool:
+    """Beyond NumPy: a gradient checked against finite differences, and a jitted loop."""
+    ok = True
+    rng = numpy.random.default_rng(0)
+    X = rng.standard_normal((200, 5))
+    y = (X @ numpy.arange(1.0, 6.0) > 0).astype(float)
+    w = rng.standard_normal(5) * 0.1
+    g = numpy.asarray(lazynp.grad(lambda w: _logistic_loss(lazynp, w, X, y))(lazynp.asarray(w)))
+    eps = 1e-6
+    fd = numpy.array([(_logistic_loss(numpy, w + eps * e, X, y) -
+                       _logistic_loss(numpy, w - eps * e, X, y)) / (2 * eps)
+                      for e in numpy.eye(5)])
+    err = float(numpy.max(numpy.abs(g - fd)))
+    good = err < 1e-6
+    ok &= good
+    print("Beyond NumPy", file=out)
+    print(f"  lazynp.grad of a logistic-regression loss vs finite differences: "
+          f"max|diff| {err:.1e}  {'OK' if good else 'MISMATCH'}", file=out)
+    x = rng.standard_normal(100)
+    f = lazynp.jit(lambda x: _chain(lazynp, x))
+    res = numpy.asarray(f(x))
+    ref = _chain(numpy, x)
+    good = numpy.allclose(res, ref, rtol=1e-12, atol=1e-12)
+    ok &= good
+    line = f"  lazynp.jit of a 150-op elementwise loop on 100 elements: " \
+           f"{'OK' if good else 'MISMATCH'}"
+    if timing:
+        wait_compiles(5.0)
+        t_np, _ = _median_time(lambda: _chain(numpy, x), repeat * 20)
+        t_jit, _ = _median_time(lambda: f(x), repeat * 20)
+        line += f"  NumPy {_fmt_time(t_np)}, jit {_fmt_time(t_jit)} ({t_np / t_jit:.1f}x faster)"
+    print(line, file=out)
+    return ok
+
+
 def main(names: list[str] | None = None, repeat: int = 5, timing: bool = True,
          compile_wait: float = 5.0, out=None) -> int:
     """Run the demo; return the exit status (1 if any program crashed or mismatched)."""
@@ -341,6 +388,9 @@ def main(names: list[str] | None = None, repeat: int = 5, timing: bool = True,
     print(report(results, timing=timing), file=out)
     bad = [r.program.name for r in results if not r.ok]
     print(file=out)
+    if not names and not extras(out, repeat=repeat, timing=timing):
+        bad.append("grad/jit")
+        print(file=out)
     if bad:
         print(f"MISMATCH against NumPy in: {', '.join(bad)}", file=out)
     else:
