@@ -45,8 +45,16 @@ def main() -> int:
         lazynp.evaluate(*g)
         return [numpy.asarray(x) for x in g]
 
-    fns = {"lazynp": run_lazynp}
+    lz_jit = lazynp.jit(lazynp.grad(make_loss(lazynp)))
+
+    def run_lazynp_jit():
+        g = lz_jit(params, X, Y)
+        return [numpy.asarray(x) for x in g]
+
+    fns = {"lazynp": run_lazynp, "lazynp (jit)": run_lazynp_jit}
     ref = run_lazynp()
+    for a, b in zip(ref, run_lazynp_jit()):
+        numpy.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
     notes = []
     try:
         import autograd
@@ -92,6 +100,13 @@ def main() -> int:
     else:
         summary.add("grad(MLP) vs autograd", ">= 2.0x faster", "skipped (not installed)",
                     True, kind="info")
+    if "jax (jit)" in times:
+        r = times["lazynp (jit)"] / times["jax (jit)"]
+        summary.add("jit(grad(MLP)) vs jax.jit(jax.grad)", "<= 1.2x jax's time", f"{r:.2f}x",
+                    r <= 1.2)
+    else:
+        summary.add("jit(grad(MLP)) vs jax.jit(jax.grad)", "<= 1.2x jax's time",
+                    "skipped (jax not installed)", True, kind="info")
     if "jax (eager)" in times:
         r = times["jax (eager)"] / times["lazynp"]
         summary.add("grad(MLP) vs jax eager", "info", f"{r:.2f}x", True, kind="info")
