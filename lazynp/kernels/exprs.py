@@ -139,6 +139,8 @@ def node_expr(node, operands: list, operand_dtypes: list, operand_keys: list,
     elif name == "power" and const_exponent:
         # NumPy computes a scalar exponent of 0.5 with sqrt (signed zeros, -inf)
         expr = "(np.sqrt({0}) if {1} == 0.5 else {0} ** {1})"
+    elif name == "exp" and ins[0] == np.float64:
+        expr = "_fexp({0})"       # vectorizable exp (see kernels/cpu.py)
     elif name in ("isnan", "isinf", "isfinite") and ins[0].kind not in "fc":
         expr = {"isnan": "False", "isinf": "False", "isfinite": "True"}[name]
     else:
