@@ -91,6 +91,9 @@ class KernelSpec:
         self.reduction = reduction      # None or (kind, red_axes tuple, acc dtype, value expr)
         self.out_exprs: list = []       # (out index, expression name)
         self.const_names: list = []     # packed constant arrays, one per dtype
+        self.bcast: list = []           # nd layout: per input, which dims are broadcast (size 1)
+        self.red_src_out = None         # output index holding the reduced value, if stored
+        self.reduction_src = 0          # member index of the reduced value
         self.source = None
 
     def render(self) -> str:
@@ -100,6 +103,8 @@ class KernelSpec:
         consts = list(self.const_names)
         outs = [f"o{k}" for k in range(self.n_out)]
         params = ins + consts + outs + (["r0"] if self.reduction else [])
+        if not self.flat and self.bcast:
+            params.append("shp")
         rng = "prange" if self.parallel else "range"
         src = ["import numpy as np", "from numba import njit, prange", ""]
         if any("_fexp(" in line for line in self.lines):
@@ -107,14 +112,13 @@ class KernelSpec:
         src += [f"@njit(parallel={self.parallel}, nogil=True, cache=True, error_model='numpy')",
                 f"def kernel({', '.join(params)}):"]
         nd = 1 if self.flat else self.ndim
-        shape_src = "o0" if self.n_out else "x0"
         body = []
         if self.reduction is None:
             idx = ", ".join(f"i{d}" for d in range(nd))
             indent = "    "
             for d in range(nd):
                 loop = rng if d == 0 else "range"
-                body.append(f"{indent}for i{d} in {loop}({shape_src}.shape[{d}]):")
+                body.append(f"{indent}for i{d} in {loop}({self._extent(d)}):")
                 indent += "    "
             body += self._load_compute_store(indent, idx)
         else:
@@ -128,25 +132,48 @@ class KernelSpec:
                 body.append(f"{indent}acc = {self._init_expr(kind, acc_dt)}")
                 for n, d in enumerate(order):
                     loop = rng if n == 0 and kind in ("sum", "mean", "prod") else "range"
-                    body.append(f"{indent}for i{d} in {loop}(x0.shape[{d}]):")
+                    body.append(f"{indent}for i{d} in {loop}({self._extent(d)}):")
                     indent += "    "
                 body += self._load_compute_store(indent, idx)
-                body.append(f"{indent}{_REDUCE_STEP[kind].format(v=vname)}")
+                body.append(f"{indent}{_REDUCE_STEP[kind].format(v=vname.format(src=self._src))}")
                 body.append(f"    r0[0] = acc")
             else:
                 for n, d in enumerate(kept):
                     loop = rng if n == 0 else "range"
-                    body.append(f"{indent}for i{d} in {loop}(x0.shape[{d}]):")
+                    body.append(f"{indent}for i{d} in {loop}({self._extent(d)}):")
                     indent += "    "
-                body.append(f"{indent}acc = {self._init_expr(kind, acc_dt)}")
-                inner = indent
-                for d in red_axes:
-                    body.append(f"{inner}for i{d} in range(x0.shape[{d}]):")
-                    inner += "    "
-                body += self._load_compute_store(inner, idx)
-                body.append(f"{inner}{_REDUCE_STEP[kind].format(v=vname)}")
                 ridx = ", ".join(f"i{d}" for d in kept)
-                body.append(f"{indent}r0[{ridx}] = acc")
+                last = nd - 1
+                if self.red_src_out is not None and tuple(red_axes) == (last,) and \
+                        kind in ("sum", "mean"):
+                    # two passes over the row: the elementwise loop vectorizes (no serial
+                    # accumulator in it), then four independent partial sums
+                    body.append(f"{indent}for i{last} in range({self._extent(last)}):")
+                    body += self._load_compute_store(indent + "    ", idx)
+                    init = self._init_expr(kind, acc_dt)
+                    body.append(f"{indent}a0 = {init}; a1 = {init}; a2 = {init}; a3 = {init}")
+                    body.append(f"{indent}n = {self._extent(last)}")
+                    body.append(f"{indent}j = 0")
+                    o = f"o{self.red_src_out}"
+                    pre = (ridx + ", ") if ridx else ""
+                    body.append(f"{indent}while j + 4 <= n:")
+                    for q in range(4):
+                        v = vname.format(src=f"{o}[{pre}j + {q}]")
+                        body.append(f"{indent}    a{q} = a{q} + {v}")
+                    body.append(f"{indent}    j += 4")
+                    body.append(f"{indent}while j < n:")
+                    body.append(f"{indent}    a0 = a0 + {vname.format(src=f'{o}[{pre}j]')}")
+                    body.append(f"{indent}    j += 1")
+                    body.append(f"{indent}r0[{ridx}] = (a0 + a1) + (a2 + a3)")
+                else:
+                    body.append(f"{indent}acc = {self._init_expr(kind, acc_dt)}")
+                    inner = indent
+                    for d in red_axes:
+                        body.append(f"{inner}for i{d} in range({self._extent(d)}):")
+                        inner += "    "
+                    body += self._load_compute_store(inner, idx)
+                    body.append(f"{inner}{_REDUCE_STEP[kind].format(v=vname.format(src=self._src))}")
+                    body.append(f"{indent}r0[{ridx}] = acc")
             del init
         self.source = "\n".join(src + body) + "\n"
         return self.source
@@ -161,8 +188,25 @@ class KernelSpec:
             return _REDUCE_INIT[kind]
         return f"{np_name(acc_dt)}({_REDUCE_INIT[kind]})"
 
+    @property
+    def _src(self) -> str:
+        return f"t{self.reduction_src}"
+
+    def _extent(self, d: int) -> str:
+        if self.flat:
+            return "x0.shape[0]"
+        if self.bcast:
+            return f"shp[{d}]"
+        return f"{'o0' if self.n_out else 'x0'}.shape[{d}]"
+
     def _load_compute_store(self, indent: str, idx: str) -> list:
-        out = [f"{indent}v{k} = x{k}[{idx}]" for k in range(self.n_in)]
+        out = []
+        for k in range(self.n_in):
+            if self.flat or not self.bcast:
+                out.append(f"{indent}v{k} = x{k}[{idx}]")
+            else:
+                ix = ", ".join("0" if b else f"i{d}" for d, b in enumerate(self.bcast[k]))
+                out.append(f"{indent}v{k} = x{k}[{ix}]")
         out += [indent + line for line in self.lines]
         out += [f"{indent}o{k}[{idx}] = {name}" for k, name in self.out_exprs]
         return out

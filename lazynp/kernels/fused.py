@@ -136,21 +136,26 @@ def run_group(group, node_type, value_of, stored) -> bool:
     full_red = red is not None and len(red_axes) == ndim
     flat = (red is None or full_red) and \
         all(v.shape == shape and v.flags.c_contiguous for v in vals)
+    bcast = ()
     if flat:
         args_in = [v.reshape(-1) for v in vals]
     else:
-        args_in = [v if v.shape == shape else np.broadcast_to(v, shape) for v in vals]
+        # inputs keep their own (C-contiguous when possible) layout; broadcast dims are
+        # indexed with 0 in the kernel instead of zero strides
+        args_in = [v[(None,) * (ndim - v.ndim)] if v.ndim < ndim else v for v in vals]
+        bcast = tuple(tuple(v.shape[d] == 1 and shape[d] != 1 for d in range(ndim))
+                      for v in args_in)
     members = group.members
     out_idx = tuple(k for k, m in enumerate(members) if stored(m))
     size = _prod(shape)
     parallel = size >= PARALLEL_MIN
-    spec_key = (layout.key, flat, ndim, parallel, out_idx,
+    spec_key = (layout.key, flat, ndim, parallel, out_idx, bcast,
                 None if red is None else (red.op.name, red_axes, red.dtype,
                                           members.index(red.args[0])))
     source = _layouts.get(spec_key)
     if source is None:
         source = _render(group, layout, node_type, len(vals), out_idx, ndim, flat, parallel,
-                         red_axes)
+                         red_axes, bcast)
         _layouts[spec_key] = source
     outs = [pool.empty(members[k].shape, members[k].dtype) for k in out_idx]
     args_out = [o.reshape(-1) for o in outs] if flat else outs
@@ -159,6 +164,8 @@ def run_group(group, node_type, value_of, stored) -> bool:
         extra = [np.empty(tuple(s for d, s in enumerate(shape) if d not in red_axes) or (1,),
                           red.dtype)]
     args = args_in + layout.const_arrays + args_out + extra
+    if not flat:
+        args.append(tuple(shape))
     kernel = cpu.get_kernel(source, args)
     if kernel is None:
         cpu.STATS["fused_groups_numpy"] += 1
@@ -177,9 +184,11 @@ def run_group(group, node_type, value_of, stored) -> bool:
     return True
 
 
-def _render(group, layout, node_type, n_in, out_idx, ndim, flat, parallel, red_axes) -> str:
+def _render(group, layout, node_type, n_in, out_idx, ndim, flat, parallel, red_axes,
+            bcast=()) -> str:
     spec = cpu.KernelSpec(layout.lines(node_type), n_in, 0, len(out_idx), ndim, flat,
                           parallel, None)
+    spec.bcast = list(bcast)
     spec.const_names = [f"kc_{n}" for n in layout.const_names]
     spec.out_exprs = [(j, f"t{k}") for j, k in enumerate(out_idx)]
     red = group.reduction
@@ -188,9 +197,12 @@ def _render(group, layout, node_type, n_in, out_idx, ndim, flat, parallel, red_a
         acc = red.dtype
         if red.op.name in ("sum", "mean", "prod") and acc == np.float32:
             acc = np.dtype(np.float64)   # sequential float32 sums drift; NumPy sums pairwise
-        vexpr = exprs.cast(f"t{src_idx}", red.args[0].dtype, acc) \
-            if red.op.name not in ("any", "all", "max", "min") else f"t{src_idx}"
+        vexpr = exprs.cast("{src}", red.args[0].dtype, acc) \
+            if red.op.name not in ("any", "all", "max", "min") else "{src}"
         spec.reduction = (red.op.name, (0,) if flat else red_axes, acc, vexpr)
+        spec.reduction_src = src_idx
+        if src_idx in out_idx:
+            spec.red_src_out = out_idx.index(src_idx)
     return spec.render()
 
 
