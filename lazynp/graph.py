@@ -26,6 +26,7 @@ from . import _config, _site, engine
 from numpy._core.umath import _extobj_contextvar as _extobj_var
 
 from .kernels import fused as _fused
+from .kernels import cpu as _cpu
 from .kernels import pool as _pool
 from .passes import fusion as _fusion
 from .ops.registry import Op, register
@@ -154,6 +155,13 @@ _pending_count = 0
 n_recorded = 0
 _max_pending = _config.MAX_PENDING_NODES
 _DEFAULT_EXT = _extobj_var.get()
+
+
+def _engine_idle() -> None:
+    engine.get_engine().wait_all()
+
+
+_cpu.before_compile = _engine_idle
 _last_bound: list = []
 STATS = { "flushes": 0, "nodes_executed": 0, "bound_flushes": 0,
          "inplace_writes": 0, "copy_on_write": 0}

@@ -279,11 +279,20 @@ def _work_loop() -> None:
     while True:
         source, sig = _queue.get()
         if (source, sig) not in _ready and (source, sig) not in _failed:
+            if before_compile is not None:
+                try:
+                    before_compile()
+                except Exception:
+                    pass
             _compile(source, sig)
         _queue.task_done()
 
 
 _pending: set = set()
+
+#: Called by the compile thread before each compile; the graph layer sets it to wait until
+#: the work already pushed has run, so a first call does not compete with its own compile.
+before_compile = None
 
 
 def get_kernel(source: str, args, block: bool = False):
