@@ -429,6 +429,7 @@ def _schedule(plan: _Plan) -> None:
     eng = engine.get_engine()
     work = []          # (node, inplace)
     nbytes = 0
+    max_elems = 0
     for i, n in enumerate(order):
         n.state = SCHEDULED
         op = n.op
@@ -441,10 +442,16 @@ def _schedule(plan: _Plan) -> None:
                 inplace = True
                 n.evar = (h.args[0] if h.op is VIEW else h).evar
             STATS["inplace_writes" if inplace else "copy_on_write"] += 1
-        nbytes += n.dtype.itemsize * _prod(n.shape)
+        size = _prod(n.shape)
+        nbytes += n.dtype.itemsize * size
+        if size > max_elems:
+            max_elems = size
         work.append((n, inplace))
     STATS["nodes_executed"] += len(work)
-    items = _fusion.fuse(work, Node) if _config.FUSION else work
+    # Small arrays stay on the NumPy path: below about 8k elements a NumPy call is cheaper
+    # than the fusion pass and kernel launch it would replace (measured: benchmarks/overhead.py)
+    items = _fusion.fuse(work, Node) if _config.FUSION and \
+        max_elems >= 4 * _MIN_FUSED_WORK else work
     if nbytes <= _config.BULK_BYTES or eng.num_workers <= 1:
         _push_bulk(eng, plan, items)
     else:

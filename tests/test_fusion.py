@@ -671,7 +671,7 @@ VIEW_CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(VIEW_CASES))
-def test_views_as_kernel_inputs(case):
+def test_views_as_kernel_inputs(case, small_work):
     fn = VIEW_CASES[case]
     lazy_in = {k: lazynp.asarray(v) for k, v in VIEW_INPUTS.items()}
     expected = fn(numpy, VIEW_INPUTS)
