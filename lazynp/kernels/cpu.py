@@ -128,7 +128,9 @@ class KernelSpec:
             idx = ", ".join(f"i{d}" for d in range(nd))
             init = _REDUCE_INIT[kind]
             indent = "    "
-            if not kept:  # full reduction: one accumulator (a prange reduction)
+            if not kept and self.flat and kind in ("sum", "mean"):
+                body += self._chunked_sum(vname, acc_dt, rng)
+            elif not kept:  # full reduction: one accumulator (a prange reduction)
                 body.append(f"{indent}acc = {self._init_expr(kind, acc_dt)}")
                 for n, d in enumerate(order):
                     loop = rng if n == 0 and kind in ("sum", "mean", "prod") else "range"
@@ -187,6 +189,35 @@ class KernelSpec:
         if kind in ("any", "all"):
             return _REDUCE_INIT[kind]
         return f"{np_name(acc_dt)}({_REDUCE_INIT[kind]})"
+
+    def _chunked_sum(self, vname: str, acc_dt, rng: str) -> list:
+        """A full flat sum as chunks (parallel) of four independent partial sums each, so
+        the loop is not one serial chain of additions; partials are added at the end."""
+        init = self._init_expr("sum", acc_dt)
+        from .exprs import np_name
+        b = ["    n = x0.shape[0]",
+             "    nchunk = (n + 65535) // 65536",
+             f"    part = np.empty(nchunk, {np_name(acc_dt)})",
+             f"    for c in {rng}(nchunk):",
+             "        lo = c * 65536",
+             "        hi = min(lo + 65536, n)",
+             f"        a0 = {init}; a1 = {init}; a2 = {init}; a3 = {init}",
+             "        i0 = lo",
+             "        while i0 + 4 <= hi:"]
+        for q in range(4):
+            b += self._load_compute_store(" " * 12, f"i0 + {q}")
+            b.append(f"            a{q} = a{q} + {vname.format(src=self._src)}")
+        b += ["            i0 += 4",
+              "        while i0 < hi:"]
+        b += self._load_compute_store(" " * 12, "i0")
+        b += [f"            a0 = a0 + {vname.format(src=self._src)}",
+              "            i0 += 1",
+              "        part[c] = (a0 + a1) + (a2 + a3)",
+              f"    acc = {init}",
+              "    for c in range(nchunk):",
+              "        acc = acc + part[c]",
+              "    r0[0] = acc"]
+        return b
 
     @property
     def _src(self) -> str:
