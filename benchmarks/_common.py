@@ -74,22 +74,22 @@ def time_runs(fn: Callable[[], object], repeat: int = 7, number: int = 1,
     """
     for _ in range(warmup):
         fn()
-    out = []
+    return [_timed(fn, number) for _ in range(repeat)]
+
+
+def _timed(fn: Callable[[], object], number: int) -> float:
+    """Seconds per call of ``fn`` over ``number`` calls, with the garbage collector paused."""
     gc_was = gc.isenabled()
+    gc.disable()
     try:
-        for _ in range(repeat):
-            gc.disable()
-            t0 = time.perf_counter()
-            for _ in range(number):
-                fn()
-            t1 = time.perf_counter()
-            if gc_was:
-                gc.enable()
-            out.append((t1 - t0) / number)
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        t1 = time.perf_counter()
     finally:
         if gc_was:
             gc.enable()
-    return out
+    return (t1 - t0) / number
 
 
 def median_time(fn: Callable[[], object], repeat: int = 7, number: int = 1,
@@ -109,21 +109,9 @@ def interleaved_medians(fns: dict[str, Callable[[], object]], repeat: int = 7,
         for _ in range(warmup):
             fn()
     samples: dict[str, list[float]] = {k: [] for k in fns}
-    gc_was = gc.isenabled()
-    try:
-        for _ in range(repeat):
-            for name, fn in fns.items():
-                gc.disable()
-                t0 = time.perf_counter()
-                for _ in range(number):
-                    fn()
-                t1 = time.perf_counter()
-                if gc_was:
-                    gc.enable()
-                samples[name].append((t1 - t0) / number)
-    finally:
-        if gc_was:
-            gc.enable()
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            samples[name].append(_timed(fn, number))
     return {k: statistics.median(v) for k, v in samples.items()}
 
 

@@ -57,38 +57,7 @@ import numpy  # noqa: E402
 
 atexit.register(shutil.rmtree, _CACHE_DIR, True)
 
-# --- small helpers (shared ones from _common.py when it is there) ----------------------------
-try:
-    from _common import fmt_time, header, print_table  # type: ignore
-except Exception:  # pragma: no cover - _common.py missing or changed
-    def fmt_time(seconds: float) -> str:
-        s = abs(seconds)
-        if s < 1e-3:
-            return f"{seconds * 1e6:.1f} us"
-        if s < 1.0:
-            return f"{seconds * 1e3:.2f} ms"
-        return f"{seconds:.2f} s"
-
-    def header(text: str, file=None) -> None:
-        print(file=file)
-        print(text, file=file)
-        print("=" * len(text), file=file)
-
-    def print_table(rows, headers, title=None, file=None) -> None:
-        rows = [[str(c) for c in r] for r in rows]
-        headers = [str(h) for h in headers]
-        widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-
-        def line(cells):
-            return "  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i])
-                             for i, c in enumerate(cells)).rstrip()
-        if title:
-            print(title, file=file)
-        print(line(headers), file=file)
-        print("  ".join("-" * w for w in widths), file=file)
-        for r in rows:
-            print(line(r), file=file)
-        sys.stdout.flush()
+from _common import fmt_time, header, print_table  # noqa: E402
 
 
 def interleaved(fns: dict, repeat: int) -> dict:

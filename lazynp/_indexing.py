@@ -87,8 +87,6 @@ def _normalize_basic(index):
                 out.append(operator.index(it))
             else:
                 return None
-        elif t is slice:
-            out.append(it)
         else:
             return None
     out = tuple(slice(*(operator.index(x) if x is not None and not isinstance(x, int)

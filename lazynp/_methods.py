@@ -19,45 +19,24 @@ _COMPARE = {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
 _UNARY = {"neg": "negative", "pos": "positive", "abs": "absolute", "invert": "invert"}
 
 
-def _forward(uf):
-    if uf.__name__ in ("multiply", "add"):
-        binary = uf.binary
+_SEQUENCES = (list, tuple, str)
 
-        def seq_aware_fwd(self, other):
-            if type(other) in (list, tuple, str) and self._scalar:
-                return NotImplemented
-            return binary(self, other)
-        return seq_aware_fwd
+
+def _binary_dunder(uf, reflected: bool):
+    """``a (op) b``, or the reflected ``b (op) a``, through the ufunc's recording fast path."""
     if uf._op is not None:
-        binary = uf.binary
-
-        def fast(self, other):
-            return binary(self, other)
-        return fast
-
-    def f(self, other):
-        return uf(self, other)
-    return f
-
-
-def _reflected(uf):
+        call = uf.rbinary if reflected else uf.binary
+    else:
+        call = (lambda a, b: uf(b, a)) if reflected else uf
     if uf.__name__ in ("multiply", "add"):
-        rbinary = uf.rbinary
-
         def seq_aware(self, other):
-            if type(other) in (list, tuple, str) and self._scalar:
+            if type(other) in _SEQUENCES and self._scalar:
                 return NotImplemented     # like a NumPy integer: sequence repetition
-            return rbinary(self, other)
+            return call(self, other)
         return seq_aware
-    if uf._op is not None:
-        rbinary = uf.rbinary
-
-        def fast(self, other):
-            return rbinary(self, other)
-        return fast
 
     def f(self, other):
-        return uf(other, self)
+        return call(self, other)
     return f
 
 
@@ -239,8 +218,8 @@ def _dump(self, file):
 def install(cls) -> None:
     for dunder, name in _BINARY.items():
         uf = UFUNCS[name]
-        setattr(cls, f"__{dunder}__", _forward(uf))
-        setattr(cls, f"__r{dunder}__", _reflected(uf))
+        setattr(cls, f"__{dunder}__", _binary_dunder(uf, reflected=False))
+        setattr(cls, f"__r{dunder}__", _binary_dunder(uf, reflected=True))
         setattr(cls, f"__i{dunder}__", _inplace(uf))
     for dunder, name in _COMPARE.items():
         setattr(cls, f"__{dunder}__", _compare(UFUNCS[name]))

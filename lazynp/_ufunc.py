@@ -45,10 +45,6 @@ def _call_impl(*vals, ufunc, kw, has_where):
 UFUNC_CALL = register(Op("ufunc_call", "elementwise", _call_impl))
 
 
-def na_kind(a) -> str:
-    return a.dtype.kind
-
-
 class ufunc:
     """A lazy wrapper of a :class:`numpy.ufunc` with the same interface."""
 
@@ -129,7 +125,7 @@ class ufunc:
         """``a (op) b`` for a lazynp ``a`` (the dunder fast path, inlined recording)."""
         na = a._var.head if a._geom is None else a._node()
         tb = type(b)
-        if tb is int and b < 0 and self._np is np.power and na_kind(a) in "iu":
+        if tb is int and b < 0 and self._np is np.power and a.dtype.kind in "iu":
             raise ValueError("Integers to negative integer powers are not allowed.")
         if tb is ndarray:
             nb = b._var.head if b._geom is None else b._node()

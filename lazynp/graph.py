@@ -210,17 +210,23 @@ def _bound_flush() -> None:
     _last_bound = flush_live()
 
 
-def flush_live() -> None:
-    """Flush the heads of all live Vars that are pending."""
+def _live_pending_heads() -> list:
+    """Pending heads of live Vars (each once); drops dead or computed entries from the list."""
     global _pending_vars
-    targets = []
     keep = []
+    heads = []
     for r in _pending_vars:
         v = r()
         if v is not None and v.head.state == PENDING:
             keep.append(r)
-            targets.append(v.head)
+            heads.append(v.head)
     _pending_vars = keep
+    return heads
+
+
+def flush_live() -> list:
+    """Flush the heads of all live Vars that are pending; returns them."""
+    targets = _live_pending_heads()
     if targets:
         flush(targets, wait=False)
     return targets
@@ -265,17 +271,9 @@ def _collect(targets, epoch: int) -> list:
 
 
 def _mark_live_heads() -> None:
-    """Heads of live Vars outlive any flush; drop dead or computed entries from the list."""
-    global _pending_vars
-    keep = []
-    for r in _pending_vars:
-        v = r()
-        if v is not None:
-            h = v.head
-            if h.state == PENDING:
-                h.needed = True
-                keep.append(r)
-    _pending_vars = keep
+    """Heads of live Vars outlive any flush."""
+    for h in _live_pending_heads():
+        h.needed = True
 
 
 class _Plan:

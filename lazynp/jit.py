@@ -654,17 +654,7 @@ class jit:
         if kwargs:
             args = self._positional(args, kwargs)
         leaves: list = []
-        if self._static:
-            key = self._key(args, leaves)
-        else:
-            key = []
-            for a in args:
-                if type(a) is np.ndarray:
-                    leaves.append(a)
-                    key.append((a.shape, a.dtype))
-                else:
-                    key.append(_sig(a, leaves))
-            key = tuple(key)
+        key = self._key(args, leaves)
         plan = self._plans.get(key)
         if plan is None:
             plan = self._compile(key, args)

@@ -79,11 +79,10 @@ def _fexp(x):
 class KernelSpec:
     """Everything that decides a kernel's code (its cache key is the generated source)."""
 
-    def __init__(self, lines: list, n_in: int, n_const: int, n_out: int, ndim: int,
-                 flat: bool, parallel: bool, reduction=None):
-        self.lines = lines              # body statements computing t0..tk from x*, c*
+    def __init__(self, lines: list, n_in: int, n_out: int, ndim: int, flat: bool,
+                 parallel: bool, reduction=None):
+        self.lines = lines              # body statements computing t0..tk from inputs, kc_*
         self.n_in = n_in
-        self.n_const = n_const
         self.n_out = n_out
         self.ndim = ndim
         self.flat = flat
@@ -126,7 +125,6 @@ class KernelSpec:
             kept = [d for d in range(nd) if d not in red_axes]
             order = kept + list(red_axes)
             idx = ", ".join(f"i{d}" for d in range(nd))
-            init = _REDUCE_INIT[kind]
             indent = "    "
             if not kept and self.flat and kind in ("sum", "mean"):
                 body += self._chunked_sum(vname, acc_dt, rng)
@@ -176,7 +174,6 @@ class KernelSpec:
                     body += self._load_compute_store(inner, idx)
                     body.append(f"{inner}{_REDUCE_STEP[kind].format(v=vname.format(src=self._src))}")
                     body.append(f"{indent}r0[{ridx}] = acc")
-            del init
         self.source = "\n".join(src + body) + "\n"
         return self.source
 

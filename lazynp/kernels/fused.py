@@ -186,7 +186,7 @@ def run_group(group, node_type, value_of, stored) -> bool:
 
 def _render(group, layout, node_type, n_in, out_idx, ndim, flat, parallel, red_axes,
             bcast=()) -> str:
-    spec = cpu.KernelSpec(layout.lines(node_type), n_in, 0, len(out_idx), ndim, flat,
+    spec = cpu.KernelSpec(layout.lines(node_type), n_in, len(out_idx), ndim, flat,
                           parallel, None)
     spec.bcast = list(bcast)
     spec.const_names = [f"kc_{n}" for n in layout.const_names]

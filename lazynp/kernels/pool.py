@@ -50,10 +50,6 @@ def empty(shape: tuple, dtype) -> np.ndarray:
         return buf.view(dtype).reshape(shape)
 
 
-def give_back(arr: np.ndarray) -> None:
-    """Nothing to do: an array handed out by :func:`empty` is free once unreferenced."""
-
-
 def clear() -> None:
     """Drop every pooled buffer."""
     global _total
