@@ -24,9 +24,10 @@ def stats() -> dict:
     """Counters: ops recorded, flushes, nodes executed, fallbacks with their call sites."""
     out = {"ops_recorded": graph.n_recorded}
     out.update(graph.STATS)
-    from .kernels import cpu, pool
+    from .kernels import cpu, pool, tree
     out.update(cpu.STATS)
     out.update(pool.STATS)
+    out.update(tree.STATS)
     out.update(_fallback.report())
     return out
 
@@ -36,8 +37,8 @@ def reset_stats() -> None:
     for k in graph.STATS:
         graph.STATS[k] = 0
     graph.n_recorded = 0
-    from .kernels import cpu, pool
-    for d in (cpu.STATS, pool.STATS):
+    from .kernels import cpu, pool, tree
+    for d in (cpu.STATS, pool.STATS, tree.STATS):
         for k in d:
             d[k] = 0
     _fallback.reset()

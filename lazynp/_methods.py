@@ -19,25 +19,13 @@ _COMPARE = {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
 _UNARY = {"neg": "negative", "pos": "positive", "abs": "absolute", "invert": "invert"}
 
 
-_SEQUENCES = (list, tuple, str)
-
-
 def _binary_dunder(uf, reflected: bool):
     """``a (op) b``, or the reflected ``b (op) a``, through the ufunc's recording fast path."""
     if uf._op is not None:
-        call = uf.rbinary if reflected else uf.binary
-    else:
-        call = (lambda a, b: uf(b, a)) if reflected else uf
-    if uf.__name__ in ("multiply", "add"):
-        def seq_aware(self, other):
-            if type(other) in _SEQUENCES and self._scalar:
-                return NotImplemented     # like a NumPy integer: sequence repetition
-            return call(self, other)
-        return seq_aware
-
-    def f(self, other):
-        return call(self, other)
-    return f
+        return uf.dunder(reflected, uf.__name__ in ("multiply", "add"))
+    if reflected:
+        return lambda self, other: uf(other, self)
+    return lambda self, other: uf(self, other)
 
 
 def _inplace(uf):

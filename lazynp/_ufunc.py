@@ -121,53 +121,61 @@ class ufunc:
         res = self._np(*args)
         return ndarray._from_node(graph.leaf(np.asarray(res)), True)
 
-    def binary(self, a, b):
-        """``a (op) b`` for a lazynp ``a`` (the dunder fast path, inlined recording)."""
-        na = a._var.head if a._geom is None else a._node()
-        tb = type(b)
-        if tb is int and b < 0 and self._np is np.power and a.dtype.kind in "iu":
-            raise ValueError("Integers to negative integer powers are not allowed.")
-        if tb is ndarray:
-            nb = b._var.head if b._geom is None else b._node()
-            kb = nb.dtype
-            sb = nb.shape
-        elif tb is float or tb is bool or tb is complex:
-            nb = b
-            kb = tb
-            sb = ()
-        elif tb is int:
-            nb = b
-            kb = tb
-            sb = ()
-            if not 0 <= b <= 127:
-                ew.check_python_int(self._np, (a, b), (na.dtype, int))
-        else:
-            return self(a, b)
-        sa = na.shape
-        key = (na.dtype, kb)
-        dt = self._dtypes.get(key)
-        if dt is None:
-            dt = ew.result_dtypes(self._np, key)[0]   # NumPy checks dtypes before shapes
-            self._dtypes[key] = dt
-        shape = sa if (sa == sb or sb == ()) else (sb if sa == () else broadcast_shapes(sa, sb))
-        return ndarray._from_node(graph.record(self._op, (na, nb), None, shape, dt), shape == ())
+    def dunder(self, reflected: bool, sequence_aware: bool):
+        """The ``ndarray`` dunder for this ufunc: ``a (op) b``, or ``b (op) a`` when
+        ``reflected``.  The hot path of eager code, so everything is a closure local.
+        ``sequence_aware``: a lazy scalar leaves ``list * n`` to Python, like a NumPy int."""
+        np_uf = self._np
+        op = self._op
+        dtypes = self._dtypes
+        is_power = np_uf is np.power
+        new = object.__new__
+        Node = graph.Node
+        Var = graph.Var
+        graph_mod = graph
+        result_dtypes = ew.result_dtypes
+        check_python_int = ew.check_python_int
 
-    def rbinary(self, a, b):
-        """``b (op) a`` for a lazynp ``a`` and a Python scalar ``b`` (reflected dunders)."""
-        tb = type(b)
-        if tb is float or tb is bool or tb is complex or tb is int:
+        def slow(a, b):
+            if sequence_aware and a._scalar and type(b) in (list, tuple, str):
+                return NotImplemented
+            return self(b, a) if reflected else self(a, b)
+
+        def f(a, b):
+            tb = type(b)
+            if tb is float or tb is int or tb is bool or tb is complex:
+                nb = b
+                kb = tb
+                sb = ()
+            elif tb is ndarray:
+                nb = b._var.head if b._geom is None else b._node()
+                kb = nb.dtype
+                sb = nb.shape
+            else:
+                return slow(a, b)
             na = a._var.head if a._geom is None else a._node()
+            ka = na.dtype
             if tb is int and not 0 <= b <= 127:
-                ew.check_python_int(self._np, (b, a), (int, na.dtype))
-            key = (tb, na.dtype)
-            dt = self._dtypes.get(key)
+                if is_power and b < 0 and ka.kind in "iu" and not reflected:
+                    raise ValueError("Integers to negative integer powers are not allowed.")
+                check_python_int(np_uf, (b, a) if reflected else (a, b),
+                                 (int, ka) if reflected else (ka, int))
+            key = (kb, ka) if reflected else (ka, kb)
+            dt = dtypes.get(key)
             if dt is None:
-                dt = ew.result_dtypes(self._np, key)[0]
-                self._dtypes[key] = dt
-            shape = na.shape
-            return ndarray._from_node(graph.record(self._op, (b, na), None, shape, dt),
-                                      shape == ())
-        return self(b, a)
+                dt = result_dtypes(np_uf, key)[0]   # NumPy checks dtypes before shapes
+                dtypes[key] = dt
+            sa = na.shape
+            shape = sa if (sa == sb or sb == ()) else \
+                (sb if sa == () else broadcast_shapes(sa, sb))
+            node = graph_mod.record(op, (nb, na) if reflected else (na, nb), None, shape, dt)
+            r = new(ndarray)
+            r._var = Var(node)
+            r._shadow = None
+            r._geom = None
+            r._scalar = shape == ()
+            return r
+        return f
 
     def _call(self, *args, out=None, where=True, dtype=None, casting="same_kind",
               order="K", subok=True, signature=None):

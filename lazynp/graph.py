@@ -28,6 +28,7 @@ from numpy._core.umath import _extobj_contextvar as _extobj_var
 from .kernels import fused as _fused
 from .kernels import cpu as _cpu
 from .kernels import pool as _pool
+from .kernels import tree as _tree
 from .passes import fusion as _fusion
 from .ops.registry import Op, register
 
@@ -41,7 +42,7 @@ class Node:
 
     __slots__ = ("op", "args", "params", "shape", "dtype", "value", "state", "nuse", "evar",
                  "site", "exported", "error", "fl", "pos", "uses", "rem", "needed", "ext",
-                 "__weakref__")
+                 "fx", "__weakref__")
 
     def __init__(self, op: Op, args: tuple, params: dict | None, shape: tuple, dtype: np.dtype):
         self.op = op
@@ -59,6 +60,7 @@ class Node:
         self.fl = 0
         self.needed = False
         self.ext = None
+        self.fx = None          # tree-kernel structure (kernels/tree.py), elementwise only
 
     def __repr__(self) -> str:
         st = ("pending", "scheduled", "done")[self.state]
@@ -171,22 +173,101 @@ def record(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> Nod
     """Add a node to the pending graph (no work runs) and return it."""
     global _pending_count, n_recorded
     n = Node(op, args, params, shape, dtype)
-    for a in args:
-        if type(a) is Node:
-            a.nuse += 1
     f = _getframe(1)
-    while f is not None and f.f_code.co_filename.startswith(_PKG):
+    while f is not None:
+        c = f.f_code
+        inside = _in_package.get(c)
+        if inside is None:
+            inside = _in_package[c] = c.co_filename.startswith(_PKG)
+        if not inside:
+            n.site = (c, f.f_lineno)
+            break
         f = f.f_back
-    if f is not None:
-        n.site = (f.f_code, f.f_lineno)
     ext = _extobj_var.get()
     if ext is not _DEFAULT_EXT:
         n.ext = ext     # the user's np.errstate at the recording line applies when it runs
+        for a in args:
+            if type(a) is Node:
+                a.nuse += 1
+    elif params is None and op.ufunc is not None and op.kind == "elementwise":
+        _annotate(n, op, args, shape, dtype)
+    else:
+        for a in args:
+            if type(a) is Node:
+                a.nuse += 1
     _pending_count += 1
     n_recorded += 1
     if _pending_count >= _max_pending:
         _bound_flush()
     return n
+
+
+_in_package: dict = {}     # code object -> defined inside lazynp (skipped for error sites)
+_MAX_TREE = _tree.MAX_TREE
+_tree_ids = _tree._ids
+
+#: bumped when a flush computes a node that pending nodes still read: their tree structures
+#: (kernels/tree.py), recorded while it was pending, are then stale
+_generation = 0
+
+
+def _annotate(n: Node, op: Op, args: tuple, shape: tuple, dtype) -> None:
+    """Count the uses of ``args`` and give ``n`` its tree structure when it can have one."""
+    key = [op, dtype]
+    ins = kf = ki = ()
+    size = 1
+    gen = _generation
+    ok = True
+    for a in args:
+        t = type(a)
+        if t is Node:
+            a.nuse += 1
+            if not ok:
+                continue
+            if a.shape != shape:
+                ok = False
+            elif a.state == PENDING:
+                fx = a.fx
+                if fx is None:
+                    ok = False
+                    continue
+                if ins:
+                    remap = []
+                    for x in fx[1]:
+                        if x in ins:
+                            remap.append(ins.index(x))
+                        else:
+                            remap.append(len(ins))
+                            ins += (x,)
+                    key.append(("t", fx[0], tuple(remap)))
+                else:
+                    key.append(fx[0])
+                    ins = fx[1]
+                kf += fx[2]
+                ki += fx[3]
+                size += fx[4]
+                if fx[5] < gen:
+                    gen = fx[5]
+            elif a in ins:
+                key.append(("x", a.dtype, ins.index(a)))
+            else:
+                key.append(a.dtype)
+                ins += (a,)
+        elif t is float:
+            key.append(float)
+            kf += (a,)
+        elif t is int and 0 <= a <= 127:
+            key.append(_tree.int_const)
+            ki += (a,)
+        else:
+            ok = False
+    if ok and size <= _MAX_TREE and ins:
+        key = tuple(key)
+        sid = _tree_ids.get(key, -1)
+        if sid == -1:
+            sid = _tree.structure(key, n)
+        if sid is not None:
+            n.fx = (sid, ins, kf, ki, size, gen)
 
 
 def view_node(base: Node, offset: int, shape: tuple, strides: tuple, dtype) -> Node:
@@ -306,9 +387,12 @@ class _Plan:
         for t in targets:
             if t.fl == epoch:
                 t.needed = True
+        global _generation
         for n in order:
             if n.nuse > n.uses or n.exported:
                 n.needed = True
+                if n.nuse > n.uses:
+                    _generation += 1
         for n in order:  # a view that outlives the flush keeps its base buffer alive
             if n.op is VIEW and n.needed:
                 n.args[0].needed = True
@@ -408,6 +492,8 @@ def own_result(out, shape: tuple, dtype, vals, check_alias: bool = True) -> np.n
 def flush(targets, wait: bool = True) -> None:
     """Run the pending subgraph behind ``targets`` (nodes) on the engine."""
     global _epoch
+    if len(targets) == 1 and targets[0].fx is not None and _flush_tree(targets[0]):
+        return
     with _lock:
         _epoch += 1
         order = _collect(targets, _epoch)
@@ -418,6 +504,34 @@ def flush(targets, wait: bool = True) -> None:
     if wait:
         for t in targets:
             _wait(_root(t))
+
+
+def _flush_tree(t: Node) -> bool:
+    """The small-flush fast path: compute ``t`` with its cached tree kernel (kernels/tree.py)
+    in the calling thread.  False when the ordinary flush must run instead."""
+    global _pending_count, _generation
+    fx = t.fx
+    if t.state != PENDING or fx[5] != _generation or keep_graph or t.ext is not None or \
+            _prod(t.shape) >= 4 * _MIN_FUSED_WORK:      # (the fusion pass takes larger flushes)
+        return False
+    for x in fx[1]:
+        if x.state != DONE or x.value is None or x.error is not None:
+            return False
+    with _lock:
+        for h in _live_pending_heads():
+            if h is not t and h.nuse:
+                return False        # a live array may be inside the tree: it needs its value
+        if not _tree.run(t, PENDING):
+            return False
+        if t.nuse:
+            _generation += 1        # pending readers of t recorded it as part of their trees
+        t.state = DONE
+        t.args = ()
+        t.fx = None
+        _pending_count = 0
+        STATS["flushes"] += 1
+        STATS["nodes_executed"] += fx[4]
+    return True
 
 
 def _schedule(plan: _Plan) -> None:

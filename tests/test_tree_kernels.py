@@ -1,0 +1,131 @@
+"""The small-flush fast path (kernels/tree.py): an elementwise expression on small arrays,
+structured while it is recorded, runs as one cached kernel.  NumPy is the oracle."""
+import warnings
+
+import numpy
+import pytest
+
+import lazynp
+from lazynp.kernels import cpu
+
+
+def run_twice(f, *arrays):
+    """Run ``f`` on lazy copies of ``arrays`` until its tree kernel is compiled, then once
+    more; returns (result of the last run, tree kernels run by it)."""
+    lz = [lazynp.asarray(a) for a in arrays]
+    numpy.asarray(f(lazynp, *lz))
+    cpu.wait_compiles()
+    before = lazynp.stats()["tree_kernels_run"]
+    got = numpy.asarray(f(lazynp, *lz))
+    return got, lazynp.stats()["tree_kernels_run"] - before
+
+
+def chain(np, a, b):
+    x = a
+    for i in range(6):
+        x = np.sin(x * 1.5 + b) if i % 2 else np.exp(x - 0.25) * b
+    return x
+
+
+def test_chain_runs_as_one_tree_kernel_and_matches_numpy():
+    rng = numpy.random.default_rng(0)
+    a, b = rng.random(50), rng.random(50)
+    got, runs = run_twice(chain, a, b)
+    assert runs == 1
+    numpy.testing.assert_allclose(got, chain(numpy, a, b), rtol=1e-14)
+
+
+def test_repeated_inputs_and_shared_subexpressions():
+    rng = numpy.random.default_rng(1)
+    a, b = rng.random((4, 5)), rng.random((4, 5))
+
+    def f(np, a, b):
+        t = a * 2.0 - b
+        return t * t + a * b - (b / (a + 1.0))
+
+    got, runs = run_twice(f, a, b)
+    assert runs == 1
+    assert got.shape == (4, 5)
+    numpy.testing.assert_array_equal(got, f(numpy, a, b))
+
+
+def test_integer_and_bool_results_are_exact():
+    a = numpy.arange(-20, 20, dtype=numpy.int16)
+
+    def f(np, a):
+        return ((a * 3 + 7) * a - 5) > 11
+
+    def g(np, a):
+        return (a * 3 + 100) * a - 5          # wraps around in int16 like NumPy
+
+    for fn in (f, g):
+        got, runs = run_twice(fn, a)
+        assert runs == 1
+        ref = fn(numpy, a)
+        assert got.dtype == ref.dtype
+        numpy.testing.assert_array_equal(got, ref)
+
+
+def test_warnings_come_from_numpy_when_a_value_is_not_finite():
+    a = numpy.linspace(0.0, 800.0, 20)
+
+    def f(np, a):
+        return np.exp(a * 1.0) + 1.0
+
+    la = lazynp.asarray(a)
+    numpy.asarray(f(lazynp, la))
+    cpu.wait_compiles()
+    rejected = lazynp.stats()["tree_kernels_rejected"]
+    with pytest.warns(RuntimeWarning, match="overflow"):
+        got = numpy.asarray(f(lazynp, la))
+    assert lazynp.stats()["tree_kernels_rejected"] == rejected + 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        numpy.testing.assert_array_equal(got, f(numpy, a))
+
+
+def test_live_intermediate_keeps_its_value():
+    a = numpy.linspace(-1.0, 1.0, 30)
+
+    def f(np, a):
+        y = a * 2.0 + 1.0
+        z = np.sin(y) * 3.0
+        return y, z
+
+    la = lazynp.asarray(a)
+    for _ in range(2):
+        y, z = f(lazynp, la)
+        numpy.testing.assert_array_equal(numpy.asarray(z), numpy.sin(a * 2.0 + 1.0) * 3.0)
+        numpy.testing.assert_array_equal(numpy.asarray(y), a * 2.0 + 1.0)
+        cpu.wait_compiles()
+
+
+def test_forced_part_of_a_tree_then_its_input_written_in_place():
+    """A tree recorded over a pending value that a later flush computes is stale: the value
+    it read must be the one before the input was overwritten."""
+    a = numpy.linspace(0.0, 1.0, 16)
+
+    def steps(np, la):
+        y = la * 2.0 + 1.0
+        z = y * 3.0 - 0.5
+        first = numpy.asarray(y)          # computes y; z still pending and reads it
+        la += 100.0                        # a write to the input of y
+        return first, numpy.asarray(z), numpy.asarray(la)
+
+    for _ in range(3):                     # before and after the kernels are compiled
+        la = lazynp.asarray(a)
+        first, z, after = steps(lazynp, la)
+        numpy.testing.assert_array_equal(first, a * 2.0 + 1.0)
+        numpy.testing.assert_array_equal(z, (a * 2.0 + 1.0) * 3.0 - 0.5)
+        numpy.testing.assert_array_equal(after, a + 100.0)
+        cpu.wait_compiles()
+
+
+def test_errstate_and_strict_error_modes_are_left_to_numpy():
+    a = numpy.array([1.0, 0.0, -1.0])
+    la = lazynp.asarray(a)
+    for _ in range(2):
+        with numpy.errstate(divide="raise"):
+            with pytest.raises(FloatingPointError):
+                numpy.asarray(1.0 / (la * 1.0))
+        cpu.wait_compiles()
