@@ -184,14 +184,67 @@ def record(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> Nod
             break
         f = f.f_back
     ext = _extobj_var.get()
-    if ext is not _DEFAULT_EXT:
-        n.ext = ext     # the user's np.errstate at the recording line applies when it runs
+    if ext is _DEFAULT_EXT and params is None and op.ufunc is not None and \
+            op.kind == "elementwise":
+        # count uses and build the tree structure (kernels/tree.py) in one pass
+        key = [op]
+        ins = kf = ki = ()
+        size = 1
+        gen = _generation
+        ok = True
         for a in args:
-            if type(a) is Node:
+            t = type(a)
+            if t is Node:
                 a.nuse += 1
-    elif params is None and op.ufunc is not None and op.kind == "elementwise":
-        _annotate(n, op, args, shape, dtype)
+                if not ok:
+                    continue
+                if a.shape != shape:
+                    ok = False
+                elif a.state == PENDING:
+                    fx = a.fx
+                    if fx is None:
+                        ok = False
+                        continue
+                    if ins:
+                        remap = []
+                        for x in fx[1]:
+                            if x in ins:
+                                remap.append(ins.index(x))
+                            else:
+                                remap.append(len(ins))
+                                ins += (x,)
+                        key.append(("t", fx[0], tuple(remap)))
+                    else:
+                        key.append(fx[0])
+                        ins = fx[1]
+                    kf += fx[2]
+                    ki += fx[3]
+                    size += fx[4]
+                    if fx[5] < gen:
+                        gen = fx[5]
+                elif a in ins:
+                    key.append(~ins.index(a))        # an input already used (negative)
+                else:
+                    key.append(a.dtype)
+                    ins += (a,)
+            elif t is float:
+                key.append(float)
+                kf += (a,)
+            elif t is int and 0 <= a <= 127:
+                key.append(int)
+                ki += (a,)
+            else:
+                ok = False
+        if ok and size <= _MAX_TREE and ins:
+            key = tuple(key)
+            sid = _tree_ids.get(key, -1)
+            if sid == -1:
+                sid = _tree.structure(key, n)
+            if sid is not None:
+                n.fx = (sid, ins, kf, ki, size, gen)
     else:
+        if ext is not _DEFAULT_EXT:
+            n.ext = ext     # the user's np.errstate at the recording line applies when it runs
         for a in args:
             if type(a) is Node:
                 a.nuse += 1
@@ -209,65 +262,6 @@ _tree_ids = _tree._ids
 #: bumped when a flush computes a node that pending nodes still read: their tree structures
 #: (kernels/tree.py), recorded while it was pending, are then stale
 _generation = 0
-
-
-def _annotate(n: Node, op: Op, args: tuple, shape: tuple, dtype) -> None:
-    """Count the uses of ``args`` and give ``n`` its tree structure when it can have one."""
-    key = [op, dtype]
-    ins = kf = ki = ()
-    size = 1
-    gen = _generation
-    ok = True
-    for a in args:
-        t = type(a)
-        if t is Node:
-            a.nuse += 1
-            if not ok:
-                continue
-            if a.shape != shape:
-                ok = False
-            elif a.state == PENDING:
-                fx = a.fx
-                if fx is None:
-                    ok = False
-                    continue
-                if ins:
-                    remap = []
-                    for x in fx[1]:
-                        if x in ins:
-                            remap.append(ins.index(x))
-                        else:
-                            remap.append(len(ins))
-                            ins += (x,)
-                    key.append(("t", fx[0], tuple(remap)))
-                else:
-                    key.append(fx[0])
-                    ins = fx[1]
-                kf += fx[2]
-                ki += fx[3]
-                size += fx[4]
-                if fx[5] < gen:
-                    gen = fx[5]
-            elif a in ins:
-                key.append(("x", a.dtype, ins.index(a)))
-            else:
-                key.append(a.dtype)
-                ins += (a,)
-        elif t is float:
-            key.append(float)
-            kf += (a,)
-        elif t is int and 0 <= a <= 127:
-            key.append(_tree.int_const)
-            ki += (a,)
-        else:
-            ok = False
-    if ok and size <= _MAX_TREE and ins:
-        key = tuple(key)
-        sid = _tree_ids.get(key, -1)
-        if sid == -1:
-            sid = _tree.structure(key, n)
-        if sid is not None:
-            n.fx = (sid, ins, kf, ki, size, gen)
 
 
 def view_node(base: Node, offset: int, shape: tuple, strides: tuple, dtype) -> Node:

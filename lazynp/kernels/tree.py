@@ -30,68 +30,55 @@ _EMPTY_F = np.empty(0, _F64)
 _EMPTY_I = np.empty(0, _I64)
 
 _ids: dict = {}      # structure key -> id, or None when the node cannot be a tree kernel
-_keys: list = []     # id -> structure key
 _plans: dict = {}    # id -> [source, compiled dispatcher or None]
 STATS = {"tree_kernels_run": 0, "tree_kernels_rejected": 0}
 
 
 def structure(key: tuple, node) -> int | None:
-    """The id of structure ``key`` (``(op, dtype, *argument keys)``) for ``node``, or None when
-    such a node cannot be part of a tree kernel.  The decision is made once per key."""
+    """The id of structure ``key`` for ``node``, or None when such a node cannot be part of a
+    tree kernel.  The decision is made once per key.
+
+    ``key`` is ``(op, *argument keys)``: an int >= 0 (an inlined argument's structure),
+    ``("t", id, input remap)`` (the same, its inputs renumbered), a dtype (a new input), a
+    negative int ``~k`` (input ``k`` again), ``float`` or ``int`` (a constant).  The node's
+    dtype follows from the op and the argument dtypes (NumPy's type resolution)."""
     sid = _ids.get(key, -1)
     if sid != -1:
         return sid
     if len(_ids) > 100_000:       # programs that build ever new structures: start over
-        _ids.clear()            # (cleared in place: the recorder holds a reference)
-        _keys.clear()
+        _ids.clear()              # (cleared in place: the recorder holds a reference)
         _plans.clear()
     sid = None
-    dts = [_arg_dtype(k) for k in key[2:]]
+    dts = [_value_dtype(a) for a in node.args]
     if node.dtype in exprs.SUPPORTED and node.dtype.kind != "c" and \
             all(d in exprs.SUPPORTED and d.kind != "c" for d in dts):
         names = [f"a{i}" for i in range(len(dts))]
-        keys = [_arg_key(k) for k in key[2:]]
+        keys = [type(a) if type(a) in (float, int) else a.dtype for a in node.args]
         try:
             ok = exprs.node_expr(node, names, dts, keys, _const_exponent(node)) is not None
         except Exception:
             ok = False
         if ok:
-            sid = len(_keys)
-            _keys.append(key)
+            sid = _next_id[0]
+            _next_id[0] += 1
     _ids[key] = sid
     return sid
 
 
-def _arg_dtype(k) -> np.dtype:
-    """Argument keys: an int (an inlined argument's structure), ``("t", id, input remap)``
-    (the same, its inputs renumbered), a dtype (a new input), ``("x", dtype, index)`` (an
-    input already used), ``float`` or :class:`int_const` (constants)."""
-    t = type(k)
-    if t is int:
-        return _keys[k][1]
-    if t is tuple:
-        return _keys[k[1]][1] if k[0] == "t" else k[1]
-    if k is float:
+_next_id = [0]
+
+
+def _value_dtype(a) -> np.dtype:
+    t = type(a)
+    if t is float:
         return _F64
-    if k is int_const:
+    if t is int:
         return _I64
-    return k
-
-
-def _arg_key(k):
-    if k is int_const:
-        return int
-    if k is float:
-        return float
-    return _arg_dtype(k)
+    return a.dtype
 
 
 def _const_exponent(node) -> bool:
     return node.op.name == "power" and type(node.args[1]) in (float, int)
-
-
-class int_const:
-    """Marker in structure keys: a Python int constant (``float`` marks a float constant)."""
 
 
 def run(target, pending_state: int) -> bool:
