@@ -69,6 +69,17 @@ class ufunc:
     def __call__(self, *args, **kwargs):
         if kwargs or len(args) != self.nin or self._op is None or self.nout != 1:
             return self._call(*args, **kwargs)
+        if self.nin == 1 and type(args[0]) is ndarray:
+            # the commonest call, np.sin(x): one lazy operand, no keywords
+            a = args[0]
+            n = a._var.head if a._geom is None else a._node()
+            key = (n.dtype,)
+            dt = self._dtypes.get(key)
+            if dt is None:
+                dt = self._dtypes[key] = ew.result_dtypes(self._np, key)[0]
+            shape = n.shape
+            return ndarray._from_node(graph.record(self._op, (n,), None, shape, dt),
+                                      shape == ())
         # fast path (plain call, one output): a few microseconds per recorded op
         ops = []
         keys = []
