@@ -376,8 +376,6 @@ def _fresh(x, trace: _Trace):
     """A new lazynp array (a node of its own) holding ``x``: a differentiation input."""
     lnp = _lnp()
     a = lnp.array(x, copy=True) if isinstance(x, ndarray) else lnp.array(x)
-    if a.dtype.kind in "biu" and False:
-        pass
     node = a._var.head if a._geom is None else a._node()
     trace.add_input(node)
     return a, node

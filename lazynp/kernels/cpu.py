@@ -323,11 +323,30 @@ _pending: set = set()
 before_compile = None
 
 
+_signatures: dict = {}       # cheap type keys of the arguments -> Numba signature
+
+
+def _type_key(a):
+    """What Numba's type of ``a`` depends on, without Numba's (slow) ``typeof``."""
+    t = type(a)
+    if t is np.ndarray:
+        f = a.flags
+        return (a.dtype, a.ndim, f.c_contiguous, f.f_contiguous, f.writeable, f.aligned)
+    if t is tuple:
+        return (tuple, tuple(_type_key(x) for x in a))
+    if t is int or t is float or t is bool:
+        return t
+    return (t, a)      # anything else: by value (never wrong, not used by the generators)
+
+
 def get_kernel(source: str, args, block: bool = False):
     """The compiled kernel for ``source`` and these argument types, or None when it is not
     ready yet (a background compile is queued) or cannot be compiled."""
-    from numba import typeof
-    sig = tuple(typeof(a) for a in args)
+    tkey = tuple(_type_key(a) for a in args)
+    sig = _signatures.get(tkey)
+    if sig is None:
+        from numba import typeof
+        sig = _signatures[tkey] = tuple(typeof(a) for a in args)
     key = (source, sig)
     disp = _ready.get(key)
     if disp is not None:
