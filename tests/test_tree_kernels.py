@@ -129,3 +129,53 @@ def test_errstate_and_strict_error_modes_are_left_to_numpy():
             with pytest.raises(FloatingPointError):
                 numpy.asarray(1.0 / (la * 1.0))
         cpu.wait_compiles()
+
+
+_BINARY = [lambda np, x, y: x + y, lambda np, x, y: x - y, lambda np, x, y: x * y,
+           lambda np, x, y: np.maximum(x, y), lambda np, x, y: np.minimum(x, y)]
+_UNARY = [lambda np, x: -x, lambda np, x: np.absolute(x), lambda np, x: x * 3,
+          lambda np, x: x - 2.5, lambda np, x: 0.5 * x, lambda np, x: np.square(x)]
+_FLOAT_UNARY = [lambda np, x: np.sin(x), lambda np, x: np.exp(x * 0.01),
+                lambda np, x: np.tanh(x), lambda np, x: x / 7.0]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_expressions_match_numpy(seed):
+    """Random expressions over same-shape arrays (float64, float32, int64, int8), mixing
+    array and Python-scalar operands, repeated inputs and reused intermediates."""
+    rng = numpy.random.default_rng(seed)
+    dtype = [numpy.float64, numpy.float32, numpy.int64, numpy.int8][seed % 4]
+    shape = [(7,), (3, 5), (40,), ()][seed // 4 % 4]
+    leaves = [(rng.standard_normal(shape) * 4).astype(dtype) for _ in range(3)]
+    ops = []
+    for _ in range(int(rng.integers(3, 25))):
+        pool = _BINARY + _UNARY + (_FLOAT_UNARY if numpy.dtype(dtype).kind == "f" else [])
+        ops.append((int(rng.integers(len(pool))), int(rng.integers(1 << 30)), pool))
+
+    def program(np, *xs):
+        vals = list(xs)
+        for k, pick, pool in ops:
+            f = pool[k]
+            args = [vals[-1]] + ([vals[pick % len(vals)]] if f in _BINARY else [])
+            vals.append(f(np, *args))
+        return vals[-1]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = program(numpy, *leaves)
+        got, _ = run_twice(program, *leaves)
+    assert got.dtype == numpy.asarray(ref).dtype and got.shape == numpy.shape(ref)
+    if numpy.dtype(dtype).kind == "f":
+        # transcendentals may differ by an ulp (README), and a chain of ops amplifies that
+        numpy.testing.assert_allclose(got, ref, rtol=1e-4 if dtype == numpy.float32 else 1e-10,
+                                      atol=1e-12)
+    else:
+        numpy.testing.assert_array_equal(got, ref)
+
+
+def test_random_expressions_do_take_the_tree_path():
+    rng = numpy.random.default_rng(0)
+    a, b = rng.random(30), rng.random(30)
+    got, runs = run_twice(lambda np, a, b: np.maximum(a * b - 0.5, -(b * b)) + a, a, b)
+    assert runs == 1
+    numpy.testing.assert_array_equal(got, numpy.maximum(a * b - 0.5, -(b * b)) + a)
