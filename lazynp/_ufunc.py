@@ -69,17 +69,6 @@ class ufunc:
     def __call__(self, *args, **kwargs):
         if kwargs or len(args) != self.nin or self._op is None or self.nout != 1:
             return self._call(*args, **kwargs)
-        if self.nin == 1 and type(args[0]) is ndarray:
-            # the commonest call, np.sin(x): one lazy operand, no keywords
-            a = args[0]
-            n = a._var.head if a._geom is None else a._node()
-            key = (n.dtype,)
-            dt = self._dtypes.get(key)
-            if dt is None:
-                dt = self._dtypes[key] = ew.result_dtypes(self._np, key)[0]
-            shape = n.shape
-            return ndarray._from_node(graph.record(self._op, (n,), None, shape, dt),
-                                      shape == ())
         # fast path (plain call, one output): a few microseconds per recorded op
         ops = []
         keys = []
@@ -134,16 +123,13 @@ class ufunc:
 
     def dunder(self, reflected: bool, sequence_aware: bool):
         """The ``ndarray`` dunder for this ufunc: ``a (op) b``, or ``b (op) a`` when
-        ``reflected``.  The hot path of eager code, so everything is a closure local.
+        ``reflected``.  The hot path of eager code, so what it uses are closure locals.
         ``sequence_aware``: a lazy scalar leaves ``list * n`` to Python, like a NumPy int."""
         np_uf = self._np
         op = self._op
         dtypes = self._dtypes
         is_power = np_uf is np.power
-        new = object.__new__
-        Node = graph.Node
-        Var = graph.Var
-        graph_mod = graph
+        from_node = ndarray._from_node
         result_dtypes = ew.result_dtypes
         check_python_int = ew.check_python_int
 
@@ -179,13 +165,8 @@ class ufunc:
             sa = na.shape
             shape = sa if (sa == sb or sb == ()) else \
                 (sb if sa == () else broadcast_shapes(sa, sb))
-            node = graph_mod.record(op, (nb, na) if reflected else (na, nb), None, shape, dt)
-            r = new(ndarray)
-            r._var = Var(node)
-            r._shadow = None
-            r._geom = None
-            r._scalar = shape == ()
-            return r
+            return from_node(graph.record(op, (nb, na) if reflected else (na, nb), None, shape,
+                                          dt), shape == ())
         return f
 
     def _call(self, *args, out=None, where=True, dtype=None, casting="same_kind",

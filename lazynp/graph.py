@@ -206,14 +206,8 @@ def record(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> Nod
                         ok = False
                         continue
                     if ins:
-                        remap = []
-                        for x in fx[1]:
-                            if x in ins:
-                                remap.append(ins.index(x))
-                            else:
-                                remap.append(len(ins))
-                                ins += (x,)
-                        key.append(("t", fx[0], tuple(remap)))
+                        ins, remap = _tree.merge_inputs(ins, fx[1])
+                        key.append(("t", fx[0], remap))
                     else:
                         key.append(fx[0])
                         ins = fx[1]
@@ -257,7 +251,7 @@ def record(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> Nod
 
 _in_package: dict = {}     # code object -> defined inside lazynp (skipped for error sites)
 _MAX_TREE = _tree.MAX_TREE
-_tree_ids = _tree._ids
+_tree_ids = _tree.structure_ids
 
 #: bumped when a flush computes a node that pending nodes still read: their tree structures
 #: (kernels/tree.py), recorded while it was pending, are then stale
@@ -383,10 +377,11 @@ class _Plan:
                 t.needed = True
         global _generation
         for n in order:
-            if n.nuse > n.uses or n.exported:
+            if n.nuse > n.uses:
                 n.needed = True
-                if n.nuse > n.uses:
-                    _generation += 1
+                _generation += 1      # pending readers recorded n inside their trees
+            elif n.exported:
+                n.needed = True
         for n in order:  # a view that outlives the flush keeps its base buffer alive
             if n.op is VIEW and n.needed:
                 n.args[0].needed = True
@@ -505,7 +500,7 @@ def _flush_tree(t: Node) -> bool:
     in the calling thread.  False when the ordinary flush must run instead."""
     global _pending_count, _generation
     fx = t.fx
-    if t.state != PENDING or fx[5] != _generation or keep_graph or t.ext is not None or \
+    if t.state != PENDING or fx[5] != _generation or keep_graph or \
             _prod(t.shape) >= 4 * _MIN_FUSED_WORK:      # (the fusion pass takes larger flushes)
         return False
     for x in fx[1]:

@@ -653,11 +653,7 @@ class jit:
             raise TypeError("lazynp.jit: no function to compile")
         if kwargs:
             args = self._positional(args, kwargs)
-        leaves: list = []
-        key = self._key(args, leaves)
-        plan = self._plans.get(key)
-        if plan is None:
-            plan = self._compile(key, args)
+        plan, leaves = self._lookup(args)
         outs = plan._runner(leaves)
         if plan.single:
             v = outs[0]
@@ -713,13 +709,16 @@ class jit:
 
     def plan_for(self, *args, **kwargs) -> Plan:
         """The plan (compiled if needed) for these arguments, without running it."""
-        args = self._positional(args, kwargs)
+        return self._lookup(self._positional(args, kwargs))[0]
+
+    def _lookup(self, args) -> tuple:
+        """``(plan, array leaves of args)``: the plan of the arguments' signature."""
         leaves: list = []
         key = self._key(args, leaves)
         plan = self._plans.get(key)
         if plan is None:
             plan = self._compile(key, args)
-        return plan
+        return plan, leaves
 
     def memory_report(self, *args, **kwargs) -> dict:
         """Internal memory of the plan for these arguments: ``naive_bytes`` (every op's

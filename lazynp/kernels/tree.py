@@ -29,7 +29,7 @@ _I64 = np.dtype(np.int64)
 _EMPTY_F = np.empty(0, _F64)
 _EMPTY_I = np.empty(0, _I64)
 
-_ids: dict = {}      # structure key -> id, or None when the node cannot be a tree kernel
+structure_ids: dict = {}      # structure key -> id, or None when the node cannot be a tree kernel
 _plans: dict = {}    # id -> [source, compiled dispatcher or None]
 STATS = {"tree_kernels_run": 0, "tree_kernels_rejected": 0}
 
@@ -42,11 +42,11 @@ def structure(key: tuple, node) -> int | None:
     ``("t", id, input remap)`` (the same, its inputs renumbered), a dtype (a new input), a
     negative int ``~k`` (input ``k`` again), ``float`` or ``int`` (a constant).  The node's
     dtype follows from the op and the argument dtypes (NumPy's type resolution)."""
-    sid = _ids.get(key, -1)
+    sid = structure_ids.get(key, -1)
     if sid != -1:
         return sid
-    if len(_ids) > 100_000:       # programs that build ever new structures: start over
-        _ids.clear()              # (cleared in place: the recorder holds a reference)
+    if len(structure_ids) > 100_000:       # programs that build ever new structures: start over
+        structure_ids.clear()              # (cleared in place: the recorder holds a reference)
         _plans.clear()
     sid = None
     dts = [_value_dtype(a) for a in node.args]
@@ -61,11 +61,23 @@ def structure(key: tuple, node) -> int | None:
         if ok:
             sid = _next_id[0]
             _next_id[0] += 1
-    _ids[key] = sid
+    structure_ids[key] = sid
     return sid
 
 
 _next_id = [0]
+
+
+def merge_inputs(ins: tuple, more: tuple) -> tuple:
+    """``ins`` extended by the inputs of ``more`` it lacks, and where each of ``more`` landed."""
+    remap = []
+    for x in more:
+        if x in ins:
+            remap.append(ins.index(x))
+        else:
+            remap.append(len(ins))
+            ins += (x,)
+    return ins, tuple(remap)
 
 
 def _value_dtype(a) -> np.dtype:
@@ -94,7 +106,7 @@ def run(target, pending_state: int) -> bool:
         if not v.flags.writeable:
             return False
         vals.append(v)
-    out = np.empty(vals[0].shape[0] if vals else 1, target.dtype)
+    out = np.empty(vals[0].shape[0], target.dtype)
     args = vals + [np.array(kf, _F64) if kf else _EMPTY_F,
                    np.array(ki, _I64) if ki else _EMPTY_I, out]
     if plan is None:

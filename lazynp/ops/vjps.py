@@ -343,12 +343,18 @@ def vjp(node: Node, args: tuple, params, g, need: list):
     raise NotImplementedError(f"lazynp.autograd: no gradient rule for op {name!r}")
 
 
-def _rule(*names):
-    def deco(f):
-        for n in names:
-            RULES[n] = f
-        return f
-    return deco
+def _registrar(table: dict):
+    """A decorator factory: ``@reg("a", "b")`` enters the function in ``table`` under each name."""
+    def names(*keys):
+        def deco(f):
+            for n in keys:
+                table[n] = f
+            return f
+        return deco
+    return names
+
+
+_rule = _registrar(RULES)
 
 
 @_rule("copy", "element", "ad.copy")
@@ -764,12 +770,7 @@ def _call_vjp(name, g, node, args, params, need):
     return out
 
 
-def _call(*names):
-    def deco(f):
-        for n in names:
-            CALL_RULES[n] = f
-        return f
-    return deco
+_call = _registrar(CALL_RULES)
 
 
 def _T(x):

@@ -81,14 +81,16 @@ def _root(values, v: int) -> int:
     return v
 
 
+def _producers(steps) -> dict:
+    """Value -> index of the step that writes it."""
+    return {o: s for s, st in enumerate(steps) for o in st.outputs}
+
+
 def color_steps(values, steps, num_colors: int) -> list:
     """MXNet's colouring: repeatedly take the heaviest path (bytes written) among uncoloured
     steps and give it a new colour; the rest get colour ``num_colors``."""
     n = len(steps)
-    producer = {}
-    for s, st in enumerate(steps):
-        for o in st.outputs:
-            producer[o] = s
+    producer = _producers(steps)
     preds = []
     for st in steps:
         ps = set()
@@ -130,10 +132,7 @@ def color_steps(values, steps, num_colors: int) -> list:
 
 def _ancestors(values, steps) -> list:
     """Bitmask of steps each step (transitively) depends on."""
-    producer = {}
-    for s, st in enumerate(steps):
-        for o in st.outputs:
-            producer[o] = s
+    producer = _producers(steps)
     anc = []
     for st in steps:
         m = 0
