@@ -25,6 +25,18 @@ def _call_impl_for(fn):
     return impl
 
 
+def _call_impl_out_for(fn):
+    """``impl_out`` for a single-output NumPy ufunc called as a function (matmul)."""
+    if not isinstance(fn, np.ufunc) or fn.nout != 1:
+        return None
+
+    def impl_out(out, *vals, tpl):
+        a, k = _fill_deep(tpl, vals)
+        fn(*a, out=out, **k)
+    impl_out.__name__ = fn.__name__
+    return impl_out
+
+
 _FUNCTION_OPS: dict = {}
 
 
@@ -34,7 +46,7 @@ def function_op(name: str, fn, kind: str = "opaque") -> Op:
     if op is None:
         if name in OPS:
             name = "call:" + name
-        op = register(Op(name, kind, _call_impl_for(fn)))
+        op = register(Op(name, kind, _call_impl_for(fn), impl_out=_call_impl_out_for(fn)))
         _FUNCTION_OPS[name] = op
     return op
 

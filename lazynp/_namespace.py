@@ -54,7 +54,7 @@ _FULL = register(Op("full", "creation", lambda shape, dtype, fill_value:
                     np.full(shape, fill_value, dtype=dtype)))
 _EYE = register(Op("eye", "creation", lambda N, M, k, dtype: np.eye(N, M, k, dtype=dtype)))
 _COPY = register(Op("copy", "elementwise", lambda x: np.array(x, copy=True), expr="{0}",
-                    inplace=(0,)))
+                    inplace=(0,), impl_out=lambda out, x: np.copyto(out, x)))
 _ASTYPE = register(Op("astype", "elementwise", lambda x, dtype: x.astype(dtype), expr="{0}"))
 _WHERE = register(Op("where", "elementwise", np.where, expr="({1} if {0} else {2})"))
 _CLIP = register(Op("clip", "elementwise", lambda x, lo, hi: np.clip(x, lo, hi),

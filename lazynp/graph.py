@@ -441,10 +441,14 @@ def _run(node: Node, inplace: bool) -> None:
     if op.kind == "write" and not inplace:
         vals[0] = vals[0].copy()
     params = node.params
-    if op.ufunc is not None and not params and op.kind == "elementwise" and \
-            op.ufunc.nout == 1 and node.dtype.itemsize * _prod(node.shape) >= _pool.MIN_BYTES:
+    if op.impl_out is not None and op.kind != "write" and \
+            node.dtype.itemsize * _prod(node.shape) >= _pool.MIN_BYTES:
         # large results go to a pooled buffer: no fresh page faults for repeated work
-        out = op.ufunc(*vals, out=_pool.empty(node.shape, node.dtype))
+        out = _pool.empty(node.shape, node.dtype)
+        if params:
+            op.impl_out(out, *vals, **params)
+        else:
+            op.impl_out(out, *vals)
     else:
         out = op.impl(*vals, **params) if params else op.impl(*vals)
     if type(out) is not np.ndarray or out.dtype != node.dtype or out.shape != node.shape \

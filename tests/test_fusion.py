@@ -508,7 +508,7 @@ def test_power_one_half_matches_numpy(small_work):
 def _red_inputs():
     rng = numpy.random.default_rng(42)
     d = {}
-    for shp, tag in (((40, 64), "2"), ((6, 10, 12), "3")):
+    for shp, tag in (((40, 64), "2"), ((6, 10, 12), "3"), ((33, 150), "w")):
         for name in "abc":
             d[name + tag] = rng.standard_normal(shp)
         nan = rng.standard_normal(shp)
@@ -565,6 +565,14 @@ RED_CASES = {
     "outer product sum(0)": (lambda m, v: (v["a2"][:, :1] * v["b2"][0] + 1).sum(axis=0), CLOSE),
     "outer product max(1) NaN": (lambda m, v: (v["n2"][:, 1:2] * v["b2"][0] - v["c2"][1]).max(
         axis=1), EXACT),
+    # leading-axis reductions walk the rows in blocks of 64 columns: 150 = 2 blocks + 22
+    "wide (a*b+c).sum(0)": (lambda m, v: (v["aw"] * v["bw"] + v["cw"]).sum(axis=0), CLOSE),
+    "wide (n*b).max(0) NaN": (lambda m, v: (v["nw"] * v["bw"]).max(axis=0), EXACT),
+    "wide (n-c).min(0, keepdims) NaN": (lambda m, v: (v["nw"] - v["cw"]).min(
+        axis=0, keepdims=True), EXACT),
+    "wide (i*j).sum(0) int8": (lambda m, v: (v["iw"] * v["jw"]).sum(axis=0), EXACT),
+    "wide (a>b).any(0)": (lambda m, v: (v["aw"] > v["bw"] + 2).any(axis=0), EXACT),
+    "wide (a<b+3).all(0)": (lambda m, v: (v["aw"] < v["bw"] + 3).all(axis=0), EXACT),
     "uint8 sum(1)": (lambda m, v: (v["i2"].view(numpy.uint8) * 3 + 1).sum(axis=1), EXACT),
     "float any(1) NaN": (lambda m, v: (v["n2"] * 0.0).any(axis=1), EXACT),
 }
@@ -861,6 +869,39 @@ def test_group_structures(small_work):
     assert stat("fused_groups_run") >= r0 + 8
 
 
+# --- math functions NumPy computes with SIMD loops -----------------------------------------
+
+def test_simd_math_functions_run_on_numpy_for_large_arrays():
+    """tanh has an AVX-512 loop in NumPy (7x faster than the libm call a kernel makes): on a
+    large array the fusion pass leaves it to NumPy, so the result is NumPy's bit for bit and
+    the elementwise ops around it still fuse.  Small arrays keep it inside the kernel."""
+    from lazynp.ops.elementwise import UFUNC_OPS, numpy_simd
+    from lazynp.passes.fusion import SIMD_MIN_SIZE
+    rng = numpy.random.default_rng(21)
+    x = rng.standard_normal((300, 200))
+    lx = lazynp.asarray(x)
+    r0 = stat("fused_groups_run")
+    got = numpy.asarray(lazynp.tanh(lx * 0.5 + 0.25) * 3.0 - 1.0)
+    expected = numpy.tanh(x * 0.5 + 0.25) * 3.0 - 1.0
+    assert stat("fused_groups_run") > r0, "the ops around tanh did not fuse"
+    if numpy_simd(UFUNC_OPS["tanh"], numpy.dtype(numpy.float64)):
+        assert_exact(got, expected, "tanh left to NumPy")
+    else:   # no SIMD loop in this NumPy build: tanh stays in the kernel (libm, ~1 ulp)
+        assert_close(got, expected, "tanh fused", rtol=1e-13)
+    small = x[:2, : SIMD_MIN_SIZE // 4]
+    with quiet():
+        got_small = numpy.asarray(lazynp.tanh(lazynp.asarray(small) * 0.5 + 0.25) * 3.0)
+    assert_close(got_small, numpy.tanh(small * 0.5 + 0.25) * 3.0, "small tanh", rtol=1e-13)
+
+
+def test_float64_exp_stays_fused():
+    """float64 exp is not left to NumPy: the kernels' own vectorizable exp is about as fast
+    and saves the memory passes."""
+    from lazynp.ops.elementwise import UFUNC_OPS, numpy_simd
+    assert not numpy_simd(UFUNC_OPS["exp"], numpy.dtype(numpy.float64))
+    assert not numpy_simd(UFUNC_OPS["add"], numpy.dtype(numpy.float64))
+
+
 # --- background compilation and compile failures --------------------------------------------
 
 def test_background_compile_then_kernel(monkeypatch, small_work):
@@ -919,6 +960,30 @@ def test_buffer_pool_reuse():
     assert stat("pool_hits") > h0, "no pooled buffer was reused"
     assert_exact(first, expected, "result held by the caller was overwritten")
     assert_exact(numpy.asarray(first_lazy), expected, "lazy result held was overwritten")
+
+
+def test_pooled_buffers_for_numpy_ops():
+    """Large results of ops NumPy runs (matmul, a lone ufunc, copy) are written into pooled
+    buffers; a result the caller still holds is never handed out again."""
+    rng = numpy.random.default_rng(10)
+    A, B = rng.standard_normal((256, 300)), rng.standard_normal((300, 256))
+    la, lb = lazynp.asarray(A), lazynp.asarray(B)
+    h0 = stat("pool_hits")
+    held = []
+    for i in range(4):
+        m = la @ lb
+        t = lazynp.tanh(m)
+        c = lazynp.copy(t)
+        lazynp.evaluate(m, t, c)
+        if i < 2:
+            held.append((m, t, c))
+    assert stat("pool_hits") > h0, "no pooled buffer was reused"
+    M = A @ B
+    for m, t, c in held:
+        assert_exact(numpy.asarray(m), M, "held matmul result")
+        assert_exact(numpy.asarray(c), numpy.asarray(t), "held copy")
+        assert_close(numpy.asarray(t), numpy.tanh(M), "held tanh", rtol=1e-13)
+    assert not numpy.shares_memory(numpy.asarray(held[0][0]), numpy.asarray(held[1][0]))
 
 
 def test_two_parallel_groups_in_one_flush():

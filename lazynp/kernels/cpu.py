@@ -137,6 +137,8 @@ class KernelSpec:
                 body += self._load_compute_store(indent, idx)
                 body.append(f"{indent}{_REDUCE_STEP[kind].format(v=vname.format(src=self._src))}")
                 body.append(f"    r0[0] = acc")
+            elif tuple(red_axes) == tuple(range(len(red_axes))):
+                body += self._leading_reduction(kind, red_axes, kept, acc_dt, vname, rng)
             else:
                 for n, d in enumerate(kept):
                     loop = rng if n == 0 else "range"
@@ -186,6 +188,41 @@ class KernelSpec:
         if kind in ("any", "all"):
             return _REDUCE_INIT[kind]
         return f"{np_name(acc_dt)}({_REDUCE_INIT[kind]})"
+
+    def _leading_reduction(self, kind: str, red_axes, kept: list, acc_dt, vname: str,
+                           rng: str) -> list:
+        """A reduction over the leading axes (``sum(axis=0)`` of a C-ordered array) in memory
+        order: the accumulators are a row of ``r0``, updated while walking the rows, so every
+        load is contiguous.  Blocks of the first kept axis run in parallel."""
+        nd = len(red_axes) + len(kept)
+        idx = ", ".join(f"i{d}" for d in range(nd))
+        ridx = ", ".join(f"i{d}" for d in kept)
+        k0 = kept[0]
+        b = [f"    nb = ({self._extent(k0)} + 63) // 64",
+             f"    for blk in {rng}(nb):",
+             "        lo = blk * 64",
+             f"        hi = min(lo + 64, {self._extent(k0)})"]
+
+        def kept_loops(indent: str) -> tuple:
+            lines = []
+            for d in kept:
+                ext = "lo, hi" if d == k0 else self._extent(d)
+                lines.append(f"{indent}for i{d} in range({ext}):")
+                indent += "    "
+            return lines, indent
+
+        lines, inner = kept_loops("        ")
+        b += lines + [f"{inner}r0[{ridx}] = {self._init_expr(kind, acc_dt)}"]
+        indent = "        "
+        for d in red_axes:
+            b.append(f"{indent}for i{d} in range({self._extent(d)}):")
+            indent += "    "
+        lines, inner = kept_loops(indent)
+        b += lines + self._load_compute_store(inner, idx)
+        b += [f"{inner}acc = r0[{ridx}]",
+              f"{inner}{_REDUCE_STEP[kind].format(v=vname.format(src=self._src))}",
+              f"{inner}r0[{ridx}] = acc"]
+        return b
 
     def _chunked_sum(self, vname: str, acc_dt, rng: str) -> list:
         """A full flat sum as chunks (parallel) of four independent partial sums each, so

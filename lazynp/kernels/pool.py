@@ -13,7 +13,7 @@ import threading
 import numpy as np
 
 #: buffers smaller than this come straight from NumPy
-MIN_BYTES = 1 << 20
+MIN_BYTES = 1 << 17
 #: at most this many bytes are kept in the pool
 MAX_BYTES = 2 << 30
 

@@ -37,6 +37,10 @@ class Op:
         Inputs whose storage the output may take over.
     data_dependent : bool
         True when the output shape depends on input values (forces evaluation).
+    impl_out : callable or None
+        ``impl_out(out, *arg_values, **params)`` writes the result into ``out``, a C-contiguous
+        array of the node's shape and dtype: lets the executor give large results a pooled
+        buffer (no fresh page faults for repeated work).
     """
 
     name: str
@@ -48,6 +52,7 @@ class Op:
     inplace: tuple = ()
     data_dependent: bool = False
     ufunc: Any = None
+    impl_out: Callable[..., Any] | None = None
     extra: dict = field(default_factory=dict)
 
     def __repr__(self) -> str:

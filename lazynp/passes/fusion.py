@@ -12,11 +12,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import exprs
+from ..ops.elementwise import numpy_simd
 
 _PY = (bool, int, float, complex)
 _EPILOGUES = {"sum", "prod", "mean", "max", "min", "any", "all"}
 #: a longer chain is split: compile time and code size grow with the kernel
 MAX_MEMBERS = 96
+#: from this many elements a math function with a SIMD NumPy loop runs on NumPy, unfused
+SIMD_MIN_SIZE = 1024
 _fusible_cache: dict = {}
 
 
@@ -75,6 +78,9 @@ def fusible(node) -> bool:
     params = node.params
     if params is not None and op.name != "astype":
         return False
+    if op.ufunc is not None and op.ufunc.nin == 1 and numpy_simd(op, node.dtype) and \
+            _size(node.shape) >= SIMD_MIN_SIZE:
+        return False
     ck = [op, node.dtype, params["dtype"] if params is not None else None]
     for a in node.args:
         t = type(a)
@@ -103,6 +109,13 @@ def fusible(node) -> bool:
             ok = False
         _fusible_cache[ck] = ok
     return ok
+
+
+def _size(shape: tuple) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 def _epilogue_ok(red, group: FusedGroup) -> bool:
