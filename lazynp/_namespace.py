@@ -508,10 +508,8 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
 _matmul_cache: dict = {}
 
 
-def matmul(x1, x2, /, out=None, *, dtype=None, casting="same_kind", order="K", subok=True,
-           signature=None, axes=None, axis=None):
-    """Lazy ``numpy.matmul`` (BLAS through NumPy)."""
-    a, b = asarray(x1), asarray(x2)
+def _matmul_meta(a, b, kw: dict) -> tuple:
+    """Shape and dtype of ``matmul(a, b, **kw)``; raises NumPy's error for bad operands."""
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError("matmul: Input operand %d does not have enough dimensions (has 0, "
                          "gufunc core with signature (n?,k),(k,m?)->(n?,m?) requires 1)"
@@ -521,15 +519,28 @@ def matmul(x1, x2, /, out=None, *, dtype=None, casting="same_kind", order="K", s
                          if a.ndim >= 2 else a.shape)
     bm = np.broadcast_to(np.zeros((), b.dtype), b.shape[:-2] + (b.shape[-2], 1)
                          if b.ndim >= 2 else b.shape)
-    kw = {} if dtype is None else {"dtype": dtype}
     r = np.matmul(am, bm, **kw)
     shape = list(r.shape)
     if a.ndim >= 2:
         shape[-2 if b.ndim >= 2 else -1] = a.shape[-2]
     if b.ndim >= 2:
         shape[-1] = b.shape[-1]
+    return tuple(shape), r.dtype
+
+
+def matmul(x1, x2, /, out=None, *, dtype=None, casting="same_kind", order="K", subok=True,
+           signature=None, axes=None, axis=None):
+    """Lazy ``numpy.matmul`` (BLAS through NumPy)."""
+    a, b = asarray(x1), asarray(x2)
+    kw = {} if dtype is None else {"dtype": dtype}
+    key = (a.shape, b.shape, a.dtype, b.dtype, dtype)
+    meta = _matmul_cache.get(key)       # shapes and dtypes decide the result's (or an error)
+    if meta is None:
+        if len(_matmul_cache) > 10_000:
+            _matmul_cache.clear()
+        meta = _matmul_cache[key] = _matmul_meta(a, b, kw)
     res = lazy_call("matmul", np.matmul, (a, b), kw, kind="contraction",
-                    meta=lambda n, t: (tuple(shape), r.dtype), scalar=True)
+                    meta=lambda n, t: meta, scalar=True)
     if out is not None:
         out[...] = res
         return out
@@ -697,7 +708,7 @@ def ravel(a, order="C"):
 
 
 def transpose(a, axes=None):
-    return _views.view(asarray(a), np.transpose, axes)
+    return _views.view_from_start(asarray(a), np.transpose, axes)
 
 
 def permute_dims(a, axes=None):
@@ -709,27 +720,27 @@ def matrix_transpose(x):
 
 
 def swapaxes(a, axis1, axis2):
-    return _views.view(asarray(a), np.swapaxes, axis1, axis2)
+    return _views.view_from_start(asarray(a), np.swapaxes, axis1, axis2)
 
 
 def moveaxis(a, source, destination):
-    return _views.view(asarray(a), np.moveaxis, source, destination)
+    return _views.view_from_start(asarray(a), np.moveaxis, source, destination)
 
 
 def rollaxis(a, axis, start=0):
-    return _views.view(asarray(a), np.rollaxis, axis, start)
+    return _views.view_from_start(asarray(a), np.rollaxis, axis, start)
 
 
 def expand_dims(a, axis):
-    return _views.view(asarray(a), np.expand_dims, axis)
+    return _views.view_from_start(asarray(a), np.expand_dims, axis)
 
 
 def squeeze(a, axis=None):
-    return _views.view(asarray(a), np.squeeze, axis)
+    return _views.view_from_start(asarray(a), np.squeeze, axis)
 
 
 def broadcast_to(array, shape, subok=False):
-    return _views.view(asarray(array), np.broadcast_to, shape)
+    return _views.view_from_start(asarray(array), np.broadcast_to, shape)
 
 
 def broadcast_arrays(*args, subok=False):
@@ -764,18 +775,18 @@ def atleast_1d(*arys):
 
 
 def atleast_2d(*arys):
-    res = [_views.view(asarray(a), np.atleast_2d) for a in arys]
+    res = [_views.view_from_start(asarray(a), np.atleast_2d) for a in arys]
     return res[0] if len(res) == 1 else tuple(res)
 
 
 def atleast_3d(*arys):
-    res = [_views.view(asarray(a), np.atleast_3d) for a in arys]
+    res = [_views.view_from_start(asarray(a), np.atleast_3d) for a in arys]
     return res[0] if len(res) == 1 else tuple(res)
 
 
 def sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=False):
-    return _views.view(asarray(x), np.lib.stride_tricks.sliding_window_view, window_shape, axis,
-                       writeable=writeable)
+    return _views.view_from_start(asarray(x), np.lib.stride_tricks.sliding_window_view,
+                                  window_shape, axis, writeable=writeable)
 
 
 def as_strided(x, shape=None, strides=None, subok=False, writeable=True):

@@ -23,12 +23,22 @@ def call_site(depth: int = 1):
     return (f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
 
 
+def line_of(code, lasti: int):
+    """The source line of bytecode offset ``lasti`` in ``code`` (None when unknown)."""
+    for start, end, line in code.co_lines():
+        if start <= lasti < end:
+            return line
+    return None
+
+
 def format_site(site) -> str:
-    """Text of a call site: ``(filename, lineno, function)`` or ``(code, lineno)``."""
+    """Text of a call site: ``(filename, lineno, function)`` or ``(code, bytecode offset)``
+    as recorded by the graph."""
     if site is None:
         return "<unknown>"
     if len(site) == 2:
-        code, lineno = site
+        code, lasti = site
+        lineno = line_of(code, lasti)
         filename, func = code.co_filename, code.co_name
     else:
         filename, lineno, func = site

@@ -180,7 +180,7 @@ def record(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> Nod
         if inside is None:
             inside = _in_package[c] = c.co_filename.startswith(_PKG)
         if not inside:
-            n.site = (c, f.f_lineno)
+            n.site = (c, f.f_lasti)     # the line is looked up only when reported
             break
         f = f.f_back
     ext = _extobj_var.get()

@@ -43,12 +43,15 @@ class ndarray:
         self._scalar = scalar
         return self
 
-    def _view_of(self, shadow: np.ndarray) -> "ndarray":
-        """A new handle on the same Var with ``shadow``'s geometry."""
+    def _view_of(self, shadow: np.ndarray, off: int | None = None) -> "ndarray":
+        """A new handle on the same Var with ``shadow``'s geometry (``off``: its byte offset
+        in the Var's buffer, when the caller knows it)."""
         v = object.__new__(ndarray)
         v._var = self._var
-        base_shadow = self._var.shadow
-        off = shadow.__array_interface__["data"][0] - base_shadow.__array_interface__["data"][0]
+        if off is None:
+            base_shadow = self._var.shadow
+            off = shadow.__array_interface__["data"][0] - \
+                base_shadow.__array_interface__["data"][0]
         v._shadow = shadow
         v._geom = (off, shadow.shape, shadow.strides, shadow.dtype)
         v._scalar = False

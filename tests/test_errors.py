@@ -426,3 +426,13 @@ def test_lazynp_testing_accepts_lazy_arrays():
     lazynp.testing.assert_allclose(lazynp.ones(3) / 3, numpy.ones(3) / 3)
     with pytest.raises(AssertionError):
         lazynp.testing.assert_array_equal(lazynp.arange(3), numpy.arange(1, 4))
+
+
+def test_matmul_shape_error_raised_on_every_call():
+    """matmul caches result shapes by operand shapes; a bad pair raises NumPy's error each
+    time (it is never cached as a result)."""
+    a = lazynp.ones((3, 4))
+    for _ in range(2):
+        with pytest.raises(ValueError, match="mismatch in its core dimension"):
+            a @ a
+    assert (a @ lazynp.ones((4, 2))).shape == (3, 2)

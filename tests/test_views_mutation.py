@@ -54,6 +54,26 @@ def slice_write_reaches_base(np):
 
 
 @scenario
+def views_of_an_offset_view_follow_writes(np):
+    """transpose, swapaxes, moveaxis, expand_dims, squeeze, broadcast_to, atleast_3d and
+    sliding_window_view of a view that starts inside its base (their offset is the view's)."""
+    a = np.arange(60.0).reshape(5, 12)
+    v = a[1:, 3:9]
+    t = v.T
+    s = np.swapaxes(v, 0, 1)
+    m = np.moveaxis(v[None], 0, 2)
+    e = np.expand_dims(v, 1)
+    q = np.squeeze(e, 1)
+    b = np.broadcast_to(v[2], (3, 6))
+    d = np.atleast_3d(v)
+    w = np.lib.stride_tricks.sliding_window_view(v, (2, 3))
+    t[1, 2] = -1.0
+    e[0, 0, 5] = -2.0
+    a[4, 3:5] = 100.0
+    return a, t, s, m, e, q, b, d, w, w.sum(axis=(2, 3))
+
+
+@scenario
 def slice_scalar_element_write(np):
     a = np.arange(10.0)
     v = a[2:8]
