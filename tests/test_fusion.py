@@ -902,6 +902,75 @@ def test_float64_exp_stays_fused():
     assert not numpy_simd(UFUNC_OPS["add"], numpy.dtype(numpy.float64))
 
 
+# --- floating-point warnings of large kernels ----------------------------------------------
+
+def _warning_texts(fn):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = numpy.asarray(fn())
+    return out, sorted({str(w.message) for w in caught if w.category is RuntimeWarning})
+
+
+@pytest.mark.parametrize("case", ["flat", "2d rows", "sum(axis=0)", "sum(axis=1)", "sum()"])
+def test_large_kernels_warn_like_numpy(case):
+    """A kernel whose floating-point flags show a condition NumPy warns about is rerun on
+    NumPy: the values and the RuntimeWarnings are NumPy's."""
+    rng = numpy.random.default_rng(31)
+    x = rng.random((600, 500))
+    x[3, 4] = 1e200          # overflows in x * x
+    x[7, 9] = -1.0           # invalid in sqrt
+    lx = lazynp.asarray(x)
+    fns = {"flat": lambda m, v: (v * v) * 3.0 + 1.0,
+           "2d rows": lambda m, v: m.sqrt(v) * 2.0 + v[0],
+           "sum(axis=0)": lambda m, v: m.sum(m.sqrt(v) * 2.0 + 1.0, axis=0),
+           "sum(axis=1)": lambda m, v: m.sum(v * v * 2.0 - 1.0, axis=1),
+           "sum()": lambda m, v: m.sum(m.sqrt(v) * v)}
+    fn = fns[case]
+    expected, np_warnings = _warning_texts(lambda: fn(numpy, x))
+    assert np_warnings, "the case must make NumPy warn"
+    r0 = stat("fused_groups_fp_rerun")
+    got, lz_warnings = _warning_texts(lambda: fn(lazynp, lx))
+    assert stat("fused_groups_fp_rerun") > r0, "the kernel's flags did not send it to NumPy"
+    assert lz_warnings == np_warnings
+    assert_close(got, expected, case, rtol=1e-12)
+
+
+def test_large_kernel_flags_follow_errstate():
+    x = numpy.random.default_rng(32).random(300_000)
+    x[5] = 1e200
+    lx = lazynp.asarray(x)
+    r0, f0 = stat("fused_groups_run"), stat("fused_groups_fp_rerun")
+    with numpy.errstate(over="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = numpy.asarray(lx * lx + 1.0)
+    assert stat("fused_groups_run") == r0 + 1 and stat("fused_groups_fp_rerun") == f0
+    with quiet():
+        assert_exact(got, x * x + 1.0, "ignored overflow")
+    with numpy.errstate(over="raise"):
+        with pytest.raises(FloatingPointError, match="overflow encountered in multiply"):
+            numpy.asarray(lx * lx + 2.0)
+
+
+@pytest.mark.parametrize("with_compare", [False, True])
+def test_nan_inputs_do_not_send_kernels_to_numpy(with_compare):
+    """NaN flowing through arithmetic raises no flag (NumPy does not warn either); compares
+    and maximum on NaN raise flags NumPy's loops do not, which are recognised as such."""
+    x = numpy.full(300_000, numpy.nan)
+    x[::3] = 1.5
+    lx = lazynp.asarray(x)
+
+    def fn(m, v):
+        t = v * 2.0 + 1.0
+        return (m.maximum(t, 0.5) if with_compare else t * t) - v
+
+    f0, r0 = stat("fused_groups_fp_rerun"), stat("fused_groups_run")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = numpy.asarray(fn(lazynp, lx))
+    assert stat("fused_groups_fp_rerun") == f0 and stat("fused_groups_run") == r0 + 1
+    assert_exact(got, fn(numpy, x), "NaN through a kernel")
+
+
 # --- background compilation and compile failures --------------------------------------------
 
 def test_background_compile_then_kernel(monkeypatch, small_work):

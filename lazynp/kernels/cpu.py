@@ -28,7 +28,8 @@ CACHE_DIR = os.environ.get("LAZYNP_CACHE_DIR",
 SYNC_COMPILE = os.environ.get("LAZYNP_SYNC_COMPILE", "0") == "1"
 
 STATS = {"kernel_compiles": 0, "kernel_cache_hits": 0, "kernel_compile_seconds": 0.0,
-         "kernel_compile_failures": 0, "fused_groups_run": 0, "fused_groups_numpy": 0}
+         "kernel_compile_failures": 0, "fused_groups_run": 0, "fused_groups_numpy": 0,
+         "fused_groups_fp_rerun": 0}
 
 _REDUCE_INIT = {"sum": "0", "mean": "0", "prod": "1", "any": "False", "all": "True",
                 "max": None, "min": None}
@@ -76,6 +77,24 @@ def _fexp(x):
 """
 
 
+_CHUNK = 65536
+
+
+def _with_fp_flags(body: list) -> list:
+    """``body`` returning its floating-point exception flags (kernels/fpflags.py): tested
+    once per iteration of the parallel loop (each thread has its own flags), or once."""
+    par = next((i for i, line in enumerate(body) if "prange(" in line), None)
+    if par is None:
+        return ["    fp_clear()"] + body + ["    return fp_test()"]
+    line = body[par]
+    pad = " " * (len(line) - len(line.lstrip()) + 4)
+    end = par + 1
+    while end < len(body) and len(body[end]) - len(body[end].lstrip()) >= len(pad):
+        end += 1
+    return (["    bad = 0"] + body[:par + 1] + [pad + "fp_clear()"] + body[par + 1:end] +
+            [pad + "bad += fp_test()"] + body[end:] + ["    return bad"])
+
+
 class KernelSpec:
     """Everything that decides a kernel's code (its cache key is the generated source)."""
 
@@ -105,14 +124,23 @@ class KernelSpec:
         if not self.flat and self.bcast:
             params.append("shp")
         rng = "prange" if self.parallel else "range"
-        src = ["import numpy as np", "from numba import njit, prange", ""]
+        src = ["import numpy as np", "from numba import njit, prange",
+               "from lazynp.kernels.fpflags import fp_clear, fp_test", ""]
         if any("_fexp(" in line for line in self.lines):
             src.append(_PRELUDE_EXP)
         src += [f"@njit(parallel={self.parallel}, nogil=True, cache=True, error_model='numpy')",
                 f"def kernel({', '.join(params)}):"]
         nd = 1 if self.flat else self.ndim
         body = []
-        if self.reduction is None:
+        if self.reduction is None and self.flat and self.parallel:
+            # chunks of the flat range: each checks its thread's floating-point flags once
+            body += ["    n = x0.shape[0]",
+                     f"    for c in prange((n + {_CHUNK - 1}) // {_CHUNK}):",
+                     f"        lo = np.uint64(c * {_CHUNK})",
+                     f"        hi = np.uint64(min(c * {_CHUNK} + {_CHUNK}, n))",
+                     "        for i0 in range(lo, hi):"]
+            body += self._load_compute_store(" " * 12, "i0")
+        elif self.reduction is None:
             idx = ", ".join(f"i{d}" for d in range(nd))
             indent = "    "
             for d in range(nd):
@@ -131,7 +159,9 @@ class KernelSpec:
             elif not kept:  # full reduction: one accumulator (a prange reduction)
                 body.append(f"{indent}acc = {self._init_expr(kind, acc_dt)}")
                 for n, d in enumerate(order):
-                    loop = rng if n == 0 and kind in ("sum", "mean", "prod") else "range"
+                    # (a flat product stays serial: its flag check would be per element)
+                    loop = rng if n == 0 and kind in ("sum", "mean", "prod") and \
+                        not self.flat else "range"
                     body.append(f"{indent}for i{d} in {loop}({self._extent(d)}):")
                     indent += "    "
                 body += self._load_compute_store(indent, idx)
@@ -176,7 +206,7 @@ class KernelSpec:
                     body += self._load_compute_store(inner, idx)
                     body.append(f"{inner}{_REDUCE_STEP[kind].format(v=vname.format(src=self._src))}")
                     body.append(f"{indent}r0[{ridx}] = acc")
-        self.source = "\n".join(src + body) + "\n"
+        self.source = "\n".join(src + _with_fp_flags(body)) + "\n"
         return self.source
 
     def _init_expr(self, kind: str, acc_dt: np.dtype) -> str:

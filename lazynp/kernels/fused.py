@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import cpu, exprs, pool
+from . import cpu, exprs, fpflags, pool
 
 #: below this many elements a kernel runs serially (thread start-up costs more)
 PARALLEL_MIN = 1 << 17
@@ -170,7 +170,12 @@ def run_group(group, node_type, value_of, stored) -> bool:
     if kernel is None:
         cpu.STATS["fused_groups_numpy"] += 1
         return False
-    kernel(*args)
+    flags = kernel(*args)
+    if fpflags.must_rerun(flags) and \
+            not fpflags.maybe_from_nan_compare(flags, group.nodes(), vals):
+        # NumPy would warn (or raise): the group runs on NumPy, which does so exactly
+        cpu.STATS["fused_groups_fp_rerun"] += 1
+        return False
     cpu.STATS["fused_groups_run"] += 1
     for k, o in zip(out_idx, outs):
         members[k].value = o
