@@ -22,7 +22,7 @@ def evaluate(*arrays):
 
 def stats() -> dict:
     """Counters: ops recorded, flushes, nodes executed, fallbacks with their call sites."""
-    out = {"ops_recorded": graph.n_recorded}
+    out = {"ops_recorded": graph._state.n_recorded}
     out.update(graph.STATS)
     from .kernels import cpu, pool, tree
     out.update(cpu.STATS)
@@ -36,7 +36,7 @@ def reset_stats() -> None:
     """Zero every counter of :func:`stats`."""
     for k in graph.STATS:
         graph.STATS[k] = 0
-    graph.n_recorded = 0
+    graph._state.n_recorded = 0
     from .kernels import cpu, pool, tree
     for d in (cpu.STATS, pool.STATS, tree.STATS):
         for k in d:

@@ -18,3 +18,7 @@ BULK_BYTES = int(os.environ.get("LAZYNP_BULK_BYTES", str(1 << 20)))
 
 #: Fuse elementwise groups into Numba kernels (``LAZYNP_FUSION=0`` runs NumPy per op).
 FUSION = os.environ.get("LAZYNP_FUSION", "1") not in ("0", "false", "False")
+
+#: ``LAZYNP_PURE_PYTHON=1`` runs the pure Python recorder even when the C one
+#: (``lazynp._speedups``) is built.
+PURE_PYTHON = os.environ.get("LAZYNP_PURE_PYTHON", "0") not in ("", "0", "false", "False")

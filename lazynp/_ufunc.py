@@ -61,12 +61,16 @@ class ufunc:
         self.identity = np_ufunc.identity
         self.signature = np_ufunc.signature
         self._dtypes = {}
+        # the C call path (lazynp._speedups) of one-input, one-output ufuncs
+        self._c = graph.speedups.UfuncInfo(self._op, np_ufunc, self._dtypes, ew.result_dtypes) \
+            if graph.speedups is not None and self._op is not None and self.nin == 1 and \
+            self.nout == 1 else None
 
     def __repr__(self) -> str:
         return f"<lazynp ufunc '{self.__name__}'>"
 
     # --- elementwise call ----------------------------------------------------------------
-    def __call__(self, *args, **kwargs):
+    def _call_py(self, *args, **kwargs):
         if kwargs or len(args) != self.nin or self._op is None or self.nout != 1:
             return self._call(*args, **kwargs)
         # fast path (plain call, one output): a few microseconds per recorded op
@@ -115,6 +119,8 @@ class ufunc:
         return ndarray._from_node(graph.record(self._op, tuple(ops), None, shape, dt),
                                   shape == ())
 
+    __call__ = _call_py if graph.speedups is None else graph.speedups.ufunc_call
+
     def _scalars_only(self, args):
         """Only Python scalars: NumPy's own conversion rules (huge ints become uint64 or
         object), computed at once like NumPy does."""
@@ -124,7 +130,12 @@ class ufunc:
     def dunder(self, reflected: bool, sequence_aware: bool):
         """The ``ndarray`` dunder for this ufunc: ``a (op) b``, or ``b (op) a`` when
         ``reflected``.  The hot path of eager code, so what it uses are closure locals.
-        ``sequence_aware``: a lazy scalar leaves ``list * n`` to Python, like a NumPy int."""
+        ``sequence_aware``: a lazy scalar leaves ``list * n`` to Python, like a NumPy int.
+        The C version (``lazynp._speedups``) is used when it is built."""
+        if graph.speedups is not None:
+            return graph.speedups.binary_dunder(self, reflected, sequence_aware,
+                                                ew.result_dtypes, ew.check_python_int,
+                                                broadcast_shapes, np.power)
         np_uf = self._np
         op = self._op
         dtypes = self._dtypes

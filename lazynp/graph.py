@@ -153,9 +153,23 @@ def leaf(value: np.ndarray, exported: bool = False) -> Node:
 _lock = threading.RLock()
 _book_lock = threading.Lock()     # nuse/rem bookkeeping from engine worker threads
 _pending_vars: list = []          # weakrefs to Vars that got a pending head since last flush
-_pending_count = 0
-n_recorded = 0
-_max_pending = _config.MAX_PENDING_NODES
+
+
+class RecordState:
+    """Counters shared by the recorder and the flushes."""
+
+    __slots__ = ("pending_count", "n_recorded", "generation", "max_pending")
+
+    def __init__(self):
+        self.pending_count = 0          # nodes recorded since the last flush
+        self.n_recorded = 0             # nodes recorded in total (lazynp.stats)
+        #: bumped when a flush computes a node that pending nodes still read: their tree
+        #: structures (kernels/tree.py), recorded while it was pending, are then stale
+        self.generation = 0
+        self.max_pending = _config.MAX_PENDING_NODES    # a bound flush runs past this
+
+
+_state = RecordState()
 _DEFAULT_EXT = _extobj_var.get()
 
 
@@ -171,7 +185,6 @@ STATS = { "flushes": 0, "nodes_executed": 0, "bound_flushes": 0,
 
 def record(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> Node:
     """Add a node to the pending graph (no work runs) and return it."""
-    global _pending_count, n_recorded
     n = Node(op, args, params, shape, dtype)
     f = _getframe(1)
     while f is not None:
@@ -190,7 +203,7 @@ def record(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> Nod
         key = [op]
         ins = kf = ki = ()
         size = 1
-        gen = _generation
+        gen = _state.generation
         ok = True
         for a in args:
             t = type(a)
@@ -242,9 +255,10 @@ def record(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> Nod
         for a in args:
             if type(a) is Node:
                 a.nuse += 1
-    _pending_count += 1
-    n_recorded += 1
-    if _pending_count >= _max_pending:
+    st = _state
+    st.pending_count += 1
+    st.n_recorded += 1
+    if st.pending_count >= st.max_pending:
         _bound_flush()
     return n
 
@@ -252,10 +266,6 @@ def record(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> Nod
 _in_package: dict = {}     # code object -> defined inside lazynp (skipped for error sites)
 _MAX_TREE = _tree.MAX_TREE
 _tree_ids = _tree.structure_ids
-
-#: bumped when a flush computes a node that pending nodes still read: their tree structures
-#: (kernels/tree.py), recorded while it was pending, are then stale
-_generation = 0
 
 
 def view_node(base: Node, offset: int, shape: tuple, strides: tuple, dtype) -> Node:
@@ -277,11 +287,12 @@ def _bound_flush() -> None:
         except BaseException:
             pass        # raised again when that array itself is read
     _last_bound = flush_live()
+    if not _last_bound:
+        _state.pending_count = 0      # nothing pending is alive: start counting afresh
 
 
 def _live_pending_heads() -> list:
     """Pending heads of live Vars (each once); drops dead or computed entries from the list."""
-    global _pending_vars
     keep = []
     heads = []
     for r in _pending_vars:
@@ -289,7 +300,7 @@ def _live_pending_heads() -> list:
         if v is not None and v.head.state == PENDING:
             keep.append(r)
             heads.append(v.head)
-    _pending_vars = keep
+    _pending_vars[:] = keep       # in place: the C recorder appends to this same list
     return heads
 
 
@@ -375,11 +386,10 @@ class _Plan:
         for t in targets:
             if t.fl == epoch:
                 t.needed = True
-        global _generation
         for n in order:
             if n.nuse > n.uses:
                 n.needed = True
-                _generation += 1      # pending readers recorded n inside their trees
+                _state.generation += 1    # pending readers recorded n inside their trees
             elif n.exported:
                 n.needed = True
         for n in order:  # a view that outlives the flush keeps its base buffer alive
@@ -502,9 +512,8 @@ def flush(targets, wait: bool = True) -> None:
 def _flush_tree(t: Node) -> bool:
     """The small-flush fast path: compute ``t`` with its cached tree kernel (kernels/tree.py)
     in the calling thread.  False when the ordinary flush must run instead."""
-    global _pending_count, _generation
     fx = t.fx
-    if t.state != PENDING or fx[5] != _generation or keep_graph or \
+    if t.state != PENDING or fx[5] != _state.generation or keep_graph or \
             _prod(t.shape) >= 4 * _MIN_FUSED_WORK:      # (the fusion pass takes larger flushes)
         return False
     for x in fx[1]:
@@ -517,19 +526,18 @@ def _flush_tree(t: Node) -> bool:
         if not _tree.run(t, PENDING):
             return False
         if t.nuse:
-            _generation += 1        # pending readers of t recorded it as part of their trees
+            _state.generation += 1  # pending readers of t recorded it as part of their trees
         t.state = DONE
         t.args = ()
         t.fx = None
-        _pending_count = 0
+        _state.pending_count = 0
         STATS["flushes"] += 1
         STATS["nodes_executed"] += fx[4]
     return True
 
 
 def _schedule(plan: _Plan) -> None:
-    global _pending_count
-    _pending_count = 0
+    _state.pending_count = 0
     order = plan.order
     eng = engine.get_engine()
     work = []          # (node, inplace)
@@ -555,8 +563,10 @@ def _schedule(plan: _Plan) -> None:
     STATS["nodes_executed"] += len(work)
     # Small arrays stay on the NumPy path: below about 8k elements a NumPy call is cheaper
     # than the fusion pass and kernel launch it would replace (measured: benchmarks/overhead.py)
-    items = _fusion.fuse(work, Node) if _config.FUSION and \
-        max_elems >= 4 * _MIN_FUSED_WORK else work
+    # -- unless the flush is long: a loop's bound flush of 2,000 ops on 1,000 elements runs
+    # as ~20 kernels instead of 2,000 engine ops
+    items = _fusion.fuse(work, Node) if _config.FUSION and (
+        max_elems >= 4 * _MIN_FUSED_WORK or nbytes >= 64 * 8 * _MIN_FUSED_WORK) else work
     if nbytes <= _config.BULK_BYTES or eng.num_workers <= 1:
         _push_bulk(eng, plan, items)
     else:
@@ -784,3 +794,33 @@ def _prod(shape) -> int:
     for s in shape:
         p *= s
     return p
+
+
+# --- the C recorder ---------------------------------------------------------------------------
+
+def _load_speedups():
+    """``lazynp._speedups`` (the C Node, Var and record) unless it is not built or
+    ``LAZYNP_PURE_PYTHON`` is set; the pure Python definitions above are then used."""
+    if _config.PURE_PYTHON:
+        return None
+    try:
+        from . import _speedups
+    except ImportError:
+        return None
+    _speedups.configure(
+        bound_flush=_bound_flush, extobj_var=_extobj_var, default_ext=_DEFAULT_EXT,
+        pkg=_PKG, tree_ids=_tree_ids,
+        tree_structure=_tree.structure, merge_inputs=_tree.merge_inputs, max_tree=_MAX_TREE,
+        graph_dict=globals(), max_pending=_state.max_pending)
+    return _speedups
+
+
+speedups = _load_speedups()
+py_record = record          # the pure Python recorder (tests compare the C one against it)
+if speedups is not None:
+    Node = speedups.Node
+    Var = speedups.Var
+    record = speedups.record
+    _state = speedups.state
+    _pending_vars = speedups.pending_vars
+    _live_pending_heads = speedups.live_pending_heads

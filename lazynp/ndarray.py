@@ -384,3 +384,7 @@ def _install_methods():
     """Methods and dunders that delegate to the namespace (defined in _methods)."""
     from . import _methods
     _methods.install(ndarray)
+
+
+if graph.speedups is not None:
+    graph.speedups.configure_array(ndarray)

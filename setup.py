@@ -1,0 +1,15 @@
+"""Builds the optional C recorder (lazynp/_speedups.pyx); everything else is in pyproject.toml.
+
+Without a C compiler the extension is skipped and lazynp runs its pure Python recorder.
+"""
+from setuptools import Extension, setup
+
+try:
+    from Cython.Build import cythonize
+    extensions = cythonize([Extension("lazynp._speedups", ["lazynp/_speedups.pyx"],
+                                      optional=True)],
+                           compiler_directives={"language_level": 3})
+except ImportError:         # no Cython: pure Python recorder
+    extensions = []
+
+setup(ext_modules=extensions)

@@ -1,0 +1,123 @@
+"""The C recorder (``lazynp._speedups``) against the pure Python one it replaces.
+
+``graph.py`` and ``_ufunc.py`` hold the reference implementations of Node, Var, ``record``,
+the binary dunders and the one-input ufunc call; ``_speedups.pyx`` does the same in C.
+These tests check that the two record identical graphs (uses, tree-kernel structures, error
+sites), and run part of the suite with ``LAZYNP_PURE_PYTHON=1`` so the fallback stays tested.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+import numpy
+import pytest
+
+import lazynp
+from lazynp import graph
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_extension_is_built_where_a_compiler_exists():
+    """``pip install`` builds the C recorder when it can; lazynp then uses it."""
+    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if os.environ.get("LAZYNP_PURE_PYTHON") not in (None, "", "0"):
+        assert graph.speedups is None
+    elif shutil.which(cc):
+        assert graph.speedups is not None, "lazynp._speedups was not built (see setup.py)"
+        assert graph.Node is graph.speedups.Node and graph.record is graph.speedups.record
+
+
+def _programs(np, a, b, c):
+    """Expressions covering the recorder's cases: chains, repeated and shared inputs, Python
+    int and float constants, large ints, broadcasting, views, a reduction, a write."""
+    out = []
+    x = a * 1.5 + b
+    x = np.sin(x) - x * 2
+    out.append(x * x + 3)
+    out.append((a + a) * (b - 300) + 7)
+    out.append(np.exp(a[1:] - a[:-1]))
+    out.append(a + c)                           # (4,) + (3, 4): broadcast
+    s = np.sum(a * b)
+    out.append(s * 2.0)
+    y = b * 1.0
+    y[1] = 5.0
+    out.append(y / 4)
+    out.append(-a ** 2 + (2 ** a))
+    return out
+
+
+def _recorded(recorder):
+    """Record the programs with ``recorder`` as graph.record; the result nodes."""
+    saved = graph.record
+    graph.record = recorder
+    try:
+        rng = numpy.random.default_rng(5)
+        a, b = (lazynp.evaluate(lazynp.asarray(rng.random(4))) for _ in range(2))
+        c = lazynp.evaluate(lazynp.asarray(rng.random((3, 4))))
+        return [r._node() for r in _programs(lazynp, a, b, c)], (a, b, c)
+    finally:
+        graph.record = saved
+
+
+def _describe(node, seen: dict) -> tuple:
+    """A node's recorded graph, with nodes numbered by first visit (not by identity)."""
+    if id(node) in seen:
+        return ("ref", seen[id(node)])
+    seen[id(node)] = len(seen)
+    args = tuple(_describe(x, seen) if type(x) is graph.Node else ("const", type(x).__name__, x)
+                 for x in node.args)
+    fx = node.fx
+    if fx is not None:
+        fx = (fx[0], tuple(seen.get(id(i), "in") for i in fx[1]), fx[2], fx[3], fx[4])
+    site = node.site
+    line = None if site is None else lazynp._site.line_of(*site)
+    return (node.op.name, node.shape, str(node.dtype), node.nuse, fx, line, args,
+            node.ext is None)
+
+
+def test_c_and_python_recorders_record_the_same_graph():
+    if graph.speedups is None:      # the pure Python recorder is the one in use
+        assert graph.record is graph.py_record
+        return
+    c_nodes, _ = _recorded(graph.speedups.record)
+    py_nodes, _ = _recorded(graph.py_record)
+    for k, (cn, pn) in enumerate(zip(c_nodes, py_nodes)):
+        assert _describe(cn, {}) == _describe(pn, {}), f"program {k}"
+    assert any(n.fx is not None for n in c_nodes), "no tree structure was recorded"
+
+
+def test_dunders_and_ufunc_calls_match_numpy_and_keep_error_sites():
+    rng = numpy.random.default_rng(6)
+    A = rng.random(5)
+    a = lazynp.asarray(A)
+    got = [numpy.asarray(v) for v in (a * 2, 2 * a, a - 1, 1 - a, a / 3, 3 / a, a ** 2,
+                                      2 ** a, a * True, a + 1j, lazynp.exp(a), lazynp.tanh(a),
+                                      lazynp.sqrt(a, out=lazynp.empty(5)))]
+    want = [A * 2, 2 * A, A - 1, 1 - A, A / 3, 3 / A, A ** 2, 2 ** A, A * True, A + 1j,
+            numpy.exp(A), numpy.tanh(A), numpy.sqrt(A)]
+    for g, w in zip(got, want):
+        numpy.testing.assert_array_equal(g, w, strict=True)
+    with pytest.raises(ValueError, match="Integers to negative integer powers"):
+        lazynp.arange(3) ** -1
+    with pytest.raises(ValueError, match="could not be broadcast"):
+        a + lazynp.ones(3)
+    two = lazynp.sum(lazynp.asarray([1, 1]))           # a lazy 0-d integer
+    assert [1, 2] * two == [1, 2, 1, 2]                # repeats a list, like a NumPy int
+    node = (a * 2)._node()
+    assert lazynp._site.line_of(*node.site) is not None
+
+
+def test_pure_python_recorder_runs_the_core_tests():
+    """The fallback recorder (no C compiler, or LAZYNP_PURE_PYTHON=1) on part of the suite."""
+    env = dict(os.environ, LAZYNP_PURE_PYTHON="1")
+    tests = ["tests/test_tree_kernels.py", "tests/test_views_mutation.py",
+             "tests/test_errors.py", "tests/test_speedups.py", "tests/programs"]
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                          "-k", "not pure_python_recorder", *tests],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
