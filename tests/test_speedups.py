@@ -96,12 +96,14 @@ def test_dunders_and_ufunc_calls_match_numpy_and_keep_error_sites():
     A = rng.random(5)
     a = lazynp.asarray(A)
     got = [numpy.asarray(v) for v in (a * 2, 2 * a, a - 1, 1 - a, a / 3, 3 / a, a ** 2,
-                                      2 ** a, a * True, a + 1j, lazynp.exp(a), lazynp.tanh(a),
-                                      lazynp.sqrt(a, out=lazynp.empty(5)))]
-    want = [A * 2, 2 * A, A - 1, 1 - A, A / 3, 3 / A, A ** 2, 2 ** A, A * True, A + 1j,
-            numpy.exp(A), numpy.tanh(A), numpy.sqrt(A)]
+                                      a * True, a + 1j, lazynp.sqrt(a, out=lazynp.empty(5)))]
+    want = [A * 2, 2 * A, A - 1, 1 - A, A / 3, 3 / A, A ** 2, A * True, A + 1j, numpy.sqrt(A)]
     for g, w in zip(got, want):
         numpy.testing.assert_array_equal(g, w, strict=True)
+    # transcendental functions in a kernel: libm, within an ulp or two of NumPy (README)
+    for g, w in ((2 ** a, 2 ** A), (lazynp.exp(a), numpy.exp(A)), (lazynp.tanh(a), numpy.tanh(A))):
+        assert numpy.asarray(g).dtype == w.dtype
+        numpy.testing.assert_allclose(numpy.asarray(g), w, rtol=4e-16, atol=0)
     with pytest.raises(ValueError, match="Integers to negative integer powers"):
         lazynp.arange(3) ** -1
     with pytest.raises(ValueError, match="could not be broadcast"):
