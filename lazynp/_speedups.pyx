@@ -209,8 +209,9 @@ def configure_array(cls):
     _slot_scalar = cls.__dict__["_scalar"]
 
 
-cdef void _tree(Node n, op, args, shape):
-    """Count uses and build ``n``'s tree-kernel structure (graph.record, kernels/tree.py)."""
+cdef Py_ssize_t _tree(Node n, op, args, shape, bint count_uses) except -1:
+    """Set ``n``'s tree-kernel structure; with ``count_uses`` count its arguments' uses; the
+    tree's size, 0 when none (graph._tree_structure)."""
     cdef list key = [op]
     cdef tuple ins = (), kf = (), ki = ()
     cdef Py_ssize_t size = 1, gen = state.generation, k
@@ -220,7 +221,8 @@ cdef void _tree(Node n, op, args, shape):
         t = type(a)
         if t is Node:
             an = <Node>a
-            an.nuse += 1
+            if count_uses:
+                an.nuse += 1
             if not ok:
                 continue
             if an.shape != shape:
@@ -253,7 +255,9 @@ cdef void _tree(Node n, op, args, shape):
             ki += (a,)
         else:
             ok = False
-    if ok and size <= _max_tree and ins:
+    if not ok or not ins:
+        return 0
+    if size <= _max_tree:
         tkey = tuple(key)
         sid = _tree_ids.get(tkey, -1)
         if sid == -1:
@@ -266,6 +270,7 @@ cdef void _tree(Node n, op, args, shape):
             n.fx_ki = ki
             n.fx_size = size
             n.fx_gen = gen
+    return size
 
 
 cdef dict _tree_ops = {}     # op -> an elementwise ufunc op (kernels/tree.py structures)
@@ -287,7 +292,14 @@ cpdef Node record(op, args, params, shape, dtype):
         n.site_code = code
     ext = get_value(_extobj_var)
     if ext is _default_ext and params is None and _is_tree_op(op):
-        _tree(n, op, args, shape)
+        if _tree(n, op, args, shape, True) > _max_tree and not _graph_dict["keep_graph"]:
+            # a chain grown past a tree kernel's size: compute its pending arguments now
+            # (each one tree kernel), and start a new tree on their values
+            flush = _graph_dict["flush"]
+            for a in args:
+                if type(a) is Node and (<Node>a).state == PENDING and (<Node>a).has_fx:
+                    flush([a])
+            _tree(n, op, args, shape, False)
     else:
         if ext is not _default_ext:
             n.ext = ext     # the user's np.errstate at the recording line applies when it runs

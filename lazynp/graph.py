@@ -199,56 +199,13 @@ def record(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> Nod
     ext = _extobj_var.get()
     if ext is _DEFAULT_EXT and params is None and op.ufunc is not None and \
             op.kind == "elementwise":
-        # count uses and build the tree structure (kernels/tree.py) in one pass
-        key = [op]
-        ins = kf = ki = ()
-        size = 1
-        gen = _state.generation
-        ok = True
-        for a in args:
-            t = type(a)
-            if t is Node:
-                a.nuse += 1
-                if not ok:
-                    continue
-                if a.shape != shape:
-                    ok = False
-                elif a.state == PENDING:
-                    fx = a.fx
-                    if fx is None:
-                        ok = False
-                        continue
-                    if ins:
-                        ins, remap = _tree.merge_inputs(ins, fx[1])
-                        key.append(("t", fx[0], remap))
-                    else:
-                        key.append(fx[0])
-                        ins = fx[1]
-                    kf += fx[2]
-                    ki += fx[3]
-                    size += fx[4]
-                    if fx[5] < gen:
-                        gen = fx[5]
-                elif a in ins:
-                    key.append(~ins.index(a))        # an input already used (negative)
-                else:
-                    key.append(a.dtype)
-                    ins += (a,)
-            elif t is float:
-                key.append(float)
-                kf += (a,)
-            elif t is int and 0 <= a <= 127:
-                key.append(int)
-                ki += (a,)
-            else:
-                ok = False
-        if ok and size <= _MAX_TREE and ins:
-            key = tuple(key)
-            sid = _tree_ids.get(key, -1)
-            if sid == -1:
-                sid = _tree.structure(key, n)
-            if sid is not None:
-                n.fx = (sid, ins, kf, ki, size, gen)
+        if _tree_structure(n, op, args, shape, True) > _MAX_TREE and not keep_graph:
+            # a chain grown past a tree kernel's size: compute its pending arguments now
+            # (each one tree kernel), and start a new tree on their values
+            for a in args:
+                if type(a) is Node and a.state == PENDING and a.fx is not None:
+                    flush([a])
+            _tree_structure(n, op, args, shape, False)
     else:
         if ext is not _DEFAULT_EXT:
             n.ext = ext     # the user's np.errstate at the recording line applies when it runs
@@ -261,6 +218,66 @@ def record(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> Nod
     if st.pending_count >= st.max_pending:
         _bound_flush()
     return n
+
+
+def _tree_structure(n: Node, op: Op, args: tuple, shape: tuple, count_uses: bool) -> int:
+    """Set ``n.fx``, its tree-kernel structure (kernels/tree.py), when ``n`` and its pending
+    arguments form a tree of at most ``MAX_TREE`` same-shape elementwise nodes; with
+    ``count_uses`` also count the uses of its arguments.  Returns the tree's size (0 when
+    ``n`` cannot be a tree kernel)."""
+    key = [op]
+    ins = kf = ki = ()
+    size = 1
+    gen = _state.generation
+    ok = True
+    for a in args:
+        t = type(a)
+        if t is Node:
+            if count_uses:
+                a.nuse += 1
+            if not ok:
+                continue
+            if a.shape != shape:
+                ok = False
+            elif a.state == PENDING:
+                fx = a.fx
+                if fx is None:
+                    ok = False
+                    continue
+                if ins:
+                    ins, remap = _tree.merge_inputs(ins, fx[1])
+                    key.append(("t", fx[0], remap))
+                else:
+                    key.append(fx[0])
+                    ins = fx[1]
+                kf += fx[2]
+                ki += fx[3]
+                size += fx[4]
+                if fx[5] < gen:
+                    gen = fx[5]
+            elif a in ins:
+                key.append(~ins.index(a))        # an input already used (negative)
+            else:
+                key.append(a.dtype)
+                ins += (a,)
+        elif t is float:
+            key.append(float)
+            kf += (a,)
+        elif t is int and 0 <= a <= 127:
+            key.append(int)
+            ki += (a,)
+        else:
+            ok = False
+    if not ok or not ins:
+        return 0
+    if size <= _MAX_TREE:
+        key = tuple(key)
+        sid = _tree_ids.get(key, -1)
+        if sid == -1:
+            sid = _tree.structure(key, n)
+        if sid is not None:
+            n.fx = (sid, ins, kf, ki, size, gen)
+    return size
 
 
 _in_package: dict = {}     # code object -> defined inside lazynp (skipped for error sites)
@@ -287,8 +304,7 @@ def _bound_flush() -> None:
         except BaseException:
             pass        # raised again when that array itself is read
     _last_bound = flush_live()
-    if not _last_bound:
-        _state.pending_count = 0      # nothing pending is alive: start counting afresh
+    _state.pending_count = 0      # every live pending head is flushed: start counting afresh
 
 
 def _live_pending_heads() -> list:
@@ -530,14 +546,16 @@ def _flush_tree(t: Node) -> bool:
         t.state = DONE
         t.args = ()
         t.fx = None
-        _state.pending_count = 0
+        # (other pending nodes, outside this tree, still count towards the bound flush)
+        _state.pending_count = max(0, _state.pending_count - fx[4])
         STATS["flushes"] += 1
         STATS["nodes_executed"] += fx[4]
     return True
 
 
 def _schedule(plan: _Plan) -> None:
-    _state.pending_count = 0
+    # (pending nodes outside this flush still count towards the bound flush)
+    _state.pending_count = max(0, _state.pending_count - len(plan.order))
     order = plan.order
     eng = engine.get_engine()
     work = []          # (node, inplace)

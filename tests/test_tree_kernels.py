@@ -179,3 +179,37 @@ def test_random_expressions_do_take_the_tree_path():
     got, runs = run_twice(lambda np, a, b: np.maximum(a * b - 0.5, -(b * b)) + a, a, b)
     assert runs == 1
     numpy.testing.assert_array_equal(got, numpy.maximum(a * b - 0.5, -(b * b)) + a)
+
+
+def test_long_chain_runs_as_successive_tree_kernels():
+    """A loop's chain grown past one tree kernel (MAX_TREE nodes) is computed tree by tree
+    while it is recorded, so no node piles up; intermediates the user holds keep their
+    values (their trees then take the ordinary flush)."""
+    from lazynp import graph
+    from lazynp.kernels import tree
+
+    def loop(np, a, n, hold_every=0):
+        x = a
+        held = []
+        for i in range(n):
+            x = x * 0.999 + 0.001
+            if hold_every and i % hold_every == 0:
+                held.append(x)
+        return x, held
+
+    n = 3 * tree.MAX_TREE
+    rng = numpy.random.default_rng(9)
+    a = rng.random(64)
+    loop(lazynp, lazynp.asarray(a), n)          # compiles the tree kernels
+    cpu.wait_compiles()
+    before = lazynp.stats()["tree_kernels_run"]
+    x, _ = loop(lazynp, lazynp.asarray(a), n)
+    assert lazynp.stats()["tree_kernels_run"] - before >= 2, "the chain was not cut into trees"
+    assert graph._state.pending_count <= 2 * tree.MAX_TREE
+    want_x, want_held = loop(numpy, a, n, 97)
+    numpy.testing.assert_allclose(numpy.asarray(x), want_x, rtol=1e-13)
+    x, held = loop(lazynp, lazynp.asarray(a), n, 97)
+    numpy.testing.assert_allclose(numpy.asarray(x), want_x, rtol=1e-13)
+    assert len(held) == len(want_held)
+    for h, w in zip(held, want_held):
+        numpy.testing.assert_allclose(numpy.asarray(h), w, rtol=1e-13)
