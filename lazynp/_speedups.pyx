@@ -9,7 +9,6 @@ compiler is available; without it (or with ``LAZYNP_PURE_PYTHON=1``) lazynp runs
 Python versions in ``graph.py`` and ``_ufunc.py``, which are the reference for what follows
 and are tested against it.
 """
-cimport cython
 from cpython.contextvars cimport get_value
 from cpython.weakref cimport PyWeakref_NewRef
 
@@ -147,10 +146,8 @@ cdef inline void _init_node(Node n, op, args, params, shape, dtype):
     n.needed = False
 
 
-@cython.no_gc
 cdef class Var:
-    """A storage resource.  ``head`` is the node with its current contents.  (Not tracked
-    by the cyclic GC: it refers to a node and a NumPy array, never back to itself.)"""
+    """A storage resource.  ``head`` is the node with its current contents."""
 
     cdef public object head, shadow
     cdef object __weakref__
