@@ -342,33 +342,50 @@ cdef inline object _record_hooked(op, tuple args, shape, dt):
 
 
 cdef class UfuncInfo:
-    """What the C call path of a one-input lazy ufunc needs (``ufunc._c``)."""
+    """What the C call path of a lazy ufunc needs (``ufunc._c``): for one input, the op and
+    its dtype cache; for two, its dunders (``binary(a, b)`` and ``binary_r(b, a)``)."""
 
-    cdef object op, np_uf, dtypes, result_dtypes
+    cdef object op, np_uf, dtypes, result_dtypes, binary, binary_r
 
-    def __init__(self, op, np_uf, dtypes, result_dtypes):
+    def __init__(self, op, np_uf, dtypes, result_dtypes, binary=None, binary_r=None):
         self.op = op
         self.np_uf = np_uf
         self.dtypes = dtypes
         self.result_dtypes = result_dtypes
+        self.binary = binary
+        self.binary_r = binary_r
+
+
+cdef inline bint _py_scalar(t):
+    return t is float or t is int or t is bool or t is complex
 
 
 def ufunc_call(self, *args, **kwargs):
-    """``lazynp.ufunc.__call__``: ``np.exp(a)`` on one lazy array in C, everything else by
-    the Python method ``_call_py``."""
+    """``lazynp.ufunc.__call__``: ``np.exp(a)``, ``np.add(a, b)``, ``np.maximum(a, 0)`` on
+    lazy arrays and Python scalars in C; everything else by the Python method ``_call_py``."""
     info = self._c
-    if info is None or kwargs or len(args) != 1 or type(args[0]) is not _array_cls:
+    if info is None or kwargs:
         return self._call_py(*args, **kwargs)
     cdef UfuncInfo u = <UfuncInfo>info
-    a = args[0]
-    na = _node_of(a)
-    key = ((<Node>na).dtype,)
-    dt = u.dtypes.get(key)
-    if dt is None:
-        dt = u.result_dtypes(u.np_uf, key)[0]
-        u.dtypes[key] = dt
-    shape = (<Node>na).shape
-    return _new_array(_record_hooked(u.op, (na,), shape, dt), shape == ())
+    cdef Py_ssize_t nargs = len(args)
+    if nargs == 1 and u.binary is None and type(args[0]) is _array_cls:
+        na = _node_of(args[0])
+        key = ((<Node>na).dtype,)
+        dt = u.dtypes.get(key)
+        if dt is None:
+            dt = u.result_dtypes(u.np_uf, key)[0]
+            u.dtypes[key] = dt
+        shape = (<Node>na).shape
+        return _new_array(_record_hooked(u.op, (na,), shape, dt), shape == ())
+    if nargs == 2 and u.binary is not None:
+        a = args[0]
+        b = args[1]
+        if type(a) is _array_cls:
+            if type(b) is _array_cls or _py_scalar(type(b)):
+                return u.binary(a, b)
+        elif type(b) is _array_cls and _py_scalar(type(a)):
+            return u.binary_r(b, a)
+    return self._call_py(*args, **kwargs)
 
 
 def binary_dunder(uf, bint reflected, bint sequence_aware, result_dtypes, check_python_int,

@@ -61,10 +61,13 @@ class ufunc:
         self.identity = np_ufunc.identity
         self.signature = np_ufunc.signature
         self._dtypes = {}
-        # the C call path (lazynp._speedups) of one-input, one-output ufuncs
-        self._c = graph.speedups.UfuncInfo(self._op, np_ufunc, self._dtypes, ew.result_dtypes) \
-            if graph.speedups is not None and self._op is not None and self.nin == 1 and \
-            self.nout == 1 else None
+        self._c = None      # the C call path (lazynp._speedups) of one-output ufuncs
+        if graph.speedups is not None and self._op is not None and self.nout == 1 and \
+                self.nin in (1, 2):
+            dunders = (self.dunder(False, False), self.dunder(True, False)) \
+                if self.nin == 2 else ()
+            self._c = graph.speedups.UfuncInfo(self._op, np_ufunc, self._dtypes,
+                                               ew.result_dtypes, *dunders)
 
     def __repr__(self) -> str:
         return f"<lazynp ufunc '{self.__name__}'>"

@@ -48,6 +48,7 @@ def _programs(np, a, b, c):
     y[1] = 5.0
     out.append(y / 4)
     out.append(-a ** 2 + (2 ** a))
+    out.append(np.maximum(a * 2, 0.5) + np.subtract(1, b) * np.arctan2(a, b))
     return out
 
 
@@ -104,8 +105,13 @@ def test_dunders_and_ufunc_calls_match_numpy_and_keep_error_sites():
     for g, w in ((2 ** a, 2 ** A), (lazynp.exp(a), numpy.exp(A)), (lazynp.tanh(a), numpy.tanh(A))):
         assert numpy.asarray(g).dtype == w.dtype
         numpy.testing.assert_allclose(numpy.asarray(g), w, rtol=4e-16, atol=0)
-    with pytest.raises(ValueError, match="Integers to negative integer powers"):
-        lazynp.arange(3) ** -1
+    numpy.testing.assert_array_equal(numpy.asarray(lazynp.subtract(2, a)), 2 - A, strict=True)
+    numpy.testing.assert_array_equal(numpy.asarray(lazynp.less(0.5, a)), 0.5 < A, strict=True)
+    numpy.testing.assert_array_equal(numpy.asarray(lazynp.add(a, [1, 2, 3, 4, 5])),
+                                     A + [1, 2, 3, 4, 5], strict=True)
+    for bad in (lambda: lazynp.arange(3) ** -1, lambda: lazynp.power(lazynp.arange(3), -1)):
+        with pytest.raises(ValueError, match="Integers to negative integer powers"):
+            bad()
     with pytest.raises(ValueError, match="could not be broadcast"):
         a + lazynp.ones(3)
     two = lazynp.sum(lazynp.asarray([1, 1]))           # a lazy 0-d integer
