@@ -117,6 +117,9 @@ class ufunc:
             dt = ew.result_dtypes(self._np, keys)[0]
             self._dtypes[keys] = dt
         if has_int:
+            if self._np is np.power and type(args[1]) is int and args[1] < 0 and \
+                    isinstance(keys[0], np.dtype) and keys[0].kind in "iu":
+                raise ValueError("Integers to negative integer powers are not allowed.")
             ew.check_python_int(self._np, args, keys)
 
         return ndarray._from_node(graph.record(self._op, tuple(ops), None, shape, dt),
