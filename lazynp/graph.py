@@ -519,7 +519,7 @@ def flush(targets, wait: bool = True) -> None:
         if order:
             _mark_live_heads()
             STATS["flushes"] += 1
-            _schedule(_Plan(order, targets, _epoch))
+            _schedule(_Plan(order, targets, _epoch), wait)
     if wait:
         for t in targets:
             _wait(_root(t))
@@ -553,7 +553,8 @@ def _flush_tree(t: Node) -> bool:
     return True
 
 
-def _schedule(plan: _Plan) -> None:
+def _schedule(plan: _Plan, wait: bool = False) -> None:
+    """Hand the flush's work to the engine (``wait``: the caller waits for it next)."""
     # (pending nodes outside this flush still count towards the bound flush)
     _state.pending_count = max(0, _state.pending_count - len(plan.order))
     order = plan.order
@@ -588,7 +589,7 @@ def _schedule(plan: _Plan) -> None:
     # MXNet's bulk execution for flushes of small ops: handing an op of a few tens of KB to a
     # worker thread costs more than the op (demo programs: 64x64 stencil 51 -> 30 ms)
     if nbytes <= _config.BULK_BYTES * max(1, len(items) // 4) or eng.num_workers <= 1:
-        _push_bulk(eng, plan, items)
+        _push_bulk(eng, plan, items, wait)
     else:
         _push_each(eng, plan, items)
 
@@ -722,8 +723,11 @@ def _after_run(n: Node, epoch: int) -> None:
         n.args = ()   # detach: the graph behind a computed value can be freed
 
 
-def _push_bulk(eng, plan: _Plan, items) -> None:
-    """MXNet's bulk execution: one engine op runs the whole (small) flush in order."""
+def _push_bulk(eng, plan: _Plan, items, wait: bool = False) -> None:
+    """MXNet's bulk execution: one engine op runs the whole (small) flush in order.  When
+    the caller waits for it and the engine has nothing in flight, it runs here at once:
+    handing it to a worker thread and back costs ~40 us, more than a small flush's work.
+    (Safe: flushes push only under ``_lock``, held now, and nothing pushed is pending.)"""
     epoch = plan.epoch
     shared = eng.new_var()
     writes = [shared]
@@ -747,7 +751,10 @@ def _push_bulk(eng, plan: _Plan, items) -> None:
                         n.state = DONE
                         n.error = exc
 
-    eng.push(run_all, [r.evar for r in plan.external if r.evar is not None], writes)
+    if wait and eng.idle():
+        run_all()
+    else:
+        eng.push(run_all, [r.evar for r in plan.external if r.evar is not None], writes)
 
 
 def _pairs(item) -> list:

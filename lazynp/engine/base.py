@@ -21,6 +21,11 @@ class Engine(ABC):
     def num_workers(self) -> int:
         """Number of operations that can execute at the same time."""
 
+    def idle(self) -> bool:
+        """True when no pushed operation is waiting or running (a synchronous engine always
+        is): the caller may then run work inline instead of pushing it and waiting."""
+        return True
+
     def new_var(self) -> EngineVar:
         """Create a new var (a handle for one resource).
 

@@ -49,6 +49,9 @@ class ThreadedEngine(Engine):
     def __repr__(self) -> str:
         return f"ThreadedEngine(num_workers={self._num_workers})"
 
+    def idle(self) -> bool:
+        return not self._num_pending
+
     # -- public API --------------------------------------------------------
 
     def push(
