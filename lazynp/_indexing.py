@@ -185,8 +185,12 @@ def setitem(arr, index, value) -> None:
         target = arr._view_of(shadow)
         g = target._geom
         head = arr._var.head
-        if g[0] == 0 and g[1] == head.shape and g[3] == head.dtype and \
-                g[2] == _c_strides(head.shape, head.dtype):
+        whole = g[0] == 0 and g[1] == head.shape and g[3] == head.dtype and \
+            g[2] == _c_strides(head.shape, head.dtype)
+        if type(value) is ndarray and value._var is arr._var and \
+                (value._geom == g or value._geom is None and whole):
+            return      # the region onto itself (``u[a:b] += v`` ends so): nothing changes
+        if whole:
             target = ndarray._base_handle(arr._var)
         target._write(SETITEM, (val,), {"index": Ellipsis})
         return

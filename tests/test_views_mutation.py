@@ -74,6 +74,19 @@ def views_of_an_offset_view_follow_writes(np):
 
 
 @scenario
+def augmented_assignment_and_region_onto_itself(np):
+    """``u[a:b] += x`` ends with ``u[a:b] = <that view>``, which changes nothing."""
+    u = np.arange(30.0).reshape(5, 6)
+    for _ in range(3):
+        u[1:-1, 1:-1] += 0.5 * (u[2:, 1:-1] - u[:-2, 1:-1])
+    w = u[::2]
+    u[::2] = w
+    u[:] = u
+    u[1:3] = u[2:4]          # an overlapping, different region: a real copy
+    return u, w
+
+
+@scenario
 def slice_scalar_element_write(np):
     a = np.arange(10.0)
     v = a[2:8]
