@@ -117,9 +117,8 @@ class ufunc:
             dt = ew.result_dtypes(self._np, keys)[0]
             self._dtypes[keys] = dt
         if has_int:
-            if self._np is np.power and type(args[1]) is int and args[1] < 0 and \
-                    isinstance(keys[0], np.dtype) and keys[0].kind in "iu":
-                raise ValueError("Integers to negative integer powers are not allowed.")
+            if self._np is np.power:
+                ew.check_int_power(keys[0], args[1])
             ew.check_python_int(self._np, args, keys)
 
         return ndarray._from_node(graph.record(self._op, tuple(ops), None, shape, dt),
@@ -170,8 +169,8 @@ class ufunc:
             na = a._var.head if a._geom is None else a._node()
             ka = na.dtype
             if tb is int and not 0 <= b <= 127:
-                if is_power and b < 0 and ka.kind in "iu" and not reflected:
-                    raise ValueError("Integers to negative integer powers are not allowed.")
+                if is_power and not reflected:
+                    ew.check_int_power(ka, b)
                 check_python_int(np_uf, (b, a) if reflected else (a, b),
                                  (int, ka) if reflected else (ka, int))
             key = (kb, ka) if reflected else (ka, kb)

@@ -180,6 +180,14 @@ def _bounds(k: np.dtype):
     return b
 
 
+def check_int_power(base, exponent) -> None:
+    """NumPy's error, raised at the call, for an integer array (``base``: its dtype or a
+    Python type) to a negative Python int power."""
+    if type(exponent) is int and exponent < 0 and isinstance(base, np.dtype) and \
+            base.kind in "iu":
+        raise ValueError("Integers to negative integer powers are not allowed.")
+
+
 def check_python_int(ufunc, args, keys) -> None:
     """Raise NumPy's OverflowError for a Python int that does not fit the integer dtype it is
     converted to (the other operands' dtypes and the ufunc loop's input dtypes)."""

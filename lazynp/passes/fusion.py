@@ -9,6 +9,8 @@ max, min, any, all over any axes, keepdims) may close a group as its epilogue.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..kernels import exprs
@@ -79,7 +81,7 @@ def fusible(node) -> bool:
     if params is not None and op.name != "astype":
         return False
     if op.ufunc is not None and op.ufunc.nin == 1 and numpy_simd(op, node.dtype) and \
-            _size(node.shape) >= SIMD_MIN_SIZE:
+            math.prod(node.shape) >= SIMD_MIN_SIZE:
         return False
     ck = [op, node.dtype, params["dtype"] if params is not None else None]
     for a in node.args:
@@ -109,13 +111,6 @@ def fusible(node) -> bool:
             ok = False
         _fusible_cache[ck] = ok
     return ok
-
-
-def _size(shape: tuple) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 def _epilogue_ok(red, group: FusedGroup) -> bool:
