@@ -15,6 +15,7 @@ import hashlib
 import importlib.util
 import os
 import queue
+import re
 import sys
 import threading
 import time
@@ -78,11 +79,17 @@ def _fexp(x):
 
 
 _CHUNK = 65536
+#: a parallel loop over an array axis is split into at most this many chunks, each testing
+#: its thread's floating-point flags once (a test per row of a (200000, 2) array cost 10x
+#: the arithmetic)
+_FLAG_CHUNKS = 64
+
+_PRANGE_AXIS = re.compile(r"^(\s*)for (i\d+) in prange\((.+)\):$")
 
 
 def _with_fp_flags(body: list) -> list:
     """``body`` returning its floating-point exception flags (kernels/fpflags.py): tested
-    once per iteration of the parallel loop (each thread has its own flags), or once."""
+    once per chunk of the parallel loop (each thread has its own flags), or once."""
     par = next((i for i, line in enumerate(body) if "prange(" in line), None)
     if par is None:
         return ["    fp_clear()"] + body + ["    return fp_test()"]
@@ -91,7 +98,22 @@ def _with_fp_flags(body: list) -> list:
     end = par + 1
     while end < len(body) and len(body[end]) - len(body[end].lstrip()) >= len(pad):
         end += 1
-    return (["    bad = 0"] + body[:par + 1] + [pad + "fp_clear()"] + body[par + 1:end] +
+    inner = body[par + 1:end]
+    axis = _PRANGE_AXIS.match(line)
+    if axis is not None:
+        # ``for i0 in prange(n)`` -> chunks of consecutive indices (unsigned bounds: no
+        # negative-index wraparound code in the loop, so it still vectorizes)
+        lead, var, ext = axis.groups()
+        head = [f"{lead}ext_ = {ext}",
+                f"{lead}nch_ = min(ext_, {_FLAG_CHUNKS})",
+                f"{lead}for c_ in prange(nch_):",
+                f"{pad}lo_ = np.uint64(c_ * ext_ // nch_)",
+                f"{pad}hi_ = np.uint64((c_ + 1) * ext_ // nch_)",
+                f"{pad}fp_clear()",
+                f"{pad}for {var} in range(lo_, hi_):"]
+        return (["    bad = 0"] + body[:par] + head + ["    " + b for b in inner] +
+                [pad + "bad += fp_test()"] + body[end:] + ["    return bad"])
+    return (["    bad = 0"] + body[:par + 1] + [pad + "fp_clear()"] + inner +
             [pad + "bad += fp_test()"] + body[end:] + ["    return bad"])
 
 

@@ -119,8 +119,7 @@ def numpy_simd(op: Op, dtype: np.dtype) -> bool:
     hit = _simd_cache.get(key)
     if hit is None:
         hit = False
-        if op.name in SIMD_UNARY and dtype.kind == "f" and \
-                not (op.name == "exp" and dtype == np.float64):
+        if op.name in SIMD_UNARY and dtype.kind == "f":
             try:
                 from numpy.lib.introspect import opt_func_info
                 info = opt_func_info(func_name=f"^{op.name}$", signature=dtype.name)
