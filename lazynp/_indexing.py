@@ -67,19 +67,26 @@ _COPY_ELEMENT = register(Op("element", "index", lambda x: np.array(x, copy=True)
 SETITEM = register(Op("setitem", "write", _setitem_impl, inplace=(0,)))
 UFUNC_AT = register(Op("ufunc_at", "write", _ufunc_at_impl, inplace=(0,)))
 
-_BASIC_TYPES = (int, slice, type(None), type(Ellipsis))
 
 
 def _normalize_basic(index):
     """The index as a tuple of basic components, or None when it has advanced parts."""
     items = index if type(index) is tuple else (index,)
-    out = []
-    for it in items:
+    out = None              # built only when a component needs converting
+    for k, it in enumerate(items):
         t = type(it)
+        if t is int or t is type(None) or t is type(Ellipsis) or \
+                t is slice and not _lazy_slice(it):
+            if out is not None:
+                out.append(it)
+            continue
+        if out is None:
+            out = list(items[:k])
         if t is bool:
             return None
-        if t in _BASIC_TYPES:
-            out.append(it)
+        if t is slice:
+            out.append(slice(*(operator.index(x) if x is not None and type(x) is not int
+                               else x for x in (it.start, it.stop, it.step))))
         elif isinstance(it, np.integer):
             out.append(int(it))
         elif isinstance(it, ndarray):
@@ -89,14 +96,14 @@ def _normalize_basic(index):
                 return None
         else:
             return None
-    out = tuple(slice(*(operator.index(x) if x is not None and not isinstance(x, int)
-                        else x for x in (s.start, s.stop, s.step)))
-                if type(s) is slice and _lazy_slice(s) else s for s in out)
-    return out
+    return items if out is None else tuple(out)
 
 
 def _lazy_slice(s: slice) -> bool:
-    return any(x is not None and type(x) is not int for x in (s.start, s.stop, s.step))
+    """A slice with a bound that is not a Python int (NumPy integer, lazy 0-d array...)."""
+    a, b, c = s.start, s.stop, s.step
+    return a is not None and type(a) is not int or b is not None and type(b) is not int or \
+        c is not None and type(c) is not int
 
 
 def _basic_view_shadow(arr, idx: tuple):
@@ -170,6 +177,22 @@ def setitem(arr, index, value) -> None:
         # NumPy's conversion errors ("x" into an int array, NaN into int...) at this line
         probe = np.empty(np.shape(value), arr.dtype)
         probe[...] = value
+    basic = _normalize_basic(index)
+    if basic is not None:
+        shadow, _ = _basic_view_shadow(arr, basic)
+        target = arr._view_of(shadow)
+        g = target._geom
+        head = arr._var.head
+        whole = g[0] == 0 and g[1] == head.shape and g[3] == head.dtype and \
+            g[2] == _c_strides(head.shape, head.dtype)
+        if type(value) is ndarray and value._var is arr._var and \
+                (value._geom == g or value._geom is None and whole):
+            # the region onto itself (``u[a:b] += v`` ends so): nothing changes.  Checked
+            # before ``value`` becomes an operand, whose view node would count as a reader
+            # of the head and keep the next write from running in place
+            if not arr._get_shadow().flags.writeable:
+                raise ValueError("assignment destination is read-only")
+            return
     val = operand(value)
     vshape = val.shape if type(val) is Node else ()
     if type(val) is not Node:
@@ -178,18 +201,8 @@ def setitem(arr, index, value) -> None:
         np.empty((), arr.dtype)[()] = np.zeros((), val.dtype)  # NumPy's warning/error here
     if not arr._get_shadow().flags.writeable:
         raise ValueError("assignment destination is read-only")
-    basic = _normalize_basic(index)
     if basic is not None:
-        shadow, _ = _basic_view_shadow(arr, basic)
         _check_broadcast_assign(vshape, shadow.shape)
-        target = arr._view_of(shadow)
-        g = target._geom
-        head = arr._var.head
-        whole = g[0] == 0 and g[1] == head.shape and g[3] == head.dtype and \
-            g[2] == _c_strides(head.shape, head.dtype)
-        if type(value) is ndarray and value._var is arr._var and \
-                (value._geom == g or value._geom is None and whole):
-            return      # the region onto itself (``u[a:b] += v`` ends so): nothing changes
         if whole:
             target = ndarray._base_handle(arr._var)
         target._write(SETITEM, (val,), {"index": Ellipsis})

@@ -451,3 +451,26 @@ def live_pending_heads():
                 heads.append(h)
     pending_vars[:] = keep
     return heads
+
+
+# --- array addresses ----------------------------------------------------------------------------
+
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_STRIDES
+
+
+cdef Py_ssize_t _data_address(object a) except? -1:
+    cdef Py_buffer view
+    PyObject_GetBuffer(a, &view, PyBUF_STRIDES)
+    cdef Py_ssize_t address = <Py_ssize_t>view.buf
+    PyBuffer_Release(&view)
+    return address
+
+
+def data_offset(a, base):
+    """Byte offset of NumPy array ``a``'s data pointer from ``base``'s, read through the
+    buffer protocol (~0.1 us; ``__array_interface__`` builds a dict, ~2 us).  Dtypes NumPy
+    does not export as a buffer (datetime64...) are read through ``__array_interface__``."""
+    try:
+        return _data_address(a) - _data_address(base)
+    except (BufferError, ValueError, TypeError, NotImplementedError):
+        return a.__array_interface__["data"][0] - base.__array_interface__["data"][0]

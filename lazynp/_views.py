@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ndarray import ndarray
+from .ndarray import _data_offset, ndarray
 
 from . import graph
 
 
 def _in_shadow(var, sh: np.ndarray) -> bool:
     base = var.shadow
-    lo = base.__array_interface__["data"][0]
-    p = sh.__array_interface__["data"][0]
-    return lo <= p < lo + max(base.nbytes, 1) or sh.size == 0 and base.size == 0
+    off = _data_offset(sh, base)
+    return 0 <= off < max(base.nbytes, 1) or sh.size == 0 and base.size == 0
 
 
 def _views_shadow(sh: np.ndarray, shadow: np.ndarray) -> bool:

@@ -16,6 +16,7 @@ planning): they rewrite the node list between ``_collect`` and ``_schedule``.
 """
 from __future__ import annotations
 
+import math
 import threading
 import weakref
 from sys import _getframe
@@ -816,11 +817,7 @@ def evaluate_nodes(nodes) -> None:
     flush(list(nodes))
 
 
-def _prod(shape) -> int:
-    p = 1
-    for s in shape:
-        p *= s
-    return p
+_prod = math.prod
 
 
 # --- the C recorder ---------------------------------------------------------------------------

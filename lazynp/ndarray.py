@@ -16,7 +16,13 @@ import numpy as np
 from . import graph
 from .graph import Node, Var
 
-_IFACE = "__array_interface__"
+
+def _data_offset_py(a: np.ndarray, base: np.ndarray) -> int:
+    """Byte offset of ``a``'s data pointer from ``base``'s."""
+    return a.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+
+
+_data_offset = _data_offset_py if graph.speedups is None else graph.speedups.data_offset
 
 
 class ndarray:
@@ -49,9 +55,7 @@ class ndarray:
         v = object.__new__(ndarray)
         v._var = self._var
         if off is None:
-            base_shadow = self._var.shadow
-            off = shadow.__array_interface__["data"][0] - \
-                base_shadow.__array_interface__["data"][0]
+            off = _data_offset(shadow, self._var.shadow)
         v._shadow = shadow
         v._geom = (off, shadow.shape, shadow.strides, shadow.dtype)
         v._scalar = False
@@ -93,7 +97,7 @@ class ndarray:
     def _rebind_shadow(self, shadow: np.ndarray) -> None:
         if shadow.shape == self._var.head.shape and self._var.shadow is not None and \
                 shadow.strides == self._var.shadow.strides and shadow.dtype == self._var.head.dtype \
-                and shadow.__array_interface__["data"][0] == self._var.shadow.__array_interface__["data"][0]:
+                and _data_offset(shadow, self._var.shadow) == 0:
             self._shadow = None
             self._geom = None
             return

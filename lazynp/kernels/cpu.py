@@ -413,6 +413,7 @@ before_compile = None
 
 
 _signatures: dict = {}       # cheap type keys of the arguments -> Numba signature
+_ready_by_tkey: dict = {}    # (source, cheap type key) -> compiled dispatcher
 
 
 def _type_key(a):
@@ -432,6 +433,9 @@ def get_kernel(source: str, args, block: bool = False):
     """The compiled kernel for ``source`` and these argument types, or None when it is not
     ready yet (a background compile is queued) or cannot be compiled."""
     tkey = tuple(_type_key(a) for a in args)
+    disp = _ready_by_tkey.get((source, tkey))
+    if disp is not None:
+        return disp
     sig = _signatures.get(tkey)
     if sig is None:
         from numba import typeof
@@ -439,6 +443,8 @@ def get_kernel(source: str, args, block: bool = False):
     key = (source, sig)
     disp = _ready.get(key)
     if disp is not None:
+        # (hashing Numba types is slow: the next lookup uses the cheap key alone)
+        _ready_by_tkey[(source, tkey)] = disp
         return disp
     if key in _failed:
         return None
