@@ -919,14 +919,18 @@ def _warning_texts(fn):
     return out, sorted({str(w.message) for w in caught if w.category is RuntimeWarning})
 
 
+@pytest.mark.parametrize("rows", [600, 1200])      # serial and parallel kernels
 @pytest.mark.parametrize("case", ["flat", "2d rows", "sum(axis=0)", "sum(axis=1)", "sum()"])
-def test_large_kernels_warn_like_numpy(case):
+def test_large_kernels_warn_like_numpy(case, rows):
     """A kernel whose floating-point flags show a condition NumPy warns about is rerun on
-    NumPy: the values and the RuntimeWarnings are NumPy's."""
+    NumPy: the values and the RuntimeWarnings are NumPy's.  The flags are tested once per
+    chunk of a parallel loop: the bad values sit in the last rows (the last chunk)."""
+    from lazynp.kernels.fused import PARALLEL_MIN
+    assert (rows * 500 >= PARALLEL_MIN) == (rows == 1200)
     rng = numpy.random.default_rng(31)
-    x = rng.random((600, 500))
-    x[3, 4] = 1e200          # overflows in x * x
-    x[7, 9] = -1.0           # invalid in sqrt
+    x = rng.random((rows, 500))
+    x[-3, 4] = 1e200         # overflows in x * x
+    x[-7, 9] = -1.0          # invalid in sqrt
     lx = lazynp.asarray(x)
     fns = {"flat": lambda m, v: (v * v) * 3.0 + 1.0,
            "2d rows": lambda m, v: m.sqrt(v) * 2.0 + v[0],
@@ -941,6 +945,23 @@ def test_large_kernels_warn_like_numpy(case):
     assert stat("fused_groups_fp_rerun") > r0, "the kernel's flags did not send it to NumPy"
     assert lz_warnings == np_warnings
     assert_close(got, expected, case, rtol=1e-12)
+
+
+def test_square_of_a_large_array_is_numpys_bit_for_bit():
+    """``x ** 2`` in a kernel is ``x * x`` (NumPy's fast path for a scalar 2), not a libm
+    ``pow`` per element; the values are identical, also for float32 and int inputs."""
+    rng = numpy.random.default_rng(33)
+    for x in (rng.standard_normal((300, 200)), rng.standard_normal(70_000).astype("f4"),
+              rng.integers(-50, 50, 70_000)):
+        lx = lazynp.asarray(x)
+        r0 = stat("fused_groups_run")
+        got = numpy.asarray((lx ** 2.0 + lx ** 2) * 0.5)
+        assert_exact(got, (x ** 2.0 + x ** 2) * 0.5, f"square {x.dtype}")
+        if x.dtype.kind == "f":
+            assert stat("fused_groups_run") > r0
+    x = rng.standard_normal((200_000, 2))
+    got = numpy.asarray((lazynp.asarray(x) ** 2).sum(axis=1))
+    assert_close(got, (x ** 2).sum(axis=1), "row sums of squares", rtol=1e-15)
 
 
 def test_large_kernel_flags_follow_errstate():

@@ -1120,6 +1120,43 @@ def test_exported_numpy_value_aliasing():
     assert (exported == before).all() or (exported == 2.0).all()
 
 
+def test_slice_augmented_assignment_in_a_loop_runs_in_place():
+    """``u[1:-1, 1:-1] += ...`` ends with ``u[1:-1, 1:-1] = <that view>``, which records
+    nothing; nor may it leave a reader behind that keeps the next ``+=`` from writing in
+    place (a copy of the whole array per step)."""
+    from lazynp import graph
+
+    def steps(a, n):
+        for _ in range(n):
+            a[1:-1, 1:-1] += 0.2 * (a[2:, 1:-1] + a[:-2, 1:-1] - 2.0 * a[1:-1, 1:-1])
+
+    x = numpy.random.default_rng(4).random((64, 64))
+    u = lazynp.array(x)
+    steps(u, 1)
+    s0 = dict(graph.STATS)
+    steps(u, 20)
+    got = numpy.asarray(u)
+    assert graph.STATS["copy_on_write"] == s0["copy_on_write"]
+    assert graph.STATS["inplace_writes"] >= s0["inplace_writes"] + 20
+    steps(x, 21)
+    numpy.testing.assert_array_equal(got, x)
+
+
+def test_data_offsets_of_views_match_numpy_addresses():
+    import sys
+    nd = sys.modules["lazynp.ndarray"]
+    base = numpy.zeros((6, 8))
+    cases = [base[2:, 3:], base[::-1], base[:, ::-2], base.T, base[5, 7:], base[:0]]
+    for dt in ("M8[s]", ">f8", "c16", "U3"):
+        b = numpy.zeros(10, dt)
+        cases.append((b[3:], b))
+    for c in cases:
+        a, b = c if type(c) is tuple else (c, base)
+        assert nd._data_offset(a, b) == nd._data_offset_py(a, b)
+    # a view whose data pointer lies before its base's (a reversed view's start)
+    assert nd._data_offset(base, base[1:]) == -base.strides[0]
+
+
 # --- random sequences of operations (hypothesis) --------------------------------------------
 
 SHAPE = (4, 6)
