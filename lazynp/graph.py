@@ -582,11 +582,12 @@ def _schedule(plan: _Plan, wait: bool = False) -> None:
         work.append((n, inplace))
     STATS["nodes_executed"] += len(work)
     # Small arrays stay on the NumPy path: below about 8k elements a NumPy call is cheaper
-    # than the fusion pass and kernel launch it would replace (measured: benchmarks/overhead.py)
-    # -- unless the flush is long: a loop's bound flush of 2,000 ops on 1,000 elements runs
-    # as ~20 kernels instead of 2,000 engine ops
-    items = _fusion.fuse(work, Node) if _config.FUSION and (
-        max_elems >= 4 * _MIN_FUSED_WORK or nbytes >= 64 * 8 * _MIN_FUSED_WORK) else work
+    # than the fusion pass and kernel launch it would replace (measured: benchmarks/overhead.py;
+    # also for long flushes of small ops, which run in bulk: the demo's 64x64 stencil 37 ->
+    # 29 ms, its 400x8 logistic regression 45 -> 32 ms without the pass; long elementwise
+    # chains are cut into tree kernels while they are recorded)
+    items = _fusion.fuse(work, Node) if _config.FUSION and \
+        max_elems >= 4 * _MIN_FUSED_WORK else work
     # MXNet's bulk execution for flushes of small ops: handing an op of a few tens of KB to a
     # worker thread costs more than the op (demo programs: 64x64 stencil 51 -> 30 ms)
     if nbytes <= _config.BULK_BYTES * max(1, len(items) // 4) or eng.num_workers <= 1:
