@@ -5,6 +5,13 @@ import os
 import sys
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+#: how tracebacks name the C extension's source (Cython records it relative to the build)
+_C_SOURCE = "lazynp/_speedups.pyx"
+
+
+def in_package(filename: str) -> bool:
+    """True for a traceback/frame file name inside lazynp (its C extension included)."""
+    return filename.startswith(PACKAGE_DIR) or filename == _C_SOURCE
 
 
 def user_frame(depth: int = 1):

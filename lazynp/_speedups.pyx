@@ -474,3 +474,77 @@ def data_offset(a, base):
         return _data_address(a) - _data_address(base)
     except (BufferError, ValueError, TypeError, NotImplementedError):
         return a.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+
+
+# --- running a plain node (graph._run + graph._after_run) ---------------------------------------
+
+DEF DONE = 2
+
+cdef object _VIEW = None, _book_lock = None, _pool = None, _value_of = None
+cdef object _normalize = None, _node_failed = None, _ndarray_np = None
+
+
+def configure_executor(*, view, book_lock, pool, value_of, normalize, node_failed, ndarray):
+    """Hand the executor graph.py's objects (called once, when graph.py is imported)."""
+    global _VIEW, _book_lock, _pool, _value_of, _normalize, _node_failed, _ndarray_np
+    _VIEW = view
+    _book_lock = book_lock
+    _pool = pool
+    _value_of = value_of
+    _normalize = normalize
+    _node_failed = node_failed
+    _ndarray_np = ndarray
+
+
+def run_node(Node n, epoch):
+    """``graph._run(n, False)`` then ``graph._after_run(n, epoch)`` for a node that is not a
+    write and whose result is too small for a pooled buffer.  Returns False, having done
+    nothing, for any other node (the caller runs the Python path)."""
+    op = n.op
+    if op.kind == "write":
+        return False
+    cdef Py_ssize_t nbytes
+    if op.impl_out is not None:
+        nbytes = n.dtype.itemsize
+        for s in n.shape:
+            nbytes *= <Py_ssize_t>s
+        if nbytes >= <Py_ssize_t>_pool.MIN_BYTES:
+            return False
+    cdef Node a
+    vals = []
+    for x in n.args:
+        if type(x) is Node:
+            a = <Node>x
+            if a.op is not _VIEW and a.value is not None:
+                vals.append(a.value)
+            else:
+                vals.append(_value_of(a))
+        else:
+            vals.append(x)
+    params = n.params
+    try:
+        out = op.impl(*vals, **params) if params else op.impl(*vals)
+    except BaseException as exc:
+        _node_failed(n, exc)
+        raise
+    if type(out) is not _ndarray_np or out.dtype != n.dtype or out.shape != n.shape or \
+            out.base is not None or not out.flags.c_contiguous:
+        if not isinstance(out, tuple):
+            out = _normalize(out, n, vals)
+    n.value = out
+    n.state = DONE
+    cdef Node r
+    with _book_lock:
+        for x in n.args:
+            if type(x) is Node:
+                a = <Node>x
+                a.nuse -= 1
+                r = <Node>(a.args[0]) if a.op is _VIEW else a
+                if r.fl == epoch:
+                    r.rem -= 1
+                    if r.rem == 0 and not r.needed:
+                        r.value = None
+    if not _graph_dict["keep_graph"]:
+        n.params = None
+        n.args = ()
+    return True

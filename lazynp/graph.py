@@ -625,12 +625,12 @@ def _run_item(item, epoch: int) -> None:
 def _run_item_in_state(item, epoch: int) -> None:
     if type(item) is tuple:
         n, inplace = item
+        if not inplace and _run_node is not None and _run_node(n, epoch):
+            return      # (the C version of the lines below, for a plain node)
         try:
             _run(n, inplace)
         except BaseException as exc:
-            _add_site_note(exc, n)
-            n.error = exc
-            n.state = DONE
+            _node_failed(n, exc)
             raise
         _after_run(n, epoch)
         return
@@ -704,6 +704,12 @@ def _fail(items, exc) -> None:
             n.state = DONE
 
 
+def _node_failed(n: Node, exc: BaseException) -> None:
+    _add_site_note(exc, n)
+    n.error = exc
+    n.state = DONE
+
+
 def _add_site_note(exc: BaseException, node: Node) -> None:
     if node.site is not None and hasattr(exc, "add_note"):
         exc.add_note("lazynp: operation recorded at " + _site.format_site(node.site))
@@ -734,7 +740,7 @@ def _push_bulk(eng, plan: _Plan, items, wait: bool = False) -> None:
     shared = eng.new_var()
     writes = [shared]
     for it in items:
-        for n, inplace in _pairs(it):
+        for n, inplace in ((it,) if type(it) is tuple else _pairs(it)):
             if n.evar is None:
                 n.evar = shared
             elif inplace:
@@ -746,6 +752,11 @@ def _push_bulk(eng, plan: _Plan, items, wait: bool = False) -> None:
         # which would mark the shared var of every node in the bulk.
         for it in items:
             try:
+                if type(it) is tuple and not it[1] and _run_node is not None:
+                    n = it[0]     # a plain node in the current errstate: straight to C
+                    if _extobj_var.get() is (n.ext if n.ext is not None else _DEFAULT_EXT) \
+                            and _run_node(n, epoch):
+                        continue
                 _run_item(it, epoch)
             except BaseException as exc:
                 for n, _ in _pairs(it):
@@ -849,3 +860,9 @@ if speedups is not None:
     _state = speedups.state
     _pending_vars = speedups.pending_vars
     _live_pending_heads = speedups.live_pending_heads
+    speedups.configure_executor(view=VIEW, book_lock=_book_lock, pool=_pool, value_of=_value_of,
+                                normalize=_normalize, node_failed=_node_failed,
+                                ndarray=np.ndarray)
+    _run_node = speedups.run_node
+else:
+    _run_node = None

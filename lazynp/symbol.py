@@ -253,10 +253,10 @@ class _Tracing:
 
 def _user_line(exc: BaseException) -> str:
     """The innermost traceback frame outside lazynp (the user's line)."""
-    from ._site import PACKAGE_DIR
+    from ._site import in_package
     best = None
     for fs in traceback.extract_tb(exc.__traceback__):
-        if not fs.filename.startswith(PACKAGE_DIR) and "/numpy/" not in fs.filename:
+        if not in_package(fs.filename) and "/numpy/" not in fs.filename:
             best = fs
     if best is None:
         return "<unknown line>"
