@@ -586,7 +586,7 @@ def _schedule(plan: _Plan, wait: bool = False) -> None:
     # also for long flushes of small ops, which run in bulk: the demo's 64x64 stencil 37 ->
     # 29 ms, its 400x8 logistic regression 45 -> 32 ms without the pass; long elementwise
     # chains are cut into tree kernels while they are recorded)
-    items = _fusion.fuse(work, Node) if _config.FUSION and \
+    items = _small_groups_unfused(_fusion.fuse(work, Node)) if _config.FUSION and \
         max_elems >= 4 * _MIN_FUSED_WORK else work
     # MXNet's bulk execution for flushes of small ops: handing an op of a few tens of KB to a
     # worker thread costs more than the op (demo programs: 64x64 stencil 51 -> 30 ms)
@@ -594,6 +594,18 @@ def _schedule(plan: _Plan, wait: bool = False) -> None:
         _push_bulk(eng, plan, items, wait)
     else:
         _push_each(eng, plan, items)
+
+
+def _small_groups_unfused(items: list) -> list:
+    """Groups with too little work for a kernel call (~50 us of Python around it) become
+    single nodes again, which run on NumPy from C (graph._run_node)."""
+    out = []
+    for it in items:
+        if type(it) is not tuple and _prod(it.shape) * len(it.nodes()) < _MIN_KERNEL_WORK:
+            out.extend([(m, False) for m in it.nodes()])
+        else:
+            out.append(it)
+    return out
 
 
 def _store_checker(group):
@@ -637,7 +649,7 @@ def _run_item_in_state(item, epoch: int) -> None:
     nodes = item.nodes()
     size = _prod(item.shape)
     try:
-        ok = size * len(nodes) >= _MIN_FUSED_WORK and \
+        ok = size * len(nodes) >= _MIN_KERNEL_WORK and \
             _fused.run_group(item, Node, _value_of, _store_checker(item))
     except BaseException as exc:
         _add_site_note(exc, nodes[0])
@@ -695,6 +707,10 @@ def _run_group_numpy(group, epoch: int) -> None:
 
 
 _MIN_FUSED_WORK = 2048
+#: a fused group runs as a kernel from this much work (elements x nodes); below it its nodes
+#: run one by one on NumPy (from C): measured for 4-op groups, 16k elements: 64 us as a
+#: kernel, 60 us one by one; 32k elements: 177 vs 276 us
+_MIN_KERNEL_WORK = 65536
 
 
 def _fail(items, exc) -> None:

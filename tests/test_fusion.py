@@ -50,8 +50,10 @@ def sync_compile(monkeypatch):
 
 @pytest.fixture
 def small_work(monkeypatch):
-    """Let groups of any size run as kernels (default: >= 2048 element-ops)."""
+    """Let groups of any size run as kernels (by default a flush needs an array of >= 8k
+    elements for the fusion pass, and a group >= 64k element-ops for a kernel)."""
     monkeypatch.setattr(lgraph, "_MIN_FUSED_WORK", 0)
+    monkeypatch.setattr(lgraph, "_MIN_KERNEL_WORK", 0)
 
 
 def stat(name: str) -> int:
@@ -866,6 +868,22 @@ def test_group_structures(small_work):
         X = X * 0.999 + 0.001
     assert_exact(numpy.asarray(x), X, "chain")
     assert stat("fused_groups_run") >= r0 + 8
+
+
+def test_small_groups_run_node_by_node_and_large_ones_as_kernels():
+    """In a flush that takes the fusion pass, a group with little work runs its nodes one
+    by one (a kernel call costs more); a group with enough work runs as one kernel."""
+    rng = numpy.random.default_rng(8)
+    small, large = rng.random((64, 10)), rng.random((300, 400))
+    ls, ll = lazynp.asarray(small), lazynp.asarray(large)
+    r0, n0 = stat("fused_groups_run"), stat("fused_groups_numpy")
+    a = ((ls * 2.0 + 1.0) * ls - 0.5).sum(axis=1)
+    b = ((ll * 2.0 + 1.0) * ll - 0.5).sum(axis=1)
+    lazynp.evaluate(a, b)
+    ran = stat("fused_groups_run") - r0 + stat("fused_groups_numpy") - n0
+    assert ran == 1, "only the large group should run as a fused group"
+    assert_close(numpy.asarray(a), ((small * 2.0 + 1.0) * small - 0.5).sum(axis=1), "small")
+    assert_close(numpy.asarray(b), ((large * 2.0 + 1.0) * large - 0.5).sum(axis=1), "large")
 
 
 # --- math functions NumPy computes with SIMD loops -----------------------------------------
