@@ -104,11 +104,15 @@ def recurrence(x, a, b):
 
 
 def report(name, r, target):
+    """One row; the last column is the liveness lower bound of the schedule (while a step
+    runs, its inputs still needed and its outputs must all have memory), below which no
+    in-place/co-share plan can go."""
     ratio = r["planned_bytes"] / r["naive_bytes"]
     ok = ratio <= target
     print(f"{name:<34} naive {r['naive_bytes'] / 2**20:9.3f} MiB  planned "
           f"{r['planned_bytes'] / 2**20:9.3f} MiB  buffers {r['num_buffers']:3d}  "
-          f"ratio {ratio:6.3f}  target <= {target}  {'PASS' if ok else 'FAIL'}")
+          f"ratio {ratio:6.3f}  target <= {target}  {'PASS' if ok else 'FAIL'}  "
+          f"(any plan >= {r['lower_bound_bytes'] / r['naive_bytes']:.3f})")
     return ok
 
 

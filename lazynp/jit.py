@@ -239,6 +239,8 @@ class Plan:
             "planned_bytes": sum(mplan.storage_bytes) + unplanned,
             "num_buffers": mplan.num_buffers,
             "buffer_bytes": sum(mplan.storage_bytes),
+            # what any plan of this schedule needs (passes/memory_plan.py lower_bound)
+            "lower_bound_bytes": mplan.lower_bound_bytes - mplan.fresh_bytes + unplanned,
             "unplanned_bytes": unplanned,
             "output_bytes": sum(values[o].nbytes for o in set(outs)),
             "inplace": len(mplan.inplace),

@@ -1,6 +1,7 @@
 """Graph passes, each alone: prune, CSE, constant folding, copy elimination, fusion,
 memory planning."""
 import numpy
+from hypothesis import given, settings, strategies as st
 
 import lazynp as np
 from lazynp.passes import constant_fold, cse, memory_plan as mp, pipeline, prune
@@ -131,6 +132,36 @@ def test_memory_plan_match_range_prefers_smaller_plan():
     assert mp.plan(values, steps, match_ranges=(1,)).planned_bytes == 1908
     p = mp.plan(values, steps)
     assert p.planned_bytes == 1008 and p.match_range > 1
+
+
+def test_memory_plan_lower_bound():
+    V = mp.Value
+    # conv-like steps (no in-place): x -> a -> b -> c; while b is computed a and b are live
+    values = [V(8, 8, "external"), V(100, 8), V(300, 8), V(300, 8), V(8, 8, is_output=True)]
+    steps = [mp.Step([0], [1]), mp.Step([1], [2]), mp.Step([2], [3], [(0, 0)]),
+             mp.Step([3], [4])]
+    p = mp.plan(values, steps)
+    assert p.lower_bound_bytes == 100 + 300    # c takes b's buffer; the output, a's
+    assert p.planned_bytes == p.lower_bound_bytes
+    # the in-place chain needs one buffer; without in-place, two
+    values, steps = _chain_values(10)
+    assert mp.plan(values, steps).lower_bound_bytes == 800
+    assert mp.plan(values, steps, allow_inplace=False).lower_bound_bytes == 1600
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_memory_plan_never_below_its_lower_bound(data):
+    n = data.draw(st.integers(1, 12))
+    values = [mp.Value(64, 8, "external")]
+    steps = []
+    for i in range(1, n + 1):
+        ins = data.draw(st.lists(st.integers(0, i - 1), min_size=1, max_size=3, unique=True))
+        values.append(mp.Value(8 * data.draw(st.integers(1, 64)), 8, is_output=i == n))
+        inpl = [(k, 0) for k in range(len(ins)) if data.draw(st.booleans())]
+        steps.append(mp.Step(ins, [i], inpl))
+    p = mp.plan(values, steps)
+    assert p.planned_bytes >= p.lower_bound_bytes
 
 
 def test_memory_plan_symbol_mlp():

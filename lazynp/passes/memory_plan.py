@@ -62,6 +62,7 @@ class MemoryPlan:
     fresh_bytes: int
     match_range: int
     colors: list
+    lower_bound_bytes: int = 0
 
     @property
     def num_buffers(self) -> int:
@@ -72,6 +73,7 @@ class MemoryPlan:
                 "num_buffers": self.num_buffers, "buffer_bytes": sum(self.storage_bytes),
                 "fresh_bytes": self.fresh_bytes, "inplace": len(self.inplace),
                 "match_range": self.match_range,
+                "lower_bound_bytes": self.lower_bound_bytes,
                 "ratio": self.planned_bytes / self.naive_bytes if self.naive_bytes else 1.0}
 
 
@@ -163,7 +165,39 @@ def plan(values: list, steps: list, match_ranges=MATCH_RANGES, num_colors: int =
         if best is None or sum(p[1]) < sum(best[1]):
             best = p + (rng,)
     storage_of, sizes, inplace, rng = best
-    return MemoryPlan(storage_of, sizes, inplace, naive, sum(sizes) + fresh, fresh, rng, colors)
+    return MemoryPlan(storage_of, sizes, inplace, naive, sum(sizes) + fresh, fresh, rng, colors,
+                      lower_bound(values, steps, allow_inplace) + fresh)
+
+
+def lower_bound(values, steps, allow_inplace: bool = True) -> int:
+    """Bytes of planned storage any plan of this schedule needs (no recomputation): while
+    step ``s`` runs, every planned value written before it and read by it or later is live,
+    and so are its outputs, except one that may take the buffer of an input read for the
+    last time.  The maximum over the steps."""
+    last = {}
+    for s, st in enumerate(steps):
+        for i in st.inputs:
+            last[_root(values, i)] = s
+    for v, val in enumerate(values):
+        if val.is_output:
+            last[_root(values, v)] = len(steps)
+    producer = _producers(steps)
+    bound = 0
+    for s, st in enumerate(steps):
+        live = sum(values[v].nbytes for v, p in producer.items()
+                   if p < s and values[v].kind == "planned" and last.get(v, -1) >= s)
+        outs = 0
+        for k, o in enumerate(st.outputs):
+            if values[o].kind != "planned":
+                continue
+            reuse = allow_inplace and any(
+                op_ == k and values[st.inputs[ip]].kind == "planned" and
+                last.get(st.inputs[ip]) == s and
+                values[st.inputs[ip]].nbytes == values[o].nbytes
+                for ip, op_ in st.inplace)
+            outs += 0 if reuse else values[o].nbytes
+        bound = max(bound, live + outs)
+    return bound
 
 
 def _simulate(values, steps, rng, colors, anc, allow_inplace):
