@@ -13,7 +13,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
 from . import _reductions, _views, graph
-from ._functions import lazy_call, twin
+from ._functions import _fill_deep, dummy, lazy_call, twin
 from ._operands import broadcast_shapes, key_of, operand, shape_of, to_numpy
 from ._ufunc import UFUNCS
 from .ndarray import ndarray
@@ -204,8 +204,14 @@ def identity(n, dtype=None, *, like=None):
 
 
 def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
+    def meta(nodes, tpl):
+        # shapes and dtypes from a view-only grid of zero-stride dummies (a copying grid of
+        # the dummies would allocate and fill every output once more)
+        a, k = _fill_deep(tpl, [dummy(n) for n in nodes])
+        return [(g.shape, g.dtype) for g in np.meshgrid(*a, **dict(k, copy=False))]
     return list(lazy_call("meshgrid", np.meshgrid, xi,
                           {"copy": copy, "sparse": sparse, "indexing": indexing},
+                          meta=meta,
                           nout=len(xi))) if xi else []
 
 

@@ -378,7 +378,7 @@ class Plan:
         flat = all(a.shape == shape and _c_contiguous(a) for a in ins)
         out_idx = tuple(members.index(m) for m in stored)
         ndim = len(shape)
-        parallel = _prod(shape) >= _fused.PARALLEL_MIN
+        parallel = _fused.parallel_for(_prod(shape), len(members))
         source = _fused._render(group, layout, Node, len(ins), out_idx, ndim, flat, parallel, ())
         consts = list(layout.const_arrays)
         out_slots = [slot_of[id(m)] for m in stored]

@@ -15,6 +15,13 @@ from . import cpu, exprs, fpflags, pool
 #: 0.1-0.6 ms here, and one thread already streams a memory-bound kernel of 200k elements
 #: as fast as two (measured after 1 ms of other work: 176 vs 174 us; 512k: 274 vs 415 us)
 PARALLEL_MIN = 1 << 19
+#: ... unless the group does this much work (elements x nodes): more arithmetic per element
+PARALLEL_MIN_WORK = 1 << 20
+
+
+def parallel_for(size: int, n_nodes: int) -> bool:
+    """Whether a fused kernel of ``n_nodes`` nodes over ``size`` elements runs in parallel."""
+    return size >= PARALLEL_MIN or size * n_nodes >= PARALLEL_MIN_WORK
 
 
 def _prod(shape) -> int:
@@ -167,7 +174,7 @@ def run_group(group, node_type, value_of, stored) -> bool:
     members = group.members
     out_idx = tuple(k for k, m in enumerate(members) if stored(m))
     size = _prod(shape)
-    parallel = size >= PARALLEL_MIN
+    parallel = parallel_for(size, len(members))
     spec_key = (layout.key, flat, ndim, parallel, out_idx, bcast,
                 None if red is None else (red.op.name, red_axes, red.dtype,
                                           members.index(red.args[0])))
