@@ -150,3 +150,10 @@ def test_fmt_time(seconds, unit):
     finally:
         sys.path.pop(0)
     assert _common.fmt_time(seconds).endswith(unit)
+
+
+def test_programs_benchmark_quick_runs_and_matches_numpy():
+    """benchmarks/programs.py checks every program's result against NumPy before timing."""
+    rc, out = _run([os.path.join(ROOT, "benchmarks", "programs.py"), "--quick"], timeout=600)
+    assert rc == 0, out
+    assert "100k-point k-means" in out and "speedup" in out
