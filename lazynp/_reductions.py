@@ -20,6 +20,9 @@ def _asarray(a):
     return asarray(a)
 
 
+_meta_cache: dict = {}
+
+
 def reduction(name: str, fn, array, axis=None, dtype=None, out=None, keepdims=False,
               where=True, kw=None):
     """Record ``fn(array, axis=..., dtype=..., keepdims=..., **kw)`` as a lazy reduction."""
@@ -40,8 +43,22 @@ def reduction(name: str, fn, array, axis=None, dtype=None, out=None, keepdims=Fa
             warnings.simplefilter("ignore")
             dt = np.asarray(fn(dummy, where=np.broadcast_to(wv, wv.shape), **args_kw)).dtype
     else:
-        dt = R.probe_dtype(name, fn, a.shape, a.dtype, args_kw)
-    shape = R.reduced_shape(a.shape, axis, keepdims)
+        # (result dtype and shape depend only on these: cached, as probing costs ~5 us)
+        try:
+            key = (name, fn, a.shape, a.dtype, axis, keepdims, tuple(args_kw.items()))
+            meta = _meta_cache.get(key)
+        except TypeError:       # an unhashable argument: NumPy's error comes from the probe
+            key = meta = None
+        if meta is None:
+            meta = (R.probe_dtype(name, fn, a.shape, a.dtype, args_kw),
+                    R.reduced_shape(a.shape, axis, keepdims))
+            if key is not None:
+                if len(_meta_cache) > 10_000:
+                    _meta_cache.clear()
+                _meta_cache[key] = meta
+        dt, shape = meta
+    if where is not True:
+        shape = R.reduced_shape(a.shape, axis, keepdims)
     args = (a._node(),)
     if where is not True:
         args += (operand(where),)

@@ -260,3 +260,30 @@ def test_reduction_scalar_results_behave_like_numpy_scalars():
     assert lazynp.sum(lx, axis=(0, 1), keepdims=True).shape == (1, 1)
     assert [int(i) for i in lazynp.argmax(lx, axis=0)] == [2, 2, 2, 2]
     assert str(lazynp.mean(lx)) == str(x.mean())
+
+
+@pytest.mark.parametrize("call", ["mean(axis=0)", "mean()", "var(axis=1)", "std()",
+                                  "sum(axis=0)", "nanmean"])
+def test_warnings_of_empty_reductions_are_numpys_once(call):
+    """A reduction's record-time probe is silent: NumPy's warnings ("Mean of empty slice",
+    "invalid value encountered in divide", "Degrees of freedom <= 0") come once, when it runs,
+    also the second time the same reduction is recorded (cached shape/dtype rules)."""
+    import warnings
+
+    def run(m):
+        a = m.zeros((0, 3))
+        if call == "nanmean":
+            return m.nanmean(a, axis=0)
+        return eval(f"a.{call}")
+
+    def caught(m):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            res = numpy.asarray(run(m))
+        return res, [(x.category, str(x.message)) for x in w]
+
+    want, want_w = caught(numpy)
+    for _ in range(2):
+        got, got_w = caught(lazynp)
+        assert got_w == want_w
+        numpy.testing.assert_array_equal(got, want)
