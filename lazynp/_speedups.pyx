@@ -512,17 +512,17 @@ def run_node(Node n, epoch):
             return False
     cdef Node a
     vals = []
-    for x in n.args:
-        if type(x) is Node:
-            a = <Node>x
-            if a.op is not _VIEW and a.value is not None:
-                vals.append(a.value)
-            else:
-                vals.append(_value_of(a))
-        else:
-            vals.append(x)
     params = n.params
     try:
+        for x in n.args:
+            if type(x) is Node:
+                a = <Node>x
+                if a.op is not _VIEW and a.value is not None:
+                    vals.append(a.value)
+                else:
+                    vals.append(_value_of(a))     # (raises a failed input's error)
+            else:
+                vals.append(x)
         out = op.impl(*vals, **params) if params else op.impl(*vals)
     except BaseException as exc:
         _node_failed(n, exc)

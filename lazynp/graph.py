@@ -726,9 +726,15 @@ def _node_failed(n: Node, exc: BaseException) -> None:
     n.state = DONE
 
 
+_SITE_NOTE = "lazynp: operation recorded at "
+
+
 def _add_site_note(exc: BaseException, node: Node) -> None:
-    if node.site is not None and hasattr(exc, "add_note"):
-        exc.add_note("lazynp: operation recorded at " + _site.format_site(node.site))
+    """Name the line that recorded the failing operation (once: an error read again by a
+    later node keeps the note of the node where it arose)."""
+    if node.site is not None and hasattr(exc, "add_note") and \
+            not any(n.startswith(_SITE_NOTE) for n in getattr(exc, "__notes__", ())):
+        exc.add_note(_SITE_NOTE + _site.format_site(node.site))
 
 
 def _after_run(n: Node, epoch: int) -> None:

@@ -436,3 +436,15 @@ def test_matmul_shape_error_raised_on_every_call():
         with pytest.raises(ValueError, match="mismatch in its core dimension"):
             a @ a
     assert (a @ lazynp.ones((4, 2))).shape == (3, 2)
+
+
+def test_run_time_error_read_through_later_ops_names_its_own_line_once():
+    """A value-dependent error (singular matrix) read through later operations is raised
+    with one note: the line that recorded the failing operation."""
+    import inspect
+    a = lazynp.linalg.inv(lazynp.zeros((2, 2))); line = inspect.currentframe().f_lineno
+    b = (a + 1) * 2
+    with pytest.raises(numpy.linalg.LinAlgError) as ei:
+        numpy.asarray(b)
+    notes = [n for n in getattr(ei.value, "__notes__", []) if "recorded at" in n]
+    assert len(notes) == 1 and f"line {line}," in notes[0], notes
