@@ -415,10 +415,11 @@ def binary_dunder(uf, bint reflected, bint sequence_aware, result_dtypes, check_
         na = _node_of(a)
         ka = (<Node>na).dtype
         if tb is int and not 0 <= b <= 127:
-            if is_power and b < 0 and ka.kind in "iu" and not reflected:
-                raise ValueError("Integers to negative integer powers are not allowed.")
             check_python_int(np_uf, (b, a) if reflected else (a, b),
                              (int, ka) if reflected else (ka, int))
+            if is_power and b < 0 and ka.kind in "iu" and not reflected and \
+                    0 not in (<Node>na).shape:
+                raise ValueError("Integers to negative integer powers are not allowed.")
         key = (kb, ka) if reflected else (ka, kb)
         dt = dtypes.get(key)
         if dt is None:

@@ -117,9 +117,9 @@ class ufunc:
             dt = ew.result_dtypes(self._np, keys)[0]
             self._dtypes[keys] = dt
         if has_int:
-            if self._np is np.power:
-                ew.check_int_power(keys[0], args[1])
             ew.check_python_int(self._np, args, keys)
+            if self._np is np.power:
+                ew.check_int_power(keys[0], args[1], shape)
 
         return ndarray._from_node(graph.record(self._op, tuple(ops), None, shape, dt),
                                   shape == ())
@@ -169,10 +169,10 @@ class ufunc:
             na = a._var.head if a._geom is None else a._node()
             ka = na.dtype
             if tb is int and not 0 <= b <= 127:
-                if is_power and not reflected:
-                    ew.check_int_power(ka, b)
                 check_python_int(np_uf, (b, a) if reflected else (a, b),
                                  (int, ka) if reflected else (ka, int))
+                if is_power and not reflected:
+                    ew.check_int_power(ka, b, na.shape)
             key = (kb, ka) if reflected else (ka, kb)
             dt = dtypes.get(key)
             if dt is None:

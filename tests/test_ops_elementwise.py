@@ -516,3 +516,25 @@ def test_forcing_paths_agree():
         out = run(lambda: lazynp.sqrt(lazynp.asarray(-1.0)))
     assert out.exc is None and numpy.isnan(out.value)
     assert force((r, [r])) [1][0].shape == (7,)
+
+
+@pytest.mark.parametrize("dtype,shape,exponent", [("int8", (0,), -1), ("int8", (1,), -1),
+                                                  ("uint8", (0,), -1), ("uint8", (2,), -1),
+                                                  ("int8", (1,), -200), ("int64", (), -1)])
+@pytest.mark.parametrize("form", ["operator", "function"])
+def test_integer_to_negative_python_int_power_like_numpy(dtype, shape, exponent, form):
+    """NumPy converts the exponent first (uint8 ** -1: OverflowError) and raises the
+    negative-power ValueError only when there is an element to compute (found by a
+    200-example hypothesis run)."""
+    x = numpy.full(shape, 2, dtype)
+
+    def run(m, a):
+        return a ** exponent if form == "operator" else m.power(a, exponent)
+    try:
+        want = run(numpy, x)
+    except Exception as exc:
+        with pytest.raises(type(exc), match=str(exc).split("(")[0][:30]):
+            run(lazynp, lazynp.asarray(x))
+    else:
+        got = numpy.asarray(run(lazynp, lazynp.asarray(x)))
+        assert got.dtype == want.dtype and got.shape == want.shape

@@ -179,11 +179,12 @@ def _bounds(k: np.dtype):
     return b
 
 
-def check_int_power(base, exponent) -> None:
-    """NumPy's error, raised at the call, for an integer array (``base``: its dtype or a
-    Python type) to a negative Python int power."""
+def check_int_power(base, exponent, shape: tuple) -> None:
+    """NumPy's error, raised at the call, for a non-empty integer array (``base``: its dtype
+    or a Python type) to a negative Python int power.  (Call it after ``check_python_int``:
+    NumPy first converts the exponent, so ``uint8 ** -1`` is an OverflowError.)"""
     if type(exponent) is int and exponent < 0 and isinstance(base, np.dtype) and \
-            base.kind in "iu":
+            base.kind in "iu" and 0 not in shape:
         raise ValueError("Integers to negative integer powers are not allowed.")
 
 
