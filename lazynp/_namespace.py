@@ -9,6 +9,8 @@ from __future__ import annotations
 import builtins
 import operator
 
+import warnings
+
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
@@ -90,7 +92,10 @@ def full(shape, fill_value, dtype=None, order="C", *, like=None, device=None):
     if dtype is None:
         dtype = np.array(fill_value).dtype
     dtype = np.dtype(dtype)
-    np.empty((), dtype)[()] = fill_value  # NumPy's conversion errors
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")      # (a cast warning comes when it runs)
+        # NumPy's conversion errors, as np.full converts (-1.0 into uint8 is 255)
+        np.copyto(np.empty((), dtype), fill_value, casting="unsafe")
     shape = _shape_arg(shape)
     node = graph.record(_FULL, (), {"shape": shape, "dtype": dtype, "fill_value": fill_value},
                         shape, dtype)

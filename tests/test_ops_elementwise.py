@@ -538,3 +538,20 @@ def test_integer_to_negative_python_int_power_like_numpy(dtype, shape, exponent,
     else:
         got = numpy.asarray(run(lazynp, lazynp.asarray(x)))
         assert got.dtype == want.dtype and got.shape == want.shape
+
+
+def test_python_int_too_large_for_the_other_operand_but_not_for_the_loop():
+    """ldexp(2**31, int8): the mantissa becomes a float16 (inf, with NumPy's cast warning,
+    once), not an int8 overflow error (found by a 200-example hypothesis run)."""
+    import warnings
+    x = numpy.array(0, numpy.int8)
+    with warnings.catch_warnings(record=True) as w_np:
+        warnings.simplefilter("always")
+        want = numpy.ldexp(2 ** 31, x)
+    with warnings.catch_warnings(record=True) as w_lz:
+        warnings.simplefilter("always")
+        got = numpy.asarray(lazynp.ldexp(2 ** 31, lazynp.asarray(x)))
+    assert got.dtype == want.dtype and got == want
+    assert [str(w.message) for w in w_lz] == [str(w.message) for w in w_np]
+    with pytest.raises(OverflowError):
+        lazynp.add(lazynp.asarray(numpy.array([1], numpy.uint8)), -1)

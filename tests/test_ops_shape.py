@@ -771,3 +771,24 @@ def test_linalg_norm(data):
     check(lambda: numpy.linalg.norm(x, ord_, axis, keepdims),
           lambda: lazynp.linalg.norm(L(x), ord_, axis, keepdims), kind="reduction",
           rtol=1e-4 if x.dtype == numpy.float32 else 1e-9, raise_at_call=True)
+
+
+@pytest.mark.parametrize("fill,dtype", [(-1.0, "uint8"), (-1, "uint8"), (1.5, "int8"),
+                                        (True, "uint8"), (300.0, "int16"), ("x", "int64")])
+def test_full_converts_its_fill_value_like_numpy(fill, dtype):
+    """np.full casts the fill value unsafely (-1.0 into uint8 is 255) but a Python int that
+    does not fit is an OverflowError (found by a 200-example hypothesis run)."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            want = numpy.full((2,), fill, dtype=dtype)
+        except Exception as exc:
+            with pytest.raises(type(exc)):
+                lazynp.full((2,), fill, dtype=dtype)
+            return
+        got = numpy.asarray(lazynp.full((2,), fill, dtype=dtype))
+        numpy.testing.assert_array_equal(got, want, strict=True)
+        got = numpy.asarray(lazynp.full_like(lazynp.zeros(2, dtype), fill))
+        numpy.testing.assert_array_equal(got, numpy.full_like(numpy.zeros(2, dtype), fill),
+                                         strict=True)

@@ -7,6 +7,8 @@ ufunc itself on empty arrays and cached, so lazynp can never disagree with NumPy
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .registry import Op, register
@@ -192,12 +194,6 @@ def check_python_int(ufunc, args, keys) -> None:
     """Raise NumPy's OverflowError for a Python int that does not fit the integer dtype it is
     converted to (the other operands' dtypes and the ufunc loop's input dtypes)."""
     ints = [k for k in keys if isinstance(k, np.dtype) and k.kind in "iu"]
-    for a in args:
-        if type(a) is int:
-            for k in ints:
-                b = _bounds(k)
-                if not (b[0] <= a <= b[1]):
-                    ufunc(np.empty(0, dtype=k), a)  # NumPy's exact error (comparisons pass)
     lk = (ufunc, tuple(keys))
     loop = _loops.get(lk)
     if loop is None:
@@ -206,10 +202,14 @@ def check_python_int(ufunc, args, keys) -> None:
         except Exception:
             loop = ()
         _loops[lk] = loop
-    for a, d in zip(args, loop):
-        if type(a) is int and d.kind in "iu":
-            b = _bounds(d)
-            if not (b[0] <= a <= b[1]):
-                probes = [np.empty(0, dtype=k) if isinstance(k, np.dtype) else v
-                          for k, v in zip(keys, args)]
-                ufunc(*probes)
+    ints += [d for d in loop if d.kind in "iu"]
+    for a in args:
+        if type(a) is int and any(not (_bounds(k)[0] <= a <= _bounds(k)[1]) for k in ints):
+            # NumPy decides (its exact error, or none: comparisons, ldexp's float mantissa):
+            # the call on empty arrays of the operands' dtypes, scalars in their places
+            # (silent: a cast warning comes when the operation runs)
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                ufunc(*[np.empty(0, dtype=k) if isinstance(k, np.dtype) else v
+                        for k, v in zip(keys, args)])
+            return
