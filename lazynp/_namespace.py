@@ -841,11 +841,17 @@ def unstack(x, /, *, axis=0):
 
 # --- copies ----------------------------------------------------------------------------------
 
+_PY_SCALARS = (bool, int, float, complex)
+
+
 def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
     """Lazy ``numpy.concatenate``."""
+    arrays = list(arrays)
     arrs = [asarray(a) for a in arrays]
     if not arrs:
         raise ValueError("need at least one array to concatenate")
+    # with axis=None, bare Python scalars stay weakly typed (NEP 50) as in NumPy's call
+    weak = axis is None and any(type(a) in _PY_SCALARS for a in arrays)
     if axis is None:
         arrs = [a.reshape(-1) for a in arrs]
         axis = 0
@@ -853,6 +859,17 @@ def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
                          for i, s in enumerate(a.shape)) if a.ndim else (), a.dtype)
           for a in arrs]
     kw = {"casting": casting} if dtype is None else {"dtype": dtype, "casting": casting}
+    if weak:
+        tw = [a if type(a) in _PY_SCALARS else t for a, t in zip(arrays, tw)]
+        arrs = [a if type(a) in _PY_SCALARS else t for a, t in zip(arrays, arrs)]
+        dt = np.concatenate(tw, axis=None, **kw).dtype      # NumPy's errors
+        shape = (_bsum(1 if type(a) in _PY_SCALARS else a.shape[0] for a in arrs),)
+        res = lazy_call("concatenate", np.concatenate, (arrs,), dict(kw, axis=None),
+                        meta=lambda n, t: (shape, dt))
+        if out is not None:
+            out[...] = res
+            return out
+        return res
     np.concatenate(tw, axis=axis, **kw)  # NumPy's errors (ndim, dtype casting)
     nd = arrs[0].ndim
     ax = normalize_axis_index(axis, nd)

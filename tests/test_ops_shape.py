@@ -792,3 +792,19 @@ def test_full_converts_its_fill_value_like_numpy(fill, dtype):
         got = numpy.asarray(lazynp.full_like(lazynp.zeros(2, dtype), fill))
         numpy.testing.assert_array_equal(got, numpy.full_like(numpy.zeros(2, dtype), fill),
                                          strict=True)
+
+
+def test_concatenate_axis_none_keeps_python_scalars_weak():
+    """NumPy 2 keeps a bare Python scalar weakly typed in concatenate(..., axis=None): with a
+    float32 array the result is float32; a list is an int64 array (found by a 200-example
+    hypothesis run)."""
+    f32 = numpy.array([0.5], numpy.float32)
+    for parts in ((numpy.array(False), 0, f32), (f32, 3, 2.5), (f32, [0]),
+                  (numpy.array([1], numpy.int8), 7)):
+        want = numpy.concatenate(parts, axis=None)
+        got = numpy.asarray(lazynp.concatenate(
+            [lazynp.asarray(p) if isinstance(p, numpy.ndarray) else p for p in parts],
+            axis=None))
+        numpy.testing.assert_array_equal(got, want, strict=True)
+    with pytest.raises(OverflowError):
+        lazynp.concatenate([lazynp.asarray(numpy.array([1], numpy.int8)), 300], axis=None)
