@@ -886,6 +886,20 @@ def test_small_groups_run_node_by_node_and_large_ones_as_kernels():
     assert_close(numpy.asarray(b), ((large * 2.0 + 1.0) * large - 0.5).sum(axis=1), "large")
 
 
+@pytest.mark.parametrize("kind", ["max", "min", "sum"])
+def test_large_strided_full_reductions_compile_without_numba_warnings(kind):
+    """A full max/min over a strided view has no parallel loop: its kernel is compiled
+    serially instead of making Numba warn (NumbaPerformanceWarning) to the user."""
+    x = numpy.random.default_rng(12).random((800, 800))
+    lx = lazynp.asarray(x)
+    r0 = stat("fused_groups_run")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = numpy.asarray(getattr(lx.T * 3.0 - 1.0, kind)())
+    assert stat("fused_groups_run") == r0 + 1
+    assert_close(got, getattr(x.T * 3.0 - 1.0, kind)(), kind, rtol=1e-12)
+
+
 # --- math functions NumPy computes with SIMD loops -----------------------------------------
 
 def test_simd_math_functions_run_on_numpy_for_large_arrays():

@@ -150,8 +150,7 @@ class KernelSpec:
                "from lazynp.kernels.fpflags import fp_clear, fp_test", ""]
         if any("_fexp(" in line for line in self.lines):
             src.append(_PRELUDE_EXP)
-        src += [f"@njit(parallel={self.parallel}, nogil=True, cache=True, error_model='numpy')",
-                f"def kernel({', '.join(params)}):"]
+        header = f"def kernel({', '.join(params)}):"
         nd = 1 if self.flat else self.ndim
         body = []
         if self.reduction is None and self.flat and self.parallel:
@@ -228,6 +227,11 @@ class KernelSpec:
                     body += self._load_compute_store(inner, idx)
                     body.append(f"{inner}{_REDUCE_STEP[kind].format(v=vname.format(src=self._src))}")
                     body.append(f"{indent}r0[{ridx}] = acc")
+        # (a loop nest without a prange -- max/min over everything -- compiles serially:
+        # parallel=True there only makes Numba warn)
+        parallel = self.parallel and any("prange(" in line for line in body)
+        src += [f"@njit(parallel={parallel}, nogil=True, cache=True, error_model='numpy')",
+                header]
         self.source = "\n".join(src + _with_fp_flags(body)) + "\n"
         return self.source
 
