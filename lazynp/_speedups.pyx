@@ -549,3 +549,91 @@ def run_node(Node n, epoch):
         n.params = None
         n.args = ()
     return True
+
+
+# --- planning a flush (graph._collect and graph._Plan's counts) ---------------------------------
+
+def collect(targets, epoch):
+    """``graph._collect``: the pending nodes behind ``targets`` in topological order."""
+    order = []
+    cdef Node t, node, a
+    cdef Py_ssize_t i, n_args
+    cdef bint pushed
+    for x in targets:
+        t = <Node>x
+        if t.state != PENDING or t.fl == epoch:
+            continue
+        t.fl = epoch
+        nodes = [t]
+        positions = [0]
+        while nodes:
+            top = len(nodes) - 1       # (no negative indices: the module has wraparound off)
+            node = <Node>nodes[top]
+            i = positions[top]
+            args = node.args
+            n_args = len(args)
+            pushed = False
+            while i < n_args:
+                y = args[i]
+                i += 1
+                if type(y) is Node:
+                    a = <Node>y
+                    if a.state == PENDING and a.fl != epoch:
+                        a.fl = epoch
+                        positions[top] = i
+                        nodes.append(a)
+                        positions.append(0)
+                        pushed = True
+                        break
+            if not pushed:
+                nodes.pop()
+                positions.pop()
+                order.append(node)
+    return order
+
+
+def plan_counts(list order, targets, epoch):
+    """``graph._Plan``'s counts: in-flush uses and buffer readers of each node, what must
+    outlive the flush.  Returns ``(external nodes read, has writes, generation bumps)``."""
+    cdef Node n, a, r
+    cdef bint n_is_view, has_writes = False
+    cdef Py_ssize_t bumps = 0
+    for x in order:
+        n = <Node>x
+        n.uses = 0
+        n.rem = 0
+    external = []
+    seen = set()
+    for x in order:
+        n = <Node>x
+        if n.op.kind == "write":
+            has_writes = True
+        n_is_view = n.op is _VIEW
+        for y in n.args:
+            if type(y) is Node:
+                a = <Node>y
+                r = <Node>(a.args[0]) if a.op is _VIEW else a
+                if a.fl == epoch:
+                    a.uses = a.uses + 1
+                if r.fl == epoch:
+                    if not n_is_view:
+                        r.rem = r.rem + 1
+                elif id(r) not in seen:
+                    seen.add(id(r))
+                    external.append(r)
+    for x in targets:
+        n = <Node>x
+        if n.fl == epoch:
+            n.needed = True
+    for x in order:
+        n = <Node>x
+        if n.nuse > n.uses:
+            n.needed = True
+            bumps += 1
+        elif n.exported:
+            n.needed = True
+    for x in order:
+        n = <Node>x
+        if n.op is _VIEW and n.needed:
+            (<Node>n.args[0]).needed = True
+    return external, has_writes, bumps

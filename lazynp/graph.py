@@ -382,6 +382,10 @@ class _Plan:
         self.external = []        # computed nodes outside the flush that are read
         self.has_writes = False
         self._consumers = None
+        if _plan_counts is not None:      # (the C version of the loops below)
+            self.external, self.has_writes, bumps = _plan_counts(order, targets, epoch)
+            _state.generation += bumps
+            return
         for n in order:
             n.uses = 0
             n.rem = 0
@@ -886,5 +890,7 @@ if speedups is not None:
                                 normalize=_normalize, node_failed=_node_failed,
                                 ndarray=np.ndarray)
     _run_node = speedups.run_node
+    _plan_counts = speedups.plan_counts
+    _collect = speedups.collect
 else:
-    _run_node = None
+    _run_node = _plan_counts = None
