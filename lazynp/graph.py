@@ -891,6 +891,7 @@ if speedups is not None:
                                 ndarray=np.ndarray)
     _run_node = speedups.run_node
     _plan_counts = speedups.plan_counts
+    py_collect = _collect       # (tests compare the C planning against the Python one)
     _collect = speedups.collect
 else:
     _run_node = _plan_counts = None

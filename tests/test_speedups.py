@@ -129,3 +129,40 @@ def test_pure_python_recorder_runs_the_core_tests():
                           "-k", "not pure_python_recorder", *tests],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+
+
+def test_c_and_python_flush_planning_agree(monkeypatch):
+    """graph._collect and graph._Plan's counts in C give the Python versions' order, in-flush
+    uses, buffer readers, external inputs and what must outlive the flush."""
+    if graph.speedups is None:
+        return
+    x = lazynp.asarray(numpy.arange(12.0).reshape(3, 4))
+    y = lazynp.exp(x) * 2.0
+    v = y[1:, ::2]
+    v += 1.0                       # a write through a view
+    z = (y.T @ x).sum(axis=0)
+    keep = y - 1.0                 # stays live: must outlive the flush
+    targets = [z._node(), keep._node()]
+
+    def plan(collect, counts):
+        monkeypatch.setattr(graph, "_plan_counts", counts)
+        graph._epoch += 1
+        order = collect(targets, graph._epoch)
+        for n in order:
+            n.needed = False
+        p = graph._Plan(order, targets, graph._epoch)
+        return ([id(n) for n in order], [(n.uses, n.rem, bool(n.needed)) for n in order],
+                [id(r) for r in p.external], p.has_writes)
+
+    gen0 = graph._state.generation
+    want = plan(graph.py_collect, None)
+    gen1 = graph._state.generation
+    got = plan(graph.speedups.collect, graph.speedups.plan_counts)
+    assert got == want and len(want[0]) >= 8
+    assert graph._state.generation - gen1 == gen1 - gen0
+    assert any(needed for _, _, needed in want[1]) and not all(n for _, _, n in want[1])
+    xn = numpy.arange(12.0).reshape(3, 4)
+    yn = numpy.exp(xn) * 2.0
+    yn[1:, ::2] += 1.0
+    numpy.testing.assert_allclose(numpy.asarray(z), (yn.T @ xn).sum(axis=0))  # still runs
+    numpy.testing.assert_allclose(numpy.asarray(keep), yn - 1.0)
