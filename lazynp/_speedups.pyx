@@ -637,3 +637,57 @@ def plan_counts(list order, targets, epoch):
         if n.op is _VIEW and n.needed:
             (<Node>n.args[0]).needed = True
     return external, has_writes, bumps
+
+
+DEF SCHEDULED = 1
+
+
+def schedule_scan(list order, plan):
+    """``graph._schedule``'s scan: marks the nodes scheduled and returns ``(work, total
+    bytes, largest size, in-place writes, copy-on-write writes)``; a write runs in place
+    when ``plan.last_reader_before`` allows it (it then shares its base's engine var)."""
+    cdef Node n, h
+    cdef Py_ssize_t i = -1, size, nbytes = 0, max_elems = 0, n_inplace = 0, n_copy = 0
+    cdef bint inplace
+    work = []
+    for x in order:
+        i += 1
+        n = <Node>x
+        n.state = SCHEDULED
+        op = n.op
+        if op is _VIEW:
+            continue
+        inplace = False
+        if op.kind == "write":
+            h = <Node>(n.args[0])
+            if h.error is None and plan.last_reader_before(h, i):
+                inplace = True
+                n.evar = ((<Node>h.args[0]) if h.op is _VIEW else h).evar
+                n_inplace += 1
+            else:
+                n_copy += 1
+        size = 1
+        for s in n.shape:
+            size *= <Py_ssize_t>s
+        nbytes += <Py_ssize_t>n.dtype.itemsize * size
+        if size > max_elems:
+            max_elems = size
+        work.append((n, inplace))
+    return work, nbytes, max_elems, n_inplace, n_copy
+
+
+def run_bulk(list items, epoch, run_item, item_failed):
+    """``graph._push_bulk``'s loop: plain nodes in the errstate they were recorded under go
+    straight to ``run_node``; any other item to ``run_item(item, epoch)``.  A failing item
+    is handed to ``item_failed(item, exc)`` and the loop goes on."""
+    cdef Node n
+    for it in items:
+        try:
+            if type(it) is tuple and not it[1]:
+                n = <Node>(it[0])
+                want = n.ext if n.ext is not None else _default_ext
+                if get_value(_extobj_var) is want and run_node(n, epoch):
+                    continue
+            run_item(it, epoch)
+        except BaseException as exc:
+            item_failed(it, exc)

@@ -564,26 +564,31 @@ def _schedule(plan: _Plan, wait: bool = False) -> None:
     _state.pending_count = max(0, _state.pending_count - len(plan.order))
     order = plan.order
     eng = engine.get_engine()
-    work = []          # (node, inplace)
-    nbytes = 0
-    max_elems = 0
-    for i, n in enumerate(order):
-        n.state = SCHEDULED
-        op = n.op
-        if op is VIEW:
-            continue
-        inplace = False
-        if op.kind == "write":
-            h = n.args[0]
-            if h.error is None and plan.last_reader_before(h, i):
-                inplace = True
-                n.evar = (h.args[0] if h.op is VIEW else h).evar
-            STATS["inplace_writes" if inplace else "copy_on_write"] += 1
-        size = _prod(n.shape)
-        nbytes += n.dtype.itemsize * size
-        if size > max_elems:
-            max_elems = size
-        work.append((n, inplace))
+    if _schedule_scan is not None:    # (the C version of the loop below)
+        work, nbytes, max_elems, n_inplace, n_copy = _schedule_scan(order, plan)
+        STATS["inplace_writes"] += n_inplace
+        STATS["copy_on_write"] += n_copy
+    else:
+        work = []          # (node, inplace)
+        nbytes = 0
+        max_elems = 0
+        for i, n in enumerate(order):
+            n.state = SCHEDULED
+            op = n.op
+            if op is VIEW:
+                continue
+            inplace = False
+            if op.kind == "write":
+                h = n.args[0]
+                if h.error is None and plan.last_reader_before(h, i):
+                    inplace = True
+                    n.evar = (h.args[0] if h.op is VIEW else h).evar
+                STATS["inplace_writes" if inplace else "copy_on_write"] += 1
+            size = _prod(n.shape)
+            nbytes += n.dtype.itemsize * size
+            if size > max_elems:
+                max_elems = size
+            work.append((n, inplace))
     STATS["nodes_executed"] += len(work)
     # Small arrays stay on the NumPy path: below about 8k elements a NumPy call is cheaper
     # than the fusion pass and kernel launch it would replace (measured: benchmarks/overhead.py;
@@ -776,24 +781,26 @@ def _push_bulk(eng, plan: _Plan, items, wait: bool = False) -> None:
         # A failing item marks only its own nodes; items reading them fail in turn when
         # they read the value; unrelated items still run.  Nothing is raised to the engine,
         # which would mark the shared var of every node in the bulk.
+        if _run_bulk is not None:     # (the C version of the loop below)
+            _run_bulk(items, epoch, _run_item, _bulk_item_failed)
+            return
         for it in items:
             try:
-                if type(it) is tuple and not it[1] and _run_node is not None:
-                    n = it[0]     # a plain node in the current errstate: straight to C
-                    if _extobj_var.get() is (n.ext if n.ext is not None else _DEFAULT_EXT) \
-                            and _run_node(n, epoch):
-                        continue
                 _run_item(it, epoch)
             except BaseException as exc:
-                for n, _ in _pairs(it):
-                    if n.state != DONE or n.error is None and n.value is None:
-                        n.state = DONE
-                        n.error = exc
+                _bulk_item_failed(it, exc)
 
     if wait and eng.idle():
         run_all()
     else:
         eng.push(run_all, [r.evar for r in plan.external if r.evar is not None], writes)
+
+
+def _bulk_item_failed(item, exc: BaseException) -> None:
+    for n, _ in _pairs(item):
+        if n.state != DONE or n.error is None and n.value is None:
+            n.state = DONE
+            n.error = exc
 
 
 def _pairs(item) -> list:
@@ -891,7 +898,9 @@ if speedups is not None:
                                 ndarray=np.ndarray)
     _run_node = speedups.run_node
     _plan_counts = speedups.plan_counts
+    _schedule_scan = speedups.schedule_scan
+    _run_bulk = speedups.run_bulk
     py_collect = _collect       # (tests compare the C planning against the Python one)
     _collect = speedups.collect
 else:
-    _run_node = _plan_counts = None
+    _run_node = _plan_counts = _schedule_scan = _run_bulk = None
