@@ -1,7 +1,8 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """C versions of the per-operation hot path: ``Node``, ``Var``, ``record``, the binary
-dunders of ``lazynp.ndarray``, ufunc calls on lazy arrays and Python scalars, and the scan of
-live pending arrays that a flush makes.
+dunders of ``lazynp.ndarray``, ufunc calls on lazy arrays and Python scalars, the scan of
+live pending arrays that a flush makes, a flush's planning loops (collect, counts, schedule
+scan), its bulk loop and the execution of plain nodes, and array data offsets.
 
 Recording one operation in Python costs about 2.5 µs (a Node, a Var and its weakref, the
 array, the error site, the tree-kernel structure); NumPy itself spends about 0.5 µs on a
