@@ -172,14 +172,9 @@ def _check_scalar_assign(dtype, value) -> None:
 
 
 def setitem(arr, index, value) -> None:
-    if not isinstance(value, ndarray) and not isinstance(value, np.ndarray) and \
-            np.size(value) < 10000:
-        # NumPy's conversion errors ("x" into an int array, NaN into int...) at this line
-        probe = np.empty(np.shape(value), arr.dtype)
-        probe[...] = value
     basic = _normalize_basic(index)
     if basic is not None:
-        shadow, _ = _basic_view_shadow(arr, basic)
+        shadow, _ = _basic_view_shadow(arr, basic)      # NumPy's IndexError comes first
         target = arr._view_of(shadow)
         g = target._geom
         head = arr._var.head
@@ -193,6 +188,17 @@ def setitem(arr, index, value) -> None:
             if not arr._get_shadow().flags.writeable:
                 raise ValueError("assignment destination is read-only")
             return
+    else:
+        template, args, dummy_index = _advanced_template(index)
+    concrete = not isinstance(value, ndarray) and not isinstance(value, np.ndarray)
+    if basic is None and not args and concrete and arr.size <= 100_000:
+        # NumPy's own errors, in NumPy's order (index shapes, value broadcast and
+        # conversion, bounds), from the same assignment on a scratch array
+        np.zeros(arr.shape, arr.dtype)[dummy_index] = value
+    elif concrete and np.size(value) < 10000:
+        # NumPy's conversion errors ("x" into an int array, NaN into int...) at this line
+        probe = np.empty(np.shape(value), arr.dtype)
+        probe[...] = value
     val = operand(value)
     vshape = val.shape if type(val) is Node else ()
     if type(val) is not Node:
@@ -207,7 +213,6 @@ def setitem(arr, index, value) -> None:
             target = ndarray._base_handle(arr._var)
         target._write(SETITEM, (val,), {"index": Ellipsis})
         return
-    template, args, dummy_index = _advanced_template(index)
     if arr.size <= 100_000:
         # NumPy's own errors for this assignment, on a scratch array (lazy index arrays
         # stand in as zeros, so only their bounds are checked later)

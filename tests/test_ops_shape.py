@@ -806,3 +806,23 @@ def test_concatenate_axis_none_keeps_python_scalars_weak():
             [lazynp.asarray(p) if isinstance(p, numpy.ndarray) else p for p in parts],
             axis=None))
         numpy.testing.assert_array_equal(got, want, strict=True)
+
+
+@pytest.mark.parametrize("index", [numpy.array(0), numpy.array([False]), [0], 0,
+                                   (slice(None), 0)])
+@pytest.mark.parametrize("value", [-1, [1, 2, 3, 4, 5], "x"])
+def test_setitem_errors_come_in_numpys_order(index, value):
+    """Index errors, value broadcast and value conversion are checked in NumPy's order
+    (an empty uint8 array: an out-of-bounds index before a -1 that does not fit; found by a
+    hypothesis run with more examples)."""
+    def run(m):
+        a = m.zeros((0,), "uint8") if not isinstance(index, tuple) else m.zeros((0, 2), "uint8")
+        a[index] = value
+        return a
+    try:
+        want = run(numpy)
+    except Exception as exc:
+        with pytest.raises(type(exc)):
+            run(lazynp)
+    else:
+        numpy.testing.assert_array_equal(numpy.asarray(run(lazynp)), want, strict=True)
