@@ -652,10 +652,14 @@ def einsum(*operands, out=None, optimize=False, **kwargs):
             outs = "".join(sorted(c for c, n in counts.items() if n == 1))
         sizes: dict = {}
         seen: dict = {}
+        diagonal_mismatch = False     # a label repeated in one operand must not broadcast
         for spec, arr in zip(in_specs, arrs):
+            own: dict = {}
             for c, sz in zip(spec, arr.shape):
                 seen.setdefault(c, set()).add(sz)
-        if _bany(len(v - {1}) > 1 or (0 in v and len(v) > 1) for v in seen.values()):
+                diagonal_mismatch |= own.setdefault(c, sz) != sz
+        if diagonal_mismatch or \
+                _bany(len(v - {1}) > 1 or (0 in v and len(v) > 1) for v in seen.values()):
             # inconsistent label sizes: NumPy's error, from zero-stride dummies
             np.einsum(subs, *[np.broadcast_to(np.zeros((), a.dtype), a.shape) for a in arrs],
                       **kwargs)

@@ -826,3 +826,19 @@ def test_setitem_errors_come_in_numpys_order(index, value):
             run(lazynp)
     else:
         numpy.testing.assert_array_equal(numpy.asarray(run(lazynp)), want, strict=True)
+
+
+@pytest.mark.parametrize("subs,shape", [("ii->i", (2, 1)), ("ii", (1, 3)), ("iij->j", (2, 1, 3)),
+                                        ("ii->i", (3, 3))])
+def test_einsum_repeated_label_in_one_operand_does_not_broadcast(subs, shape):
+    """A label repeated in one operand (a diagonal) needs equal sizes: NumPy's ValueError at
+    the call, not when forced (found by a hypothesis run with more examples)."""
+    x = numpy.arange(numpy.prod(shape), dtype=float).reshape(shape)
+    try:
+        want = numpy.einsum(subs, x)
+    except ValueError:
+        with pytest.raises(ValueError):
+            lazynp.einsum(subs, lazynp.asarray(x))
+    else:
+        numpy.testing.assert_array_equal(numpy.asarray(lazynp.einsum(subs, lazynp.asarray(x))),
+                                         want)
