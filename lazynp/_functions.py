@@ -99,8 +99,14 @@ def lazy_call(name: str, fn, args: tuple, kwargs: dict, *, kind: str = "opaque",
     ``meta(nodes, tpl)`` may return ``(shape, dtype)`` (or a list of them when ``nout``);
     otherwise the function runs once on zero-stride dummies to find them.
     """
-    nodes: list = []
-    tpl = make_template((tuple(args), dict(kwargs)), nodes)
+    if not kwargs and all(type(a) is ndarray for a in args):
+        # what make_template builds for plain lazy arrays, without walking the arguments
+        # (matmul's common case: 10 -> 3.7 us per recorded call)
+        nodes = [a._node() for a in args]
+        tpl = (tuple(_Slot(k) for k in range(len(args))), {})
+    else:
+        nodes = []
+        tpl = make_template((tuple(args), dict(kwargs)), nodes)
     if meta is not None:
         m = meta(nodes, tpl)
     else:

@@ -191,7 +191,8 @@ def setitem(arr, index, value) -> None:
     else:
         template, args, dummy_index = _advanced_template(index)
     concrete = not isinstance(value, ndarray) and not isinstance(value, np.ndarray)
-    if basic is None and not args and concrete and arr.size <= 100_000:
+    scratch_checked = basic is None and not args and concrete and arr.size <= 100_000
+    if scratch_checked:
         # NumPy's own errors, in NumPy's order (index shapes, value broadcast and
         # conversion, bounds), from the same assignment on a scratch array
         np.zeros(arr.shape, arr.dtype)[dummy_index] = value
@@ -214,14 +215,15 @@ def setitem(arr, index, value) -> None:
         target._write(SETITEM, (val,), {"index": Ellipsis})
         return
     if arr.size <= 100_000:
-        # NumPy's own errors for this assignment, on a scratch array (lazy index arrays
-        # stand in as zeros, so only their bounds are checked later)
-        vdt = val.dtype if type(val) is Node else np.asarray(value).dtype
-        try:
-            np.zeros(arr.shape, arr.dtype)[dummy_index] = np.zeros(vshape, vdt)
-        except IndexError:
-            if not args:
-                raise
+        if not scratch_checked:
+            # NumPy's own errors for this assignment, on a scratch array (lazy index
+            # arrays stand in as zeros, so only their bounds are checked later)
+            vdt = val.dtype if type(val) is Node else np.asarray(value).dtype
+            try:
+                np.zeros(arr.shape, arr.dtype)[dummy_index] = np.zeros(vshape, vdt)
+            except IndexError:
+                if not args:
+                    raise
     elif not args:
         dummy = np.broadcast_to(np.empty((), arr.dtype), arr.shape)
         _check_broadcast_assign(vshape, dummy[dummy_index].shape, advanced=True)

@@ -15,8 +15,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
 from . import _reductions, _views, graph
-from ._functions import _fill_deep, dummy, function_op, lazy_call, twin
-from ._indexing import _Slot
+from ._functions import _fill_deep, dummy, lazy_call, twin
 from ._operands import broadcast_shapes, key_of, operand, shape_of, to_numpy
 from ._ufunc import UFUNCS
 from .ndarray import ndarray
@@ -551,15 +550,8 @@ def matmul(x1, x2, /, out=None, *, dtype=None, casting="same_kind", order="K", s
         if len(_matmul_cache) > 10_000:
             _matmul_cache.clear()
         meta = _matmul_cache[key] = _matmul_meta(a, b, kw)
-    if kw:
-        res = lazy_call("matmul", np.matmul, (a, b), kw, kind="contraction",
-                        meta=lambda n, t: meta, scalar=True)
-    else:       # what lazy_call records, without building the template (~8 us per call)
-        shape, rdt = meta
-        node = graph.record(function_op("matmul", np.matmul, "contraction"),
-                            (a._node(), b._node()), {"tpl": ((_Slot(0), _Slot(1)), {})},
-                            tuple(shape), np.dtype(rdt))
-        res = ndarray._from_node(node, shape == ())
+    res = lazy_call("matmul", np.matmul, (a, b), kw, kind="contraction",
+                    meta=lambda n, t: meta, scalar=True)
     if out is not None:
         out[...] = res
         return out

@@ -42,6 +42,7 @@ def reduction(name: str, fn, array, axis=None, dtype=None, out=None, keepdims=Fa
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             dt = np.asarray(fn(dummy, where=np.broadcast_to(wv, wv.shape), **args_kw)).dtype
+        shape = R.reduced_shape(a.shape, axis, keepdims)
     else:
         # (result dtype and shape depend only on these: cached, as probing costs ~5 us)
         try:
@@ -57,8 +58,6 @@ def reduction(name: str, fn, array, axis=None, dtype=None, out=None, keepdims=Fa
                     _meta_cache.clear()
                 _meta_cache[key] = meta
         dt, shape = meta
-    if where is not True:
-        shape = R.reduced_shape(a.shape, axis, keepdims)
     args = (a._node(),)
     if where is not True:
         args += (operand(where),)

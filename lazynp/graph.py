@@ -656,10 +656,9 @@ def _run_item_in_state(item, epoch: int) -> None:
         _after_run(n, epoch)
         return
     nodes = item.nodes()
-    size = _prod(item.shape)
     try:
-        ok = size * len(nodes) >= _MIN_KERNEL_WORK and \
-            _fused.run_group(item, Node, _value_of, _store_checker(item))
+        # (groups with less work than _MIN_KERNEL_WORK were unfused by _schedule)
+        ok = _fused.run_group(item, Node, _value_of, _store_checker(item))
     except BaseException as exc:
         _add_site_note(exc, nodes[0])
         _fail([(m, False) for m in nodes], exc)

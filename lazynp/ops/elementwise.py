@@ -203,8 +203,9 @@ def check_python_int(ufunc, args, keys) -> None:
             loop = ()
         _loops[lk] = loop
     ints += [d for d in loop if d.kind in "iu"]
+    bounds = [_bounds(k) for k in ints]
     for a in args:
-        if type(a) is int and any(not (_bounds(k)[0] <= a <= _bounds(k)[1]) for k in ints):
+        if type(a) is int and any(not lo <= a <= hi for lo, hi in bounds):
             # NumPy decides (its exact error, or none: comparisons, ldexp's float mantissa):
             # the call on empty arrays of the operands' dtypes, scalars in their places
             # (silent: a cast warning comes when the operation runs)
