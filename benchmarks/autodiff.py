@@ -63,13 +63,24 @@ def main() -> int:
         g = lz_jit(params, X, Y)
         return [numpy.asarray(x) for x in g]
 
-    fns = {"lazynp": run_lazynp, "lazynp (jit)": run_lazynp_jit}
+    def run_lazynp_no_replay():
+        # every call records its backward pass and schedules it node by node
+        lazynp._config.GRAD_REPLAY = False
+        try:
+            return run_lazynp()
+        finally:
+            lazynp._config.GRAD_REPLAY = True
+
+    fns = {"lazynp": run_lazynp, "lazynp (jit)": run_lazynp_jit,
+           "lazynp, replay off": run_lazynp_no_replay}
     # references that bound what any implementation can reach on this machine
     fns["numpy, hand-written gradient"] = lambda: numpy_gradient(params, X, Y)
     dz = numpy.ones((B, H))
     fns["numpy, the 2 large matmuls only"] = lambda: (X @ params[0], X.T @ dz)
     ref = run_lazynp()
     for a, b in zip(ref, numpy_gradient(params, X, Y)):
+        numpy.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    for a, b in zip(ref, run_lazynp_no_replay()):
         numpy.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
     for a, b in zip(ref, run_lazynp_jit()):
         numpy.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)

@@ -22,3 +22,7 @@ FUSION = os.environ.get("LAZYNP_FUSION", "1") not in ("0", "false", "False")
 #: ``LAZYNP_PURE_PYTHON=1`` runs the pure Python recorder even when the C one
 #: (``lazynp._speedups``) is built.
 PURE_PYTHON = os.environ.get("LAZYNP_PURE_PYTHON", "0") not in ("", "0", "false", "False")
+
+#: Eager ``grad``/``value_and_grad`` compile a plan for a forward-graph structure seen twice
+#: and replay it (``lazynp._grad_replay``); ``LAZYNP_GRAD_REPLAY=0`` records every backward.
+GRAD_REPLAY = os.environ.get("LAZYNP_GRAD_REPLAY", "1") not in ("0", "false", "False")

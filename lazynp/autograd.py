@@ -35,6 +35,7 @@ import numpy as _np
 
 from . import graph as _graph
 from . import _fallback
+from . import _grad_replay as _replay
 from .graph import Node
 from .ndarray import ndarray
 from .ops import vjps as _vjps
@@ -435,7 +436,7 @@ def _scalar_out(out):
     return out
 
 
-def value_and_grad(fun, argnums=0, has_aux=False):
+def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True):
     """``fun``'s value and gradient w.r.t. the arguments ``argnums`` (lazy arrays).
 
     ``fun`` must return a scalar (or ``(scalar, aux)`` with ``has_aux=True``).  Returns
@@ -445,8 +446,12 @@ def value_and_grad(fun, argnums=0, has_aux=False):
     single = isinstance(argnums, int)
     nums = _argnums_tuple(argnums)
 
+    replay = _replay.GradReplay()
+
     def wrapped(*args, **kwargs):
         lnp = _lnp()
+        use_replay = _replay.enabled() and not has_aux and _depth == 0
+        flushes = _graph.STATS["flushes"]
         with _Trace() as tr:
             new_args, specs, nodes, originals = _prepare(args, nums, tr)
             res = fun(*new_args, **kwargs)
@@ -456,11 +461,47 @@ def value_and_grad(fun, argnums=0, has_aux=False):
             onode = out._node()
             tape = tr.capture()
             flat_nodes = [n for ns in nodes for n in ns]
-            grads = _backward([onode], [lnp.ones(out.shape, out.dtype)], flat_nodes, tape)
+            entry = None
+            if use_replay and out is res and _graph.STATS["flushes"] == flushes and \
+                    not tape.poison:
+                entry, key, externals = _replay_entry(replay, onode, tape, flat_nodes)
+            grads = None
+            if entry is not None and entry.plan is None and entry.count >= _replay.COMPILE_AT:
+                grads = _backward([onode], [lnp.ones(out.shape, out.dtype)], flat_nodes, tape)
+                try:
+                    _replay.compile_entry(entry, out if _want_value else None, grads,
+                                          externals)
+                except Exception:      # an op the plan compiler does not take: stay eager
+                    _replay.STATS["failures"] += 1
+                    entry.plan = False
+            if entry is not None and entry.plan:
+                try:
+                    value, grads = _replay.run_entry(entry, externals)
+                    if _want_value:
+                        res = value
+                    _replay.STATS["hits"] += 1
+                    _replay.forget_abandoned(len(_REC) - tr.start)
+                except Exception:      # the eager path below raises the error at its line
+                    _replay.STATS["failures"] += 1
+                    replay.drop(key)
+                    grads = None
+            if grads is None:
+                grads = _backward([onode], [lnp.ones(out.shape, out.dtype)], flat_nodes, tape)
         g = _grads_out(grads, specs, nodes, originals, single)
         return ((res, aux) if has_aux else res), g
     wrapped.__name__ = f"value_and_grad({getattr(fun, '__name__', 'f')})"
     return wrapped
+
+
+def _replay_entry(replay, onode, tape, flat_nodes):
+    """``(entry, key, externals)`` of this call's forward structure in ``replay``
+    (``entry`` None when the structure cannot be keyed exactly)."""
+    try:
+        key, externals = _replay.structure([onode], tape.nodes, flat_nodes)
+    except _replay.Uncacheable:
+        _replay.STATS["uncacheable"] += 1
+        return None, None, None
+    return replay.lookup(key), key, externals
 
 
 def grad(fun, argnums=0, has_aux=False):
@@ -469,7 +510,7 @@ def grad(fun, argnums=0, has_aux=False):
     >>> import lazynp as np
     >>> np.grad(lambda x: np.sum(np.tanh(x)))(np.ones(3))    # doctest: +SKIP
     """
-    vg = value_and_grad(fun, argnums, has_aux)
+    vg = value_and_grad(fun, argnums, has_aux, _want_value=False)
 
     def wrapped(*args, **kwargs):
         (v, g) = vg(*args, **kwargs)

@@ -170,15 +170,16 @@ def _leaf_names(spec, prefix: str, out: list) -> None:
 
 # --- extracting a Symbol from recorded nodes ---------------------------------------------
 
-def _extract(out_nodes: list, inputs: list):
+def _extract(out_nodes: list, inputs: list, names=None):
     """Copy the graph behind ``out_nodes`` (graph.Node) into SNodes.  ``inputs`` are the
-    placeholder nodes in positional order (all kept, even unused)."""
+    placeholder nodes in positional order (all kept, even unused); with ``names`` they may
+    be any nodes (computed ones too), which become placeholders of those names."""
     index: dict = {}
     entries: list = []
-    for p in inputs:
+    for k, p in enumerate(inputs):
         index[id(p)] = len(entries)
-        dims = (p.params or {}).get("dims")
-        params = {"name": p.params["name"]}
+        dims = (p.params or {}).get("dims") if names is None else None
+        params = {"name": p.params["name"] if names is None else names[k]}
         if dims is not None:
             params["dims"] = tuple(dims)
         entries.append(SNode("placeholder", (), params, p.shape, p.dtype))

@@ -1,0 +1,193 @@
+"""Replay of eager gradients: one compiled plan per forward-graph structure.
+
+``lazynp.grad(f)(x)`` runs ``f`` in Python on every call (so its control flow, closures and
+side effects are honoured), which records the forward graph.  Recording the backward pass
+and scheduling forward + backward node by node then costs more than the arithmetic for
+small and medium arrays.  When the recorded forward graph has the same *structure* as on an
+earlier call (same ops, parameters, constants, shapes and dtypes, wired the same way), the
+backward graph is the same too, so the second time a structure is seen its forward +
+backward graph is compiled into an unfused :class:`lazynp.jit.Plan` and every later call
+with that structure runs the plan on the current values of the graph's external inputs
+instead of recording the backward pass.
+
+A call never uses a plan (and falls back to the ordinary eager path) when its structure
+cannot be keyed exactly: a flush ran during the trace (a value was read: control flow may
+depend on it), a parameter holds an array or an object without a value identity, a node
+carries its own error state (``np.errstate`` inside ``f``), a NumPy fallback ran on the
+differentiated path, or a trace is nested (``grad(grad(f))``, ``jit(grad(f))``).  When a
+plan fails at run time, its entry is dropped and the call takes the eager path, whose
+errors name the user's line.
+
+``LAZYNP_GRAD_REPLAY=0`` turns the replay off.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from types import BuiltinFunctionType, FunctionType
+
+import numpy as np
+
+from . import _config
+from . import graph as _graph
+from ._indexing import _Slot
+from .graph import Node
+from .ops.registry import Op
+
+STATS = {"hits": 0, "plans": 0, "misses": 0, "uncacheable": 0, "failures": 0}
+
+#: a structure is compiled the second time it is seen (once: a one-off call pays nothing)
+COMPILE_AT = 2
+
+
+class Uncacheable(Exception):
+    pass
+
+
+_ATOMS = frozenset([type(None), bool, int, float, complex, str, bytes, np.dtype,
+                    type(Ellipsis), type(NotImplemented)])
+_BY_IDENTITY = (FunctionType, BuiltinFunctionType, np.ufunc, type, Op)
+
+
+def _freeze(v):
+    """A hashable stand-in equal for equal parameters (the type is part of it: 1, 1.0 and
+    True are equal in Python but not as NumPy constants)."""
+    t = type(v)
+    if t in _ATOMS or isinstance(v, np.dtype):
+        return (t, v)
+    if t is tuple or t is list:
+        return (t, tuple([_freeze(x) for x in v]))
+    if t is dict:
+        return (dict, tuple([(k, _freeze(x)) for k, x in v.items()]))
+    if t is slice:
+        return (slice, _freeze(v.start), _freeze(v.stop), _freeze(v.step))
+    if t is _Slot:
+        return (_Slot, v.k)
+    if isinstance(v, np.generic) and v.dtype.kind in "biufcSUM?":
+        return (t, v.tobytes())
+    if isinstance(v, _BY_IDENTITY):
+        return (t, v)       # kept alive by the cache entry's key, so the identity is stable
+    raise Uncacheable
+
+
+def structure(outs: list, tape_ids, inputs: list) -> tuple:
+    """``(key, externals)`` of the graph behind ``outs``: nodes recorded in this trace
+    (``tape_ids``) by op, parameters and wiring; every other node is an external input
+    (its value is read when the plan runs), listed in ``externals``.  The key also says
+    where the differentiated ``inputs`` (nodes) are.  Raises :class:`Uncacheable`."""
+    pending = _graph.PENDING
+    index: dict = {}
+    items: list = []
+    externals: list = []
+    for out in outs:
+        if id(out) in index:
+            continue
+        stack = [(out, 0)]
+        while stack:
+            n, i = stack[-1]
+            nid = id(n)
+            if nid in index:
+                stack.pop()
+                continue
+            if nid not in tape_ids:
+                if n.op is _graph.PLACEHOLDER or n.error is not None:
+                    raise Uncacheable
+                stack.pop()
+                index[nid] = len(items)
+                items.append(("x", n.shape, n.dtype))
+                externals.append(n)
+                continue
+            args = n.args
+            while i < len(args):
+                a = args[i]
+                i += 1
+                if type(a) is Node and id(a) not in index:
+                    stack[-1] = (n, i)
+                    stack.append((a, 0))
+                    break
+            else:
+                stack.pop()
+                if n.state != pending or n.ext is not None:
+                    raise Uncacheable
+                ak = tuple([index[id(a)] if type(a) is Node else _freeze(a) for a in args])
+                items.append((n.op, ak, _freeze(n.params), n.shape, n.dtype))
+                index[nid] = len(items) - 1
+    where = tuple([index.get(id(n), -1) for n in inputs])
+    return (tuple(items), where), externals
+
+
+class _Entry:
+    __slots__ = ("count", "plan", "grad_mask", "scalars", "has_value")
+
+    def __init__(self):
+        self.count = 0
+        self.plan = None            # a jit Plan; False when it could not be compiled
+        self.grad_mask = None       # which gradients the eager pass produced (not None)
+        self.scalars = None         # NumPy-scalar flags of the value and the gradients
+        self.has_value = False      # the plan's first output is the function's value
+
+
+class GradReplay:
+    """The plans of one ``value_and_grad`` function (least recently used kept)."""
+
+    def __init__(self, maxsize: int = 16):
+        self._entries: OrderedDict = OrderedDict()
+        self.maxsize = maxsize
+
+    def lookup(self, key) -> _Entry:
+        e = self._entries.get(key)
+        if e is None:
+            STATS["misses"] += 1
+            e = self._entries[key] = _Entry()
+            if len(self._entries) > self.maxsize:
+                self._entries.popitem(last=False)
+        else:
+            self._entries.move_to_end(key)
+        e.count += 1
+        return e
+
+    def drop(self, key) -> None:
+        self._entries.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def enabled() -> bool:
+    return _config.GRAD_REPLAY
+
+
+def compile_entry(entry: _Entry, out, grads: list, externals: list) -> None:
+    """Compile the forward + backward graph (outputs: the value ``out`` unless it is None,
+    and the non-None gradients, lazynp arrays) with ``externals`` as its inputs, in order.
+    (Without the value, a replayed ``grad`` computes, and warns about, exactly what the
+    eager one does: the forward ops the gradient needs.)"""
+    from . import symbol as _symbol
+    from .jit import compile_plan
+    outs = ([] if out is None else [out._node()]) + [g._node() for g in grads if g is not None]
+    names = [f"x{i}" for i in range(len(externals))]
+    entries, refs = _symbol._extract(outs, externals, names=names)
+    entry.plan = compile_plan(_symbol.Symbol(entries, refs), fuse=False)
+    entry.grad_mask = [g is not None for g in grads]
+    entry.scalars = ([] if out is None else [out._scalar]) + \
+        [g._scalar for g in grads if g is not None]
+    entry.has_value = out is not None
+    STATS["plans"] += 1
+
+
+def run_entry(entry: _Entry, externals: list):
+    """``(value, grads)`` as lazynp arrays (a gradient is ``None`` where the eager pass had
+    none; the value is None when the plan does not compute it), computed now by the
+    entry's plan on the externals' current values."""
+    from .jit import _prepare_leaf, _wrap_outputs
+    vals = [_prepare_leaf(_graph.materialize(n)) for n in externals]
+    res = _wrap_outputs(entry.plan.run(vals), entry.scalars)
+    value = res[0] if entry.has_value else None
+    it = iter(res[1:] if entry.has_value else res)
+    return value, [next(it) if m else None for m in entry.grad_mask]
+
+
+def forget_abandoned(n: int) -> None:
+    """The trace's forward nodes are not run when a plan replaces them: they no longer
+    count towards the bound flush."""
+    st = _graph._state
+    st.pending_count = max(0, st.pending_count - n)

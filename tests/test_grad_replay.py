@@ -1,0 +1,258 @@
+"""Replay of eager gradients (lazynp/_grad_replay.py): a plan compiled for a forward-graph
+structure seen twice must give exactly what recording the backward pass gives, and must be
+bypassed whenever the structure or a value it depends on changes."""
+import contextlib
+import warnings
+
+import numpy
+import pytest
+
+import lazynp as np
+from lazynp import _config
+from lazynp import _grad_replay as R
+
+
+@contextlib.contextmanager
+def replay(on: bool):
+    old = _config.GRAD_REPLAY
+    _config.GRAD_REPLAY = on
+    try:
+        yield
+    finally:
+        _config.GRAD_REPLAY = old
+
+
+def as_np(tree):
+    if isinstance(tree, (list, tuple)):
+        return [as_np(t) for t in tree]
+    if isinstance(tree, dict):
+        return {k: as_np(v) for k, v in tree.items()}
+    return numpy.asarray(tree)
+
+
+def assert_same(a, b):
+    if isinstance(a, list):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            assert_same(x, y)
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for k in a:
+            assert_same(a[k], b[k])
+    else:
+        assert a.shape == b.shape and a.dtype == b.dtype
+        numpy.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+def eager(fun, *args, **kw):
+    """The gradient recorded the ordinary way (a fresh grad function, replay off)."""
+    with replay(False):
+        return as_np(np.grad(fun, **kw)(*args))
+
+
+def mlp_loss(params, x, y):
+    (w1, b1), (w2, b2) = params
+    h = np.tanh(x @ w1 + b1)
+    z = h @ w2 + b2
+    m = z.max(axis=1, keepdims=True)
+    lse = np.log(np.exp(z - m).sum(axis=1, keepdims=True)) + m
+    return -(y * (z - lse)).sum() / x.shape[0]
+
+
+def test_repeated_calls_replay_a_plan_and_match_eager_gradients():
+    rng = numpy.random.default_rng(0)
+    g = np.grad(mlp_loss)
+    h0, p0 = R.STATS["hits"], R.STATS["plans"]
+    for step in range(5):
+        params = [(rng.standard_normal((6, 5)), rng.standard_normal(5)),
+                  (rng.standard_normal((5, 3)), rng.standard_normal(3))]
+        x = rng.standard_normal((4, 6))
+        y = numpy.eye(3)[rng.integers(0, 3, 4)]
+        got = as_np(g([tuple(np.asarray(a) for a in p) for p in params], np.asarray(x), y))
+        assert_same(got, eager(mlp_loss, params, x, y))
+    assert R.STATS["plans"] - p0 == 1          # compiled on the second call
+    assert R.STATS["hits"] - h0 == 4           # calls 2..5 ran the plan
+
+
+def test_value_and_grad_returns_the_plans_value():
+    f = lambda x: np.sum(np.sin(x) * x)
+    vg = np.value_and_grad(f)
+    for k in range(4):
+        x = numpy.linspace(-1, 1, 7) * (k + 1)
+        v, gx = vg(np.asarray(x))
+        numpy.testing.assert_allclose(numpy.asarray(v), numpy.sum(numpy.sin(x) * x), rtol=1e-13)
+        numpy.testing.assert_allclose(numpy.asarray(gx), numpy.sin(x) + x * numpy.cos(x),
+                                      rtol=1e-13)
+        assert np.asarray(v).shape == ()
+
+
+def test_python_control_flow_on_values_is_never_replayed():
+    def f(x):
+        if float(np.sum(x)) > 0:       # a flush in the trace: the structure depends on values
+            return np.sum(x * x)
+        return np.sum(np.exp(x))
+    g = np.grad(f)
+    p0 = R.STATS["plans"]
+    for sign in (1, 1, -1, 1, -1, -1):
+        x = numpy.arange(1.0, 4.0) * sign
+        want = 2 * x if sign > 0 else numpy.exp(x)
+        numpy.testing.assert_allclose(numpy.asarray(g(np.asarray(x))), want, rtol=1e-13)
+    assert R.STATS["plans"] == p0       # (a flush in the trace skips the lookup)
+
+
+def test_values_captured_by_the_function_are_read_on_every_call():
+    c_np = numpy.array([1.0, 2.0, 3.0])
+    c_lz = np.asarray([0.5, 0.5, 0.5])
+    f = lambda x: np.sum(x * c_np * c_lz)
+    g = np.grad(f)
+    x = np.asarray([1.0, 1.0, 1.0])
+    for k in range(4):
+        c_np[:] = [k, k + 1, k + 2]         # mutated in place between calls
+        c_lz += 1.0                          # a new version of a lazynp array
+        numpy.testing.assert_allclose(numpy.asarray(g(x)),
+                                      c_np * numpy.asarray(c_lz), rtol=1e-14)
+
+
+def test_a_changed_constant_or_shape_is_a_new_structure():
+    def f(x, scale):
+        return np.sum(np.tanh(x) * scale)
+    g = np.grad(f)
+    for scale, n in [(2.0, 3), (2.0, 3), (3.0, 3), (3.0, 3), (2.0, 5), (2.0, 5), (2, 5), (2.0, 3)]:
+        x = numpy.linspace(0, 1, n)
+        got = numpy.asarray(g(np.asarray(x), scale))
+        numpy.testing.assert_allclose(got, scale * (1 - numpy.tanh(x) ** 2), rtol=1e-13)
+        assert got.shape == (n,)
+
+
+def test_int_and_float_constants_are_different_structures():
+    # 2 and 2.0 are equal in Python, not as NumPy operands for a float32 array: x * 2 stays
+    # float32, so the keys must differ (the type is part of the key)
+    f32 = numpy.ones(3, numpy.float32)
+    for c in (2, 2, 2.0, 2.0, numpy.float64(2.0), numpy.float64(2.0)):
+        got = np.grad(lambda x: np.sum(x * c))
+        g = np.grad(lambda x, c: np.sum(x * c))
+        a = numpy.asarray(g(np.asarray(f32), c))
+        b = numpy.asarray(got(np.asarray(f32)))
+        assert a.dtype == b.dtype == numpy.float32
+        numpy.testing.assert_array_equal(a, b)
+
+
+def test_mutation_inside_the_function_replays_correctly():
+    def f(x):
+        y = np.zeros(5)
+        y[1:4] = x[:3] ** 2
+        y += x
+        y[0] *= 3.0
+        return np.sum(y * y)
+    g = np.grad(f)
+    for k in range(4):
+        x = numpy.arange(5.0) - k
+        assert_same(as_np(g(np.asarray(x))), eager(f, x))
+
+
+def test_pytree_arguments_and_argnums():
+    def f(a, p, b):
+        return np.sum(a["w"] * p[0]) + np.sum(p[1] ** 3) * b
+    g = np.grad(f, argnums=(0, 1))
+    for k in range(3):
+        a = {"w": numpy.arange(3.0) + k}
+        p = [numpy.ones(3) * k, numpy.arange(2.0) - k]
+        got = as_np(g({"w": np.asarray(a["w"])}, [np.asarray(p[0]), np.asarray(p[1])], 2.0))
+        assert_same(got, eager(f, a, p, 2.0, argnums=(0, 1)))
+
+
+def test_an_unused_argument_gets_zeros():
+    g = np.grad(lambda x, y: np.sum(x * 2.0), argnums=(0, 1))
+    for k in range(3):
+        gx, gy = g(np.ones(2) * k, np.ones(3))
+        numpy.testing.assert_array_equal(numpy.asarray(gx), [2.0, 2.0])
+        numpy.testing.assert_array_equal(numpy.asarray(gy), numpy.zeros(3))
+
+
+def test_second_derivatives_replay():
+    f = lambda x: np.sum(np.sin(x) * x ** 3)
+    gg = np.grad(lambda x: np.sum(np.grad(f)(x)))
+    for k in range(4):
+        x = numpy.linspace(-1, 1, 5) + k
+        want = (-numpy.sin(x) * x ** 3 + 6 * numpy.cos(x) * x ** 2 + 6 * numpy.sin(x) * x)
+        numpy.testing.assert_allclose(numpy.asarray(gg(np.asarray(x))), want, rtol=1e-12)
+
+
+def test_jit_of_grad_is_unaffected():
+    f = lambda x: np.sum(np.exp(x) * x)
+    j = np.jit(np.grad(f))
+    for k in range(3):
+        x = numpy.linspace(0, 1, 4) + k
+        numpy.testing.assert_allclose(numpy.asarray(j(np.asarray(x))),
+                                      numpy.exp(x) * (1 + x), rtol=1e-13)
+
+
+def test_a_run_time_error_is_raised_like_the_eager_path():
+    f = lambda a: np.sum(np.linalg.inv(a))
+    g = np.grad(f)
+    good = numpy.array([[2.0, 1.0], [1.0, 3.0]])
+    for _ in range(3):
+        assert_same(as_np(g(np.asarray(good))), eager(f, good))
+    with pytest.raises(numpy.linalg.LinAlgError):
+        numpy.asarray(g(np.asarray(numpy.zeros((2, 2)))))
+    assert_same(as_np(g(np.asarray(good))), eager(f, good))
+
+
+def test_warnings_match_the_eager_path():
+    f = lambda x: np.sum(np.log(x))
+    x = numpy.array([1.0, -1.0, 2.0])
+
+    def collect(fn):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            out = numpy.asarray(fn())
+        return out, sorted({(type(m.message), str(m.message)) for m in w
+                            if issubclass(m.category, RuntimeWarning)})
+    with replay(False):
+        want = collect(lambda: np.grad(f)(np.asarray(x)))
+    g = np.grad(f)
+    for _ in range(3):
+        got = collect(lambda: g(np.asarray(x)))
+        numpy.testing.assert_array_equal(got[0], want[0])
+        assert got[1] == want[1]
+
+
+def test_gradient_arrays_are_fresh_each_call():
+    g = np.grad(lambda x: np.sum(x * x))
+    x = np.asarray([1.0, 2.0])
+    first = g(x)
+    for _ in range(3):
+        again = g(x)
+        again += 100.0              # writing into one call's result...
+    numpy.testing.assert_array_equal(numpy.asarray(first), [2.0, 4.0])   # ...leaves others
+    numpy.testing.assert_array_equal(numpy.asarray(g(x)), [2.0, 4.0])
+    numpy.testing.assert_array_equal(numpy.asarray(x), [1.0, 2.0])
+
+
+def test_replay_can_be_turned_off():
+    g = np.grad(lambda x: np.sum(np.cos(x)))
+    with replay(False):
+        h0 = R.STATS["hits"]
+        for _ in range(3):
+            numpy.asarray(g(np.ones(3)))
+        assert R.STATS["hits"] == h0
+
+
+def test_parameters_that_hold_arrays_are_not_keyed():
+    with pytest.raises(R.Uncacheable):
+        R._freeze({"index": numpy.arange(3)})
+    assert R._freeze((1, 1.0)) != R._freeze((1.0, 1))
+    assert R._freeze(numpy.float32(1)) != R._freeze(numpy.float64(1))
+    assert R._freeze(slice(0, 3)) == R._freeze(slice(0, 3))
+
+
+def test_abandoned_forward_nodes_do_not_pile_up_towards_the_bound_flush():
+    from lazynp import graph
+    g = np.grad(lambda x: np.sum(np.tanh(x) ** 2))
+    x = np.ones(4)
+    for _ in range(5):
+        numpy.asarray(g(x))
+    before = graph._state.pending_count
+    for _ in range(50):
+        numpy.asarray(g(x))
+    assert graph._state.pending_count <= before + 5
