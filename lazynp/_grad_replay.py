@@ -22,6 +22,7 @@ errors name the user's line.
 """
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
 from types import BuiltinFunctionType, FunctionType
 
@@ -129,7 +130,7 @@ class _Entry:
 class GradReplay:
     """The plans of one ``value_and_grad`` function (least recently used kept)."""
 
-    def __init__(self, maxsize: int = 16):
+    def __init__(self, maxsize: int = 8):
         self._entries: OrderedDict = OrderedDict()
         self.maxsize = maxsize
 
@@ -186,8 +187,32 @@ def run_entry(entry: _Entry, externals: list):
     return value, [next(it) if m else None for m in entry.grad_mask]
 
 
-def forget_abandoned(n: int) -> None:
-    """The trace's forward nodes are not run when a plan replaces them: they no longer
-    count towards the bound flush."""
+def abandon(recorded: list) -> list:
+    """The trace's nodes (``recorded``) are not run when a plan replaced them.  They stop
+    counting towards the bound flush, and the returned watch list lets
+    :func:`release_dead` drop the reads they hold on nodes recorded before the trace
+    (a pending reader keeps a Var from being updated in place: ``w -= lr * g`` would copy
+    ``w`` on every step).  A node the user kept (a global list, a written global array) still
+    runs when read."""
     st = _graph._state
-    st.pending_count = max(0, st.pending_count - n)
+    st.pending_count = max(0, st.pending_count - len(recorded))
+    mine = {id(n) for n in recorded}
+    watch = []
+    for n in recorded:
+        if n.op is _graph.VIEW or n.state != _graph.PENDING:
+            continue
+        outside = [a for a in n.args if type(a) is Node and id(a) not in mine]
+        if outside:
+            watch.append((weakref.ref(n), outside))
+    return watch
+
+
+def release_dead(watch: list) -> None:
+    """Nodes of ``watch`` that died without running will never read their arguments."""
+    dead = [reads for ref, reads in watch if ref() is None]
+    if dead:
+        with _graph._book_lock:
+            for reads in dead:
+                for a in reads:
+                    if a.nuse > 0:
+                        a.nuse -= 1

@@ -448,7 +448,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True):
 
     replay = _replay.GradReplay()
 
-    def wrapped(*args, **kwargs):
+    def call(args, kwargs, watch: list):
         lnp = _lnp()
         use_replay = _replay.enabled() and not has_aux and _depth == 0
         flushes = _graph.STATS["flushes"]
@@ -474,21 +474,36 @@ def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True):
                 except Exception:      # an op the plan compiler does not take: stay eager
                     _replay.STATS["failures"] += 1
                     entry.plan = False
-            if entry is not None and entry.plan:
-                try:
-                    value, grads = _replay.run_entry(entry, externals)
-                    if _want_value:
-                        res = value
-                    _replay.STATS["hits"] += 1
-                    _replay.forget_abandoned(len(_REC) - tr.start)
-                except Exception:      # the eager path below raises the error at its line
-                    _replay.STATS["failures"] += 1
-                    replay.drop(key)
-                    grads = None
-            if grads is None:
+            replayed = entry is not None and bool(entry.plan)
+            if replayed:
+                recorded = _REC[tr.start:]
+            elif grads is None:
                 grads = _backward([onode], [lnp.ones(out.shape, out.dtype)], flat_nodes, tape)
+        if replayed:
+            # (outside the trace: reading the inputs must not mark them as kept for a
+            # backward pass, which would stop in-place updates of them)
+            try:
+                value, grads = _replay.run_entry(entry, externals)
+            except Exception:          # the eager path raises the error at its line
+                _replay.STATS["failures"] += 1
+                replay.drop(key)
+                if grads is None:      # (else the compiling call recorded them already)
+                    with _Trace():
+                        grads = _backward([onode], [lnp.ones(out.shape, out.dtype)],
+                                          flat_nodes, tape)
+            else:
+                _replay.STATS["hits"] += 1
+                res = value            # (None for grad, which drops the value)
+                watch.extend(_replay.abandon(recorded))
         g = _grads_out(grads, specs, nodes, originals, single)
         return ((res, aux) if has_aux else res), g
+
+    def wrapped(*args, **kwargs):
+        watch: list = []
+        r = call(args, kwargs, watch)
+        if watch:       # call's frame is gone: the trace's nodes nobody kept are dead now
+            _replay.release_dead(watch)
+        return r
     wrapped.__name__ = f"value_and_grad({getattr(fun, '__name__', 'f')})"
     return wrapped
 

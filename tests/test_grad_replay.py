@@ -256,3 +256,46 @@ def test_abandoned_forward_nodes_do_not_pile_up_towards_the_bound_flush():
     for _ in range(50):
         numpy.asarray(g(x))
     assert graph._state.pending_count <= before + 5
+
+
+def test_a_training_loop_updates_parameters_in_place():
+    from lazynp import graph
+    rng = numpy.random.default_rng(1)
+    X, y = np.asarray(rng.standard_normal((32, 4))), np.asarray(rng.standard_normal(32))
+    w, b = np.zeros(4), np.zeros(())
+    g = np.grad(lambda w, b: np.mean((X @ w + b - y) ** 2), argnums=(0, 1))
+    ref_w, ref_b = numpy.zeros(4), 0.0
+    Xn, yn = numpy.asarray(X), numpy.asarray(y)
+    for step in range(6):
+        if step == 3:
+            cow = graph.STATS["copy_on_write"]
+        gw, gb = g(w, b)
+        w -= 0.1 * gw
+        b -= 0.1 * gb
+        r = Xn @ ref_w + ref_b - yn
+        ref_w = ref_w - 0.1 * (2 * Xn.T @ r / 32)
+        ref_b = ref_b - 0.1 * (2 * r.mean())
+    numpy.testing.assert_allclose(numpy.asarray(w), ref_w, rtol=1e-12)
+    numpy.testing.assert_allclose(numpy.asarray(b), ref_b, rtol=1e-12)
+    # the replayed calls leave no pending reader of w and b behind
+    assert graph.STATS["copy_on_write"] == cow
+
+
+def test_an_intermediate_kept_by_the_function_keeps_its_value():
+    kept = []
+
+    def f(w):
+        h = np.tanh(w) * 3.0
+        kept.append(h)
+        return np.sum(h * h)
+    g = np.grad(f)
+    w = np.asarray([0.1, 0.2, 0.3])
+    w = w * 1.0                  # (not a buffer handed out to NumPy: writable in place)
+    for _ in range(4):
+        before = np.tanh(w) * 3.0
+        np.evaluate(before)      # (computed: no longer a reader of w)
+        gw = g(w)
+        w -= 0.5 * gw            # in place where nothing still reads the old w
+        np.evaluate(w)           # (the write runs before the kept intermediate is read)
+        numpy.testing.assert_allclose(numpy.asarray(kept[-1]), numpy.asarray(before),
+                                      rtol=1e-14)
