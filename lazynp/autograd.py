@@ -468,12 +468,18 @@ def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True):
             grads = None
             if entry is not None and entry.plan is None and entry.count >= _replay.COMPILE_AT:
                 grads = _backward([onode], [lnp.ones(out.shape, out.dtype)], flat_nodes, tape)
-                try:
-                    _replay.compile_entry(entry, out if _want_value else None, grads,
-                                          externals)
-                except Exception:      # an op the plan compiler does not take: stay eager
-                    _replay.STATS["failures"] += 1
-                    entry.plan = False
+                if _graph.STATS["flushes"] != flushes:
+                    # something ran while the backward pass was recorded: its values would
+                    # be baked into the plan as constants (the next call tries again)
+                    _replay.STATS["uncacheable"] += 1
+                    entry = None
+                else:
+                    try:
+                        _replay.compile_entry(entry, out if _want_value else None, grads,
+                                              externals)
+                    except Exception:  # an op the plan compiler does not take: stay eager
+                        _replay.STATS["failures"] += 1
+                        entry.plan = False
             replayed = entry is not None and bool(entry.plan)
             if replayed:
                 recorded = _REC[tr.start:]

@@ -56,6 +56,7 @@ def check_grads(f, *xs, order=1, modes=("rev", "fwd"), rtol=2e-5, atol=1e-6, see
         gs = fn(cot)
         rev = sum(float(numpy.sum(_np(g) * v)) for g, v in zip(gs, vs))
         assert abs(rev - fd) <= rtol * scale * 50 + atol * 10 * scale, (rev, fd)
+        check_replay(f, xs, us, gs)
     if "fwd" in modes:
         out, t = lnp.jvp(f, [lnp.asarray(x) for x in xs], [lnp.asarray(v) for v in vs])
         fwd = sum(float(numpy.sum(u * _np(o))) for u, o in zip(us, _tree_leaves(t)))
@@ -69,6 +70,34 @@ def check_grads(f, *xs, order=1, modes=("rev", "fwd"), rtol=2e-5, atol=1e-6, see
             return tuple(fn(cot))
         check_grads(vjp_fun, *xs, order=order - 1, modes=("rev",), rtol=rtol * 10,
                     atol=atol * 10, seed=seed + 1, eps=eps * 10)
+
+
+def check_replay(f, xs, us, want):
+    """``<u, f>``'s gradient through ``lnp.grad``, called three times: recorded (at ``xs``),
+    compiled into a replay plan (at other values ``ys``), replayed (at ``xs`` again: no
+    stale buffer from the ``ys`` call).  All must equal the recorded VJP ``want``, and
+    the ``ys`` call the recorded gradient at ``ys``."""
+    from lazynp import _config
+
+    def inner(*a):
+        outs = _tree_leaves(f(*a))
+        return sum(lnp.sum(lnp.asarray(o) * lnp.asarray(u)) for o, u in zip(outs, us))
+    nums = tuple(range(len(xs)))
+    g = lnp.grad(inner, argnums=nums)
+    ys = [x * (1 - 1e-3) for x in xs]
+    first = [_np(a) for a in g(*[lnp.asarray(x) for x in xs])]
+    second = [_np(a) for a in g(*[lnp.asarray(y) for y in ys])]
+    third = [_np(a) for a in g(*[lnp.asarray(x) for x in xs])]
+    _config.GRAD_REPLAY = False
+    try:
+        at_ys = [_np(a) for a in lnp.grad(inner, argnums=nums)(*[lnp.asarray(y) for y in ys])]
+    finally:
+        _config.GRAD_REPLAY = True
+    for a, b, c, w, d in zip(first, second, third, want, at_ys):
+        # (grad of <u, f> and vjp(u) sum their terms in different orders)
+        numpy.testing.assert_allclose(a, _np(w), rtol=1e-9, atol=1e-12)
+        numpy.testing.assert_allclose(c, a, rtol=1e-12, atol=1e-14)
+        numpy.testing.assert_allclose(b, d, rtol=1e-12, atol=1e-14)
 
 
 # --- strategies ------------------------------------------------------------------------------

@@ -299,3 +299,22 @@ def test_an_intermediate_kept_by_the_function_keeps_its_value():
         np.evaluate(w)           # (the write runs before the kept intermediate is read)
         numpy.testing.assert_allclose(numpy.asarray(kept[-1]), numpy.asarray(before),
                                       rtol=1e-14)
+
+
+def test_a_flush_while_the_backward_pass_is_recorded_is_not_baked_into_a_plan():
+    from lazynp import graph
+    f = lambda x: np.sum(np.exp(x) * np.sin(x))
+    g = np.grad(f)
+    old = graph._state.max_pending
+    try:
+        # the forward pass (copy, exp, sin, multiply, sum) records without a flush; the
+        # backward pass reaches the bound and flushes part of the graph
+        graph._state.max_pending = 7
+        for k in range(5):
+            graph._state.pending_count = 0
+            x = numpy.linspace(-1, 1, 6) + k
+            got = numpy.asarray(g(np.asarray(x)))
+            numpy.testing.assert_allclose(got, numpy.exp(x) * (numpy.sin(x) + numpy.cos(x)),
+                                          rtol=1e-13)
+    finally:
+        graph._state.max_pending = old
