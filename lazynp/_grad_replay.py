@@ -44,7 +44,7 @@ class Uncacheable(Exception):
     pass
 
 
-_ATOMS = frozenset([type(None), bool, int, float, complex, str, bytes, np.dtype,
+_ATOMS = frozenset([type(None), bool, int, str, bytes, np.dtype,
                     type(Ellipsis), type(NotImplemented)])
 _BY_IDENTITY = (FunctionType, BuiltinFunctionType, np.ufunc, type, Op)
 
@@ -53,6 +53,10 @@ def _freeze(v):
     """A hashable stand-in equal for equal parameters (the type is part of it: 1, 1.0 and
     True are equal in Python but not as NumPy constants)."""
     t = type(v)
+    if t is float:            # (by bits: 0.0 == -0.0, but x * -0.0 is not x * 0.0)
+        return (t, v.hex())
+    if t is complex:
+        return (t, v.real.hex(), v.imag.hex())
     if t in _ATOMS or isinstance(v, np.dtype):
         return (t, v)
     if t is tuple or t is list:

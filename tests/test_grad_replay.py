@@ -244,6 +244,15 @@ def test_parameters_that_hold_arrays_are_not_keyed():
     assert R._freeze((1, 1.0)) != R._freeze((1.0, 1))
     assert R._freeze(numpy.float32(1)) != R._freeze(numpy.float64(1))
     assert R._freeze(slice(0, 3)) == R._freeze(slice(0, 3))
+    assert R._freeze(0.0) != R._freeze(-0.0)
+    assert R._freeze(numpy.float64(0.0)) != R._freeze(numpy.float64(-0.0))
+
+
+def test_signed_zero_constants_are_different_structures():
+    g = np.grad(lambda x, c: np.sum(np.exp(x * c)))
+    for c in (0.0, 0.0, -0.0, -0.0, 0.0):
+        got = numpy.asarray(g(np.asarray([1.0, -2.0]), c))
+        numpy.testing.assert_array_equal(numpy.signbit(got), numpy.signbit([c, c]))
 
 
 def test_abandoned_forward_nodes_do_not_pile_up_towards_the_bound_flush():
