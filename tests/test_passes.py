@@ -43,6 +43,15 @@ def test_cse_merges_same_op_args_params():
     numpy.testing.assert_array_equal(_run(c, x)[0], _run(s, x)[0])
 
 
+def test_cse_keeps_signed_zero_constants_apart():
+    s = _sym([_x(), ("multiply", (Ref(0), 0.0), None, (4,), "float64"),
+              ("multiply", (Ref(0), -0.0), None, (4,), "float64")], [1, 2])
+    c = cse.cse(s)
+    assert [n.op for n in c.nodes].count("multiply") == 2
+    a, b = _run(c, numpy.arange(1.0, 5.0))
+    assert not numpy.signbit(a).any() and numpy.signbit(b).all()
+
+
 def test_constant_fold():
     c1 = numpy.arange(4.0)
     s = _sym([_x(), ("leaf", (), {"value": c1}, (4,), "float64"),

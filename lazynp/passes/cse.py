@@ -23,8 +23,8 @@ def _hkey(v):
         return ("dict",) + tuple((k, _hkey(x)) for k, x in v.items())
     if t is slice:
         return ("slice", _hkey(v.start), _hkey(v.stop), _hkey(v.step))
-    if t is float and v != v:
-        return ("nan",)
+    if t is float:      # by bits: 0.0 == -0.0, but x * -0.0 is not x * 0.0
+        return ("float", v.hex())
     if isinstance(v, np.ndarray):
         if v.nbytes > LEAF_BYTES or v.dtype.hasobject:
             raise TypeError("large array")
