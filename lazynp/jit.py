@@ -29,6 +29,7 @@ from .graph import own_result as _graph_own
 from .kernels import cpu as _cpu
 from .kernels import fused as _fused
 from .ndarray import ndarray
+from .passes import batch_tile as _tile
 from .passes import memory_plan as _mp
 from .passes import pipeline as _pipeline
 
@@ -477,8 +478,83 @@ class Plan:
         return dict(self._report)
 
 
-def compile_plan(sym, **kw) -> Plan:
+#: A row-local graph (passes/batch_tile.py) whose intermediates take at least this many
+#: bytes runs in slices of its batch, sized so that twice its largest intermediate's rows
+#: (a lower bound of a slice's live memory) take at most ``TILE_BYTES``: a slice's working
+#: set stays in cache, and graphs whose intermediates are all small are not sliced at all.
+TILE_MIN_BYTES = 1 << 20
+TILE_BYTES = 1 << 20
+MAX_TILES = 16
+
+
+def _naive_bytes(sym) -> int:
+    """Every op's result in its own buffer (outputs, inputs, constants and views excluded)."""
+    outs = {int(o) for o in sym.output_refs}
+    return sum(n.dtype.itemsize * _prod(n.shape) for i, n in enumerate(sym.nodes)
+               if n.op not in ("placeholder", "leaf", "view") and i not in outs)
+
+
+class TiledPlan:
+    """A plan for a row-local graph that runs it ``chunk`` rows of its batch at a time: one
+    plan compiled for ``chunk`` rows (its buffers allocated once) writes each output's
+    rows.  Same interface as :class:`Plan`."""
+
+    def __init__(self, sym, N: int, batched: list, chunk: int, naive: int, **kw):
+        self.source = sym
+        self.N, self.chunk = N, chunk
+        self.inner = Plan(_tile.tile(sym, batched, chunk), **kw)
+        self.symbol = _pipeline.optimize(sym)         # (the inner plan's has chunk rows)
+        self.in_batched = [batched[int(r)] for r in sym.input_refs]
+        outs = [int(o) for o in sym.output_refs]
+        self.out_specs = [(sym.nodes[o].shape, sym.nodes[o].dtype) for o in outs]
+        self.out_scalar = [False] * len(outs)       # (batched outputs have a batch axis)
+        self.single = sym.out_tree == "*"
+        self._runner = self.run
+        r = dict(self.inner.memory_report())
+        r.update(naive_bytes=naive, batch_tiles=N // chunk, tile_rows=chunk,
+                 ratio=r["planned_bytes"] / naive if naive else 1.0)
+        self._report = r
+
+    def run(self, leaves: list) -> list:
+        outs = [np.empty(shape, dtype) for shape, dtype in self.out_specs]
+        run = self.inner._runner
+        c = self.chunk
+        batched = self.in_batched
+        for i in range(0, self.N, c):
+            res = run([x[i:i + c] if b else x for x, b in zip(leaves, batched)])
+            for o, v in zip(outs, res):
+                o[i:i + c] = v
+        return outs
+
+    def memory_report(self) -> dict:
+        return dict(self._report)
+
+
+def _tiling(sym):
+    """``(N, batched, chunk, naive)`` when ``sym`` should run in slices of its batch."""
+    rows = _tile.batch_rows(sym)
+    if rows is None:
+        return None
+    N, batched = rows
+    opt = _pipeline.optimize(sym)
+    naive = _naive_bytes(opt)
+    if naive < TILE_MIN_BYTES:
+        return None
+    largest = max(n.dtype.itemsize * _prod(n.shape) for n in opt.nodes
+                  if n.op not in ("placeholder", "leaf", "view"))
+    chunk = _tile.choose_chunk(N, 2 * largest // N, TILE_BYTES)
+    if chunk >= N or N // chunk > MAX_TILES:
+        return None         # (not needed, or so many slices that their calls would cost more)
+    return N, batched, chunk, naive
+
+
+def compile_plan(sym, tile: bool = True, **kw):
+    """A :class:`Plan` for ``sym``, or a :class:`TiledPlan` when it is row-local along a
+    batch and large enough (``tile=False``: never tiled)."""
     STATS["plans"] += 1
+    t = _tiling(sym) if tile else None
+    if t is not None:
+        return TiledPlan(sym, *t, **kw)
     return Plan(sym, **kw)
 
 

@@ -1,0 +1,117 @@
+"""Batch tiling (lazynp/passes/batch_tile.py, jit.TiledPlan): which graphs are row-local,
+and tiled plans give the untiled plan's results on every call."""
+import numpy
+import pytest
+
+import lazynp as np
+from lazynp import symbol
+from lazynp.passes import batch_tile
+
+jit_mod = __import__("lazynp.jit", fromlist=["TiledPlan"])
+
+
+def conv2d(x, w):
+    win = np.lib.stride_tricks.sliding_window_view(x, w.shape[2:], axis=(2, 3))
+    return np.einsum("nchwrs,kcrs->nkhw", win, w)
+
+
+def convnet(params, x):
+    w1, w2, wd = params
+    h = np.maximum(conv2d(x, w1), 0.0)
+    h = np.maximum(conv2d(h, w2), 0.0)
+    z = h.reshape(h.shape[0], -1) @ wd
+    return np.exp(z - z.max(axis=1, keepdims=True))
+
+
+def numpy_convnet(params, x):
+    w1, w2, wd = params
+
+    def conv(x, w):
+        win = numpy.lib.stride_tricks.sliding_window_view(x, w.shape[2:], axis=(2, 3))
+        return numpy.einsum("nchwrs,kcrs->nkhw", win, w)
+    h = numpy.maximum(conv(x, w1), 0.0)
+    h = numpy.maximum(conv(h, w2), 0.0)
+    z = h.reshape(h.shape[0], -1) @ wd
+    return numpy.exp(z - z.max(axis=1, keepdims=True))
+
+
+def params(rng, f="float64"):
+    return (rng.standard_normal((4, 3, 3, 3)).astype(f) * 0.2,
+            rng.standard_normal((6, 4, 3, 3)).astype(f) * 0.2,
+            rng.standard_normal((6 * 20 * 20, 5)).astype(f) * 0.01)
+
+
+def row_local(f, *args):
+    return batch_tile.batch_rows(symbol.trace(f, *args)) is not None
+
+
+def test_row_local_graphs_are_recognized():
+    rng = numpy.random.default_rng(0)
+    x = rng.standard_normal((8, 5))
+    w = rng.standard_normal((5, 3))
+    assert row_local(lambda x, w: np.tanh(x @ w + 1.0), x, w)
+    assert row_local(lambda x: (x - x.mean(axis=1, keepdims=True)) / x.std(axis=-1)[:, None], x)
+    assert row_local(lambda x: np.cumsum(x[:, 1:], axis=1) * x[:, :1], x)
+    assert row_local(lambda x, y: x * y, x, rng.standard_normal((8, 5)))
+    assert row_local(convnet, params(rng), rng.standard_normal((4, 3, 24, 24)))
+
+
+@pytest.mark.parametrize("f", [
+    lambda x, w: x - x.mean(axis=0),                  # a reduction over the batch
+    lambda x, w: (x.T @ x)[:, :3],                    # axis 0 moves
+    lambda x, w: np.sum(x * 2.0),                     # the output has no batch axis
+    lambda x, w: x.reshape(-1)[:8] * 2.0,             # a view across rows
+    lambda x, w: np.cumsum(x, axis=0),                # a scan along the batch
+    lambda x, w: x[::-1] * 2.0,                       # rows reversed
+    lambda x, w: x + numpy.ones((8, 5)),              # a constant with rows of its own
+    lambda x, w: np.concatenate([x, x]) * 2.0,        # not a row-local op
+])
+def test_graphs_that_mix_rows_are_not(f):
+    rng = numpy.random.default_rng(0)
+    assert not row_local(f, rng.standard_normal((8, 5)), rng.standard_normal((5, 3)))
+
+
+def test_einsum_labels_must_keep_the_batch_label_first():
+    rng = numpy.random.default_rng(0)
+    a, b = rng.standard_normal((6, 3, 4)), rng.standard_normal((4, 2))
+    assert row_local(lambda a, b: np.einsum("nij,jk->nik", a, b), a, b)
+    assert not row_local(lambda a, b: np.einsum("nij,jk->ink", a, b)[0] * 1.0, a, b)
+    # both operands batched (row i of each): still row-local
+    assert row_local(lambda a, c: np.einsum("nij,nk->nik", a, c), a, rng.standard_normal((6, 5)))
+
+
+def test_choose_chunk_divides_the_batch():
+    assert batch_tile.choose_chunk(32, 1000, 8000) == 8
+    assert batch_tile.choose_chunk(32, 1000, 100) == 1
+    assert batch_tile.choose_chunk(30, 1000, 7000) == 6
+    assert batch_tile.choose_chunk(7, 10, 1 << 20) == 7
+
+
+def test_tiled_plan_matches_untiled_and_numpy_on_every_call():
+    rng = numpy.random.default_rng(1)
+    p = params(rng)
+    x0 = rng.standard_normal((64, 3, 24, 24))
+    j = np.jit(convnet)
+    plan = j.plan_for(p, x0)
+    assert isinstance(plan, jit_mod.TiledPlan) and plan.N // plan.chunk >= 2
+    r = j.memory_report(p, x0)
+    untiled = jit_mod.Plan(symbol.trace(convnet, p, x0))
+    assert r["naive_bytes"] == untiled.memory_report()["naive_bytes"]
+    assert r["planned_bytes"] < untiled.memory_report()["planned_bytes"]
+    assert r["batch_tiles"] == plan.N // plan.chunk
+    outs = []
+    for k in range(3):
+        x = rng.standard_normal((64, 3, 24, 24)) + k
+        got = j(p, x)
+        outs.append((got, numpy_convnet(p, x)))
+        numpy.testing.assert_allclose(numpy.asarray(got), untiled.run(list(p) + [x])[0],
+                                      rtol=1e-12, atol=1e-14)
+    for got, want in outs:     # earlier results are not overwritten by later calls
+        numpy.testing.assert_allclose(numpy.asarray(got), want, rtol=1e-10, atol=1e-12)
+
+
+def test_small_graphs_are_not_tiled():
+    rng = numpy.random.default_rng(2)
+    j = np.jit(lambda x, w: np.tanh(x @ w))
+    plan = j.plan_for(rng.standard_normal((64, 8)), rng.standard_normal((8, 4)))
+    assert not isinstance(plan, jit_mod.TiledPlan)
