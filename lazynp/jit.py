@@ -661,16 +661,18 @@ class jit:
     """Compile ``fun`` per input signature (see the module docstring).
 
     ``static_argnums``: arguments passed to ``fun`` as they are (hashable; a new value makes
-    a new plan), e.g. sizes or flags that drive Python control flow.  ``fuse`` and
-    ``plan_memory`` switch off kernel fusion / buffer planning (for comparisons).
+    a new plan), e.g. sizes or flags that drive Python control flow.  ``fuse``,
+    ``plan_memory`` and ``tile`` switch off kernel fusion / buffer planning / running a
+    row-local graph in slices of its batch (for comparisons).
     """
 
     def __init__(self, fun=None, static_argnums=(), *, fuse: bool = True,
-                 plan_memory: bool = True, parallel_safe: bool = True):
+                 plan_memory: bool = True, parallel_safe: bool = True, tile: bool = True):
         if isinstance(static_argnums, int):
             static_argnums = (static_argnums,)
         self._static = tuple(static_argnums)
         self._fuse = fuse
+        self._tile = tile
         self._plan_memory = plan_memory
         self._parallel_safe = parallel_safe
         self._plans: dict = {}
@@ -750,8 +752,8 @@ class jit:
         static = tuple(i % n for i in self._static if -n <= i < n)
         STATS["traces"] += 1
         sym = _symbol.trace(self._fun, *args, static_argnums=static, _what="lazynp.jit")
-        plan = compile_plan(sym, fuse=self._fuse, plan_memory=self._plan_memory,
-                            parallel_safe=self._parallel_safe)
+        plan = compile_plan(sym, tile=self._tile and self._plan_memory, fuse=self._fuse,
+                            plan_memory=self._plan_memory, parallel_safe=self._parallel_safe)
         self._plans[key] = plan
         self._log.append((key, reason))
         return plan

@@ -115,3 +115,12 @@ def test_small_graphs_are_not_tiled():
     j = np.jit(lambda x, w: np.tanh(x @ w))
     plan = j.plan_for(rng.standard_normal((64, 8)), rng.standard_normal((8, 4)))
     assert not isinstance(plan, jit_mod.TiledPlan)
+
+
+def test_tiling_can_be_turned_off():
+    rng = numpy.random.default_rng(3)
+    p, x = params(rng), rng.standard_normal((64, 3, 24, 24))
+    plan = np.jit(convnet, tile=False).plan_for(p, x)
+    assert not isinstance(plan, jit_mod.TiledPlan)
+    numpy.testing.assert_allclose(numpy.asarray(np.jit(convnet, tile=False)(p, x)),
+                                  numpy.asarray(np.jit(convnet)(p, x)), rtol=1e-12)
