@@ -124,3 +124,59 @@ def test_tiling_can_be_turned_off():
     assert not isinstance(plan, jit_mod.TiledPlan)
     numpy.testing.assert_allclose(numpy.asarray(np.jit(convnet, tile=False)(p, x)),
                                   numpy.asarray(np.jit(convnet)(p, x)), rtol=1e-12)
+
+
+# --- random graphs: tiled plans equal untiled plans and NumPy -------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+STEPS = {
+    # name: (lazynp/NumPy step on (x, w, mod), row-local?)
+    "tanh": lambda x, w, m: m.tanh(x),
+    "affine": lambda x, w, m: x * 1.5 + 0.25,
+    "center_rows": lambda x, w, m: x - x.mean(axis=1, keepdims=True),
+    "scale_rows": lambda x, w, m: x / (1.0 + x.max(axis=-1, keepdims=True) ** 2),
+    "matmul": lambda x, w, m: x @ w[:x.shape[1], :3],
+    "cumsum_rows": lambda x, w, m: m.cumsum(x, axis=1),
+    "reverse_cols": lambda x, w, m: x[:, ::-1] * 1.0,
+    "first_cols": lambda x, w, m: x[:, :2] + x[:, -2:],
+    "einsum": lambda x, w, m: m.einsum("nj,jk->nk", x, w[:x.shape[1], :4]),
+    # these mix rows: a plan must not be sliced
+    "center_cols": lambda x, w, m: x - x.mean(axis=0),
+    "reverse_rows": lambda x, w, m: x[::-1] * 1.0,
+    "cumsum_cols": lambda x, w, m: m.cumsum(x, axis=0),
+    "gram": lambda x, w, m: (x @ x.T)[:, :2],
+}
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(n=st.integers(2, 12), d=st.integers(2, 5),
+       steps=st.lists(st.sampled_from(sorted(STEPS)), min_size=1, max_size=5),
+       seed=st.integers(0, 1000))
+def test_random_graphs_tiled_equal_untiled(tile_everything, n, d, steps, seed):
+    rng = numpy.random.default_rng(seed)
+    x, w = rng.standard_normal((n, d)), rng.standard_normal((8, 8))
+
+    def f(m):
+        def run(x, w):
+            for s in steps:
+                x = STEPS[s](x, w, m)
+            return x
+        return run
+    want = f(numpy)(x, w)
+    tiled = np.jit(f(np))
+    got = numpy.asarray(tiled(x, w))
+    untiled = numpy.asarray(np.jit(f(np), tile=False)(x, w))
+    numpy.testing.assert_allclose(got, untiled, rtol=1e-12, atol=1e-12)
+    numpy.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+@pytest.fixture(scope="module")
+def tile_everything():
+    """Tile every row-local graph, however small, in slices of one or two rows."""
+    old = jit_mod.TILE_MIN_BYTES, jit_mod.TILE_BYTES, jit_mod.MAX_TILES
+    jit_mod.TILE_MIN_BYTES, jit_mod.TILE_BYTES, jit_mod.MAX_TILES = 0, 1, 64
+    yield
+    jit_mod.TILE_MIN_BYTES, jit_mod.TILE_BYTES, jit_mod.MAX_TILES = old
