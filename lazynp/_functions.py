@@ -44,10 +44,11 @@ def function_op(name: str, fn, kind: str = "opaque") -> Op:
     """The op-table entry for NumPy function ``fn`` (registered on first use)."""
     op = _FUNCTION_OPS.get(name)
     if op is None:
-        if name in OPS:
-            name = "call:" + name
-        op = register(Op(name, kind, _call_impl_for(fn), impl_out=_call_impl_out_for(fn)))
-        _FUNCTION_OPS[name] = op
+        # (a name the op table already has, e.g. the reduction "var", gets a "call:" prefix;
+        # the entry is found again under both names)
+        full = "call:" + name if name in OPS else name
+        op = register(Op(full, kind, _call_impl_for(fn), impl_out=_call_impl_out_for(fn)))
+        _FUNCTION_OPS[name] = _FUNCTION_OPS[full] = op
     return op
 
 

@@ -428,6 +428,8 @@ def _red_var(name):
         kw = {"ddof": ddof} if ddof else {}
         if correction is not _NoValue:
             kw["correction"] = correction
+        if mean is not _NoValue:
+            kw["mean"] = mean
         return _reductions.reduction(name, fn, a, axis, dtype, out, keepdims, where, kw)
     f.__name__ = name
     return f

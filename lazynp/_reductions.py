@@ -34,6 +34,8 @@ def reduction(name: str, fn, array, axis=None, dtype=None, out=None, keepdims=Fa
         args_kw["dtype"] = np.dtype(dtype)
     if keepdims:
         args_kw["keepdims"] = True
+    if "mean" in args_kw:         # var/std(mean=...): an array argument, NumPy runs it all
+        return _opaque(name, fn, a, args_kw, where, out)
     if where is not True:
         # shape/identity errors of the where mask: probe on zero-stride dummies of the
         # real shapes (rare path)
@@ -65,9 +67,53 @@ def reduction(name: str, fn, array, axis=None, dtype=None, out=None, keepdims=Fa
     res = ndarray._from_node(node, scalar=(shape == () and out is None))
     if out is not None:
         _check_out(out, shape, name)
+        if np.dtype(out.dtype) != dt:
+            # NumPy computes into ``out``'s dtype (a sum accumulates there, a mean divides
+            # there): the same call into a buffer of that dtype
+            res = _into(name, fn, a, args_kw, where, out, shape)
         out[...] = res
         return out
     return res
+
+
+def _reduce_into(x, *, fn, out_dtype, out_shape, **kw):
+    res = np.empty(out_shape, out_dtype)
+    fn(x, out=res, **kw)
+    return res
+
+
+def _into(name, fn, a, args_kw, where, out, shape):
+    """``fn(a, out=<array of out's dtype>, **args_kw)``, recorded (NumPy's errors now)."""
+    from ._functions import lazy_call
+    kw = dict(args_kw)
+    if where is not True:
+        kw["where"] = where
+    t = R.twin(a.shape, a.dtype)
+    probe = {k: v for k, v in kw.items() if k != "where"}
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fn(t, out=np.empty(R.reduced_shape(t.shape, kw.get("axis"), kw.get("keepdims", False)),
+                           out.dtype), **probe)
+    return lazy_call(name + ":out", _reduce_into, (a,),
+                     dict(kw, fn=fn, out_dtype=np.dtype(out.dtype), out_shape=shape),
+                     meta=lambda nodes, tpl: (shape, np.dtype(out.dtype)))
+
+
+def _opaque(name, fn, a, args_kw, where, out):
+    """A reduction NumPy runs with all its arguments (array-valued keywords)."""
+    from ._functions import lazy_call
+    kw = dict(args_kw)
+    if where is not True:
+        kw["where"] = where
+    res = lazy_call(name, fn, (a,), kw)
+    if out is None:
+        return res
+    _check_out(out, res.shape, name)
+    if np.dtype(out.dtype) != res.dtype:
+        res = lazy_call(name + ":out", _reduce_into, (a,),
+                        dict(kw, fn=fn, out_dtype=np.dtype(out.dtype), out_shape=res.shape))
+    out[...] = res
+    return out
 
 
 def _check_out(out, shape, name) -> None:

@@ -236,8 +236,10 @@ def test_reduction_out_argument(data):
     dt = data.draw(st.sampled_from([numpy.dtype(numpy.float64), numpy.dtype(numpy.int64)]))
     a = data.draw(red_arrays(dt, shapes(min_dims=1, max_dims=3, min_side=1)))
     ax = data.draw(st.integers(0, a.ndim - 1))
-    name = data.draw(st.sampled_from(["sum", "max", "mean", "prod", "cumsum"]))
-    out_dt = data.draw(st.sampled_from([numpy.float64, numpy.int64, numpy.float32]))
+    name = data.draw(st.sampled_from(["sum", "max", "mean", "prod", "cumsum", "var", "std",
+                                      "nansum", "nanmean", "nanvar", "nanstd"]))
+    out_dt = data.draw(st.sampled_from([numpy.float64, numpy.int64, numpy.float32,
+                                        numpy.int8]))
     ref_shape = getattr(numpy, name)(a, axis=ax).shape
 
     def run_side(mod, x):
@@ -248,6 +250,41 @@ def test_reduction_out_argument(data):
 
     check(lambda: run_side(numpy, a), lambda: run_side(lazynp, lazynp.asarray(a)),
           kind="reduction")
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "var", "std", "nanmean", "nanstd", "prod"])
+@pytest.mark.parametrize("data,out_dt", [
+    ([0.0, numpy.nan], numpy.int64), ([numpy.inf, 1.0], numpy.int64),
+    ([6e18, 6e18], numpy.int64), ([2 ** 62, 2 ** 62], numpy.int64),
+    ([3e38, 3e38], numpy.float32), ([3e38, -3e38], numpy.float32),
+    ([100, 100, 100], numpy.int8), ([0.5, 0.5, 2.5], numpy.int64),
+])
+def test_reductions_compute_in_the_dtype_of_out(name, data, out_dt):
+    """NumPy accumulates a sum into ``out`` and divides a mean there (overflow, casts,
+    TypeError for nan-functions of floats into integers): lazynp gives the same bits."""
+    a = numpy.array(data)
+
+    def run_side(mod, x):
+        o = mod.zeros((), out_dt)
+        getattr(mod, name)(x, axis=0, out=o)
+        return o
+    with numpy.errstate(all="ignore"):
+        check(lambda: run_side(numpy, a), lambda: run_side(lazynp, lazynp.asarray(a)),
+              kind="exact", raise_at_call=True)
+
+
+@pytest.mark.parametrize("name", ["var", "std", "nanvar", "nanstd"])
+@pytest.mark.parametrize("ddof", [0, 1])
+def test_var_and_std_take_a_mean(name, ddof):
+    a = numpy.array([[1.0, 2.0, 3.0], [4.0, 6.0, numpy.nan if name.startswith("nan") else 8.0]])
+    m = numpy.array([[0.0], [1.5]])
+    check(lambda: getattr(numpy, name)(a, axis=1, keepdims=True, mean=m, ddof=ddof),
+          lambda: getattr(lazynp, name)(lazynp.asarray(a), axis=1, keepdims=True,
+                                        mean=lazynp.asarray(m), ddof=ddof))
+    o1, o2 = numpy.zeros((2, 1), numpy.float32), lazynp.zeros((2, 1), numpy.float32)
+    getattr(numpy, name)(a, axis=1, keepdims=True, mean=m, out=o1)
+    getattr(lazynp, name)(lazynp.asarray(a), axis=1, keepdims=True, mean=m, out=o2)
+    numpy.testing.assert_array_equal(numpy.asarray(o2), o1)
 
 
 def test_reduction_scalar_results_behave_like_numpy_scalars():
