@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import warnings
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from . import symbol as _symbol
 from .graph import Node, TracingError
 from .graph import own_result as _graph_own
 from .kernels import cpu as _cpu
+from .kernels import fpflags as _fpflags
 from .kernels import fused as _fused
 from .ndarray import ndarray
 from .passes import batch_tile as _tile
@@ -36,6 +38,10 @@ from .passes import pipeline as _pipeline
 __all__ = ["jit", "Plan", "compile_plan", "run_symbol"]
 
 STATS = {"traces": 0, "plans": 0, "calls": 0}
+
+
+class _FPRerun(Exception):
+    """A fused kernel raised a floating-point flag the current np.errstate does not ignore."""
 
 # ops that can write their result into a given buffer, and how
 _REDUCE_OUT = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min, "mean": np.mean,
@@ -233,7 +239,10 @@ class Plan:
         self.out_scalar = [nodes[o].shape == () for o in outs]
         self.single = sym.out_tree == "*"
         self.n_kernels = n_kernels
-        self._runner = self._make_runner()
+        self._fast = self._make_runner()
+        self._options = dict(plan_memory=plan_memory, parallel_safe=parallel_safe)
+        self._numpy_plan = None
+        self._runner = self._run_checked if n_kernels else self._fast
         unplanned = sum(v.nbytes for v in internal if v.kind == "fresh")
         self._report = {
             "naive_bytes": naive,
@@ -421,7 +430,12 @@ class Plan:
             else:
                 ns[f"so{k}"] = static_outs[k]
                 call.append(f"so{k}")
-        lines.append(f"    kernel({', '.join(call)})")
+        lines.append(f"    flags = kernel({', '.join(call)})")
+        ns.update(must_rerun=_fpflags.must_rerun, from_nan=_fpflags.maybe_from_nan_compare,
+                  FPRerun=_FPRerun, nodes=group.nodes())
+        lines.append("    if flags and must_rerun(flags) and not from_nan(flags, nodes, "
+                     f"[{', '.join(f'env[{s}]' for s in in_slots)}]):")
+        lines.append("        raise FPRerun")
         for k, s in enumerate(out_slots):
             if fresh[k]:
                 lines.append(f"    env[{s}] = o{k}")
@@ -474,6 +488,18 @@ class Plan:
         no memory with the plan's buffers."""
         return self._runner(leaves)
 
+    def _run_checked(self, leaves: list) -> list:
+        """The fused plan; when a kernel raised a floating-point flag NumPy would warn (or
+        raise) about, the call runs again on the unfused plan, whose NumPy ops warn exactly
+        as NumPy does (the plan's inputs are never written, so they are intact)."""
+        try:
+            return self._fast(leaves)
+        except _FPRerun:
+            _cpu.STATS["fused_groups_fp_rerun"] += 1
+            if self._numpy_plan is None:
+                self._numpy_plan = Plan(self.source, fuse=False, **self._options)
+            return self._numpy_plan.run(leaves)
+
     def memory_report(self) -> dict:
         return dict(self._report)
 
@@ -520,10 +546,19 @@ class TiledPlan:
         run = self.inner._runner
         c = self.chunk
         batched = self.in_batched
-        for i in range(0, self.N, c):
-            res = run([x[i:i + c] if b else x for x, b in zip(leaves, batched)])
-            for o, v in zip(outs, res):
-                o[i:i + c] = v
+        # (each slice would warn again: NumPy warns once per operation)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for i in range(0, self.N, c):
+                res = run([x[i:i + c] if b else x for x, b in zip(leaves, batched)])
+                for o, v in zip(outs, res):
+                    o[i:i + c] = v
+        seen = set()
+        for w in caught:
+            key = (w.category, str(w.message), w.filename, w.lineno)
+            if key not in seen:
+                seen.add(key)
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         return outs
 
     def memory_report(self) -> dict:

@@ -180,3 +180,22 @@ def tile_everything():
     jit_mod.TILE_MIN_BYTES, jit_mod.TILE_BYTES, jit_mod.MAX_TILES = 0, 1, 64
     yield
     jit_mod.TILE_MIN_BYTES, jit_mod.TILE_BYTES, jit_mod.MAX_TILES = old
+
+
+def test_a_tiled_plan_warns_once_per_operation_like_numpy(tile_everything):
+    import warnings
+    x = numpy.full((8, 3), 800.0)
+    x[0, 0] = 1.0
+    f = lambda x: np.exp(x) * 2.0
+
+    def warned(fn):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            out = numpy.asarray(fn())
+        return out, [str(m.message) for m in w if issubclass(m.category, RuntimeWarning)]
+    j = np.jit(f)
+    assert isinstance(j.plan_for(x), jit_mod.TiledPlan)
+    got, w_tiled = warned(lambda: j(x))
+    want, w_numpy = warned(lambda: numpy.exp(x) * 2.0)
+    numpy.testing.assert_allclose(got, want, rtol=1e-15)
+    assert w_tiled == w_numpy == ["overflow encountered in exp"]

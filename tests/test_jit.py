@@ -238,3 +238,33 @@ def test_jit_decorator_form():
     def f(x, k):
         return x ** k
     numpy.testing.assert_allclose(_np(f(numpy.arange(3.0), 2)), [0, 1, 4])
+
+
+def test_fused_plans_warn_and_raise_like_numpy():
+    """A fused kernel that raised a floating-point flag NumPy would warn about reruns the
+    call on NumPy ops, which warn (or raise, under np.errstate) exactly as NumPy does."""
+    import warnings
+    x = numpy.array([1.0, 800.0, -1.0, 0.0])
+    f = lambda x: np.sqrt(x) * np.exp(x) + 1.0 / x
+
+    def run(fn):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            out = numpy.asarray(fn())
+        return out, sorted(str(m.message) for m in w if issubclass(m.category, RuntimeWarning))
+    j = np.jit(f)
+    assert j.plan_for(x).n_kernels >= 1
+    want = run(lambda: numpy.sqrt(x) * numpy.exp(x) + 1.0 / x)
+    for _ in range(2):
+        got = run(lambda: j(x))
+        numpy.testing.assert_allclose(got[0], want[0], rtol=1e-15)
+        assert got[1] == want[1]
+    # no flag: no warning, and the fused plan's result
+    ok = numpy.array([1.0, 2.0, 3.0, 4.0])
+    assert run(lambda: j(ok))[1] == []
+    with np.errstate(divide="raise"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # (sqrt and exp still warn first)
+        with pytest.raises(FloatingPointError):
+            j(x)
+    with np.errstate(all="ignore"):
+        assert run(lambda: j(x))[1] == []
