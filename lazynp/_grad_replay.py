@@ -14,9 +14,15 @@ A call never uses a plan (and falls back to the ordinary eager path) when its st
 cannot be keyed exactly: a flush ran during the trace (a value was read: control flow may
 depend on it), a parameter holds an array or an object without a value identity, a node
 carries its own error state (``np.errstate`` inside ``f``), a NumPy fallback ran on the
-differentiated path, or a trace is nested (``grad(grad(f))``, ``jit(grad(f))``).  When a
-plan fails at run time, its entry is dropped and the call takes the eager path, whose
-errors name the user's line.
+differentiated path, or the call is inside another trace (the inner ``grad`` of
+``grad(grad(f))``, whose graph the outer one differentiates; ``grad`` traced by
+``jit``).  No plan is compiled when something ran while the backward pass was recorded (its
+values would be baked in).  When a plan fails at run time, its entry is dropped and the
+call takes the eager path, whose errors name the user's line.
+
+The trace's forward nodes are abandoned when a plan runs; those that die unrun release
+their reads of earlier nodes (:func:`abandon`, :func:`release_dead`), so a training loop's
+``w -= lr * g`` still updates ``w`` in place.
 
 ``LAZYNP_GRAD_REPLAY=0`` turns the replay off.
 """

@@ -15,6 +15,10 @@ table of :mod:`lazynp.ops.vjps`.  Rules are written with lazynp ops, so gradient
 ordinary lazy graphs: they fuse, run on the engine, and, recorded inside an enclosing trace,
 can be differentiated again (``grad(grad(f))``, :func:`hessian`).
 
+Calling the same ``grad``/``value_and_grad`` function again with a forward graph of the same
+structure runs a plan compiled for that structure instead of recording the backward pass
+again (:mod:`lazynp._grad_replay`).
+
 Writes (``a[i] = v``, ``a += b``, ``out=``, ``np.add.at``, writes through views) are new
 versions of a Var: their rules treat them functionally (the old version gets the cotangent
 with the written region zeroed, the written value gets the region's cotangent).
