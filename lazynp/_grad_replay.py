@@ -28,6 +28,7 @@ their reads of earlier nodes (:func:`abandon`, :func:`release_dead`), so a train
 """
 from __future__ import annotations
 
+import warnings
 import weakref
 from collections import OrderedDict
 from types import BuiltinFunctionType, FunctionType
@@ -44,6 +45,9 @@ STATS = {"hits": 0, "plans": 0, "misses": 0, "uncacheable": 0, "failures": 0}
 
 #: a structure is compiled the second time it is seen (once: a one-off call pays nothing)
 COMPILE_AT = 2
+
+#: graph passes of a replay plan (lazynp/passes/pipeline.py)
+PASSES = ("prune", "constant_fold", "eliminate_copies", "prune")
 
 
 class Uncacheable(Exception):
@@ -177,7 +181,8 @@ def compile_entry(entry: _Entry, out, grads: list, externals: list) -> None:
     outs = ([] if out is None else [out._node()]) + [g._node() for g in grads if g is not None]
     names = [f"x{i}" for i in range(len(externals))]
     entries, refs = _symbol._extract(outs, externals, names=names)
-    entry.plan = compile_plan(_symbol.Symbol(entries, refs), fuse=False)
+    # (no CSE: two equal ops run, and warn, twice, as in the eager pass)
+    entry.plan = compile_plan(_symbol.Symbol(entries, refs), fuse=False, passes=PASSES)
     entry.grad_mask = [g is not None for g in grads]
     entry.scalars = ([] if out is None else [out._scalar]) + \
         [g._scalar for g in grads if g is not None]
@@ -188,13 +193,30 @@ def compile_entry(entry: _Entry, out, grads: list, externals: list) -> None:
 def run_entry(entry: _Entry, externals: list):
     """``(value, grads)`` as lazynp arrays (a gradient is ``None`` where the eager pass had
     none; the value is None when the plan does not compute it), computed now by the
-    entry's plan on the externals' current values."""
+    entry's plan on the externals' current values.  Warnings are given once the plan has
+    run: when it raises, the eager pass that follows gives them (once)."""
     from .jit import _prepare_leaf, _wrap_outputs
-    vals = [_prepare_leaf(_graph.materialize(n)) for n in externals]
-    res = _wrap_outputs(entry.plan.run(vals), entry.scalars)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        vals = [_prepare_leaf(_graph.materialize(n)) for n in externals]
+        res = _wrap_outputs(entry.plan.run(vals), entry.scalars)
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     value = res[0] if entry.has_value else None
     it = iter(res[1:] if entry.has_value else res)
     return value, [next(it) if m else None for m in entry.grad_mask]
+
+
+def deliver(res, node: Node, value):
+    """The function's own result ``res`` (recorded as ``node``) holding the plan's
+    ``value``: its Var gets a computed head, so ``res`` (and any other handle on that
+    storage, e.g. a global buffer ``f`` returned) reads it.  A view result is returned as
+    recorded and computed when read."""
+    if res._geom is not None or res._var.head is not node:
+        return res
+    v = value._value() if hasattr(value, "_value") else value
+    res._var.head = _graph.leaf(v if v.flags.c_contiguous else np.ascontiguousarray(v))
+    return res
 
 
 def abandon(recorded: list) -> list:

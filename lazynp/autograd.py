@@ -503,7 +503,8 @@ def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True):
                                           flat_nodes, tape)
             else:
                 _replay.STATS["hits"] += 1
-                res = value            # (None for grad, which drops the value)
+                # (grad drops the value: the forward graph must not outlive the call)
+                res = _replay.deliver(res, onode, value) if value is not None else None
                 watch.extend(_replay.abandon(recorded))
         g = _grads_out(grads, specs, nodes, originals, single)
         return ((res, aux) if has_aux else res), g

@@ -93,9 +93,9 @@ class Plan:
     """A compiled plan for one signature: steps over slots, buffers allocated once."""
 
     def __init__(self, sym: "_symbol.Symbol", fuse: bool = True, plan_memory: bool = True,
-                 parallel_safe: bool = True):
+                 parallel_safe: bool = True, passes=None):
         self.source = sym
-        sym = _pipeline.optimize(sym)
+        sym = _pipeline.optimize(sym, passes)
         self.symbol = sym
         nodes = _pipeline.to_nodes(sym)
         self.nodes = nodes
@@ -240,7 +240,8 @@ class Plan:
         self.single = sym.out_tree == "*"
         self.n_kernels = n_kernels
         self._fast = self._make_runner()
-        self._options = dict(plan_memory=plan_memory, parallel_safe=parallel_safe)
+        self._options = dict(plan_memory=plan_memory, parallel_safe=parallel_safe,
+                             passes=passes)
         self._numpy_plan = None
         self._runner = self._run_checked if n_kernels else self._fast
         unplanned = sum(v.nbytes for v in internal if v.kind == "fresh")
@@ -287,7 +288,11 @@ class Plan:
         nda = np.ndarray
 
         def view(env):
-            env[i] = nda(shape, dtype, buffer=env[b], offset=off, strides=strides)
+            base = env[b]
+            if not base.flags.c_contiguous:
+                # (a NumPy op may return its operand's layout: views are C byte geometries)
+                base = env[b] = np.ascontiguousarray(base)
+            env[i] = nda(shape, dtype, buffer=base, offset=off, strides=strides)
         return view
 
     def _single_step(self, g, values, env0):
@@ -529,6 +534,8 @@ class TiledPlan:
         self.source = sym
         self.N, self.chunk = N, chunk
         self.inner = Plan(_tile.tile(sym, batched, chunk), **kw)
+        self._options = kw
+        self._untiled = None
         self.symbol = _pipeline.optimize(sym)         # (the inner plan's has chunk rows)
         self.in_batched = [batched[int(r)] for r in sym.input_refs]
         outs = [int(o) for o in sym.output_refs]
@@ -546,19 +553,18 @@ class TiledPlan:
         run = self.inner._runner
         c = self.chunk
         batched = self.in_batched
-        # (each slice would warn again: NumPy warns once per operation)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             for i in range(0, self.N, c):
                 res = run([x[i:i + c] if b else x for x, b in zip(leaves, batched)])
                 for o, v in zip(outs, res):
                     o[i:i + c] = v
-        seen = set()
-        for w in caught:
-            key = (w.category, str(w.message), w.filename, w.lineno)
-            if key not in seen:
-                seen.add(key)
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        if caught:
+            # each slice warns again, and two ops with one message look alike: the call
+            # runs untiled, whose ops warn once each, as NumPy's do
+            if self._untiled is None:
+                self._untiled = Plan(self.source, **self._options)
+            return self._untiled.run(leaves)
         return outs
 
     def memory_report(self) -> dict:
@@ -575,8 +581,8 @@ def _tiling(sym):
     naive = _naive_bytes(opt)
     if naive < TILE_MIN_BYTES:
         return None
-    largest = max(n.dtype.itemsize * _prod(n.shape) for n in opt.nodes
-                  if n.op not in ("placeholder", "leaf", "view"))
+    largest = max((n.dtype.itemsize * _prod(n.shape) for n in opt.nodes
+                   if n.op not in ("placeholder", "leaf", "view")), default=0)
     chunk = _tile.choose_chunk(N, 2 * largest // N, TILE_BYTES)
     if chunk >= N or N // chunk > MAX_TILES:
         return None         # (not needed, or so many slices that their calls would cost more)

@@ -199,3 +199,40 @@ def test_a_tiled_plan_warns_once_per_operation_like_numpy(tile_everything):
     want, w_numpy = warned(lambda: numpy.exp(x) * 2.0)
     numpy.testing.assert_allclose(got, want, rtol=1e-15)
     assert w_tiled == w_numpy == ["overflow encountered in exp"]
+
+
+def test_two_operations_with_one_warning_message_both_warn(tile_everything):
+    import warnings
+    f = lambda x, z: x / z + (x * 2) / z
+    x, z = numpy.ones((8, 3)), numpy.zeros((8, 3))
+
+    def count(fn):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            numpy.asarray(fn())
+        return len(w)
+    j = np.jit(f)
+    assert isinstance(j.plan_for(x, z), jit_mod.TiledPlan)
+    with numpy.errstate(divide="warn"):
+        assert count(lambda: j(x, z)) == count(lambda: x / z + (x * 2) / z) == 2
+
+
+def test_views_only_graphs(tile_everything):
+    x = numpy.arange(12.0).reshape(4, 3)
+    numpy.testing.assert_array_equal(numpy.asarray(np.jit(lambda x: x[:, 1:])(x)), x[:, 1:])
+    numpy.testing.assert_array_equal(numpy.asarray(np.jit(lambda x: x)(x)), x)
+
+
+@pytest.mark.parametrize("shape", [(1, 3, 4), (4, 5, 6), (4, 256, 512)])
+def test_a_view_of_a_result_with_its_operands_layout(shape):
+    """An elementwise result of a transposed operand keeps that layout in NumPy; a view of
+    it is a byte geometry of a C-contiguous buffer."""
+    def f(m, x):
+        h = (x - 1).transpose(0, 2, 1) * 2.0
+        return h, h[:, 1:], h[..., ::2]
+    x = numpy.random.default_rng(0).standard_normal(shape)
+    want = f(numpy, x)
+    for tile in (True, False):
+        got = np.jit(lambda x: f(np, x), tile=tile)(x)
+        for g, w in zip(got, want):
+            numpy.testing.assert_array_equal(numpy.asarray(g), w)

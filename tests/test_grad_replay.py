@@ -327,3 +327,66 @@ def test_a_flush_while_the_backward_pass_is_recorded_is_not_baked_into_a_plan():
                                           rtol=1e-13)
     finally:
         graph._state.max_pending = old
+
+
+def _warnings_of(fn):
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        out = fn()
+        if isinstance(out, (list, tuple)):
+            as_np(list(out))
+        else:
+            as_np(out)
+    return [str(m.message) for m in w if issubclass(m.category, RuntimeWarning)]
+
+
+@pytest.mark.parametrize("make,args", [
+    # a term computed from constants only (folded at compile time, it warned once)
+    (lambda: np.grad(lambda x, c: np.sum(x / c)), lambda k: (np.arange(1.0, 4.0) + k, 0.0)),
+    (lambda: np.value_and_grad(lambda x: np.sum(x * np.log(np.zeros(3)))),
+     lambda k: (np.arange(1.0, 4.0) + k,)),
+    # two equal backward products (merged by CSE, they warned once)
+    (lambda: np.value_and_grad(lambda x: np.sum(np.sqrt(x * x))), lambda k: (np.zeros(3),)),
+])
+def test_replayed_calls_warn_like_recorded_ones(make, args):
+    with replay(False):
+        f_off = make()
+        want = [_warnings_of(lambda: f_off(*args(k))) for k in range(4)]
+    f_on = make()
+    got = [_warnings_of(lambda: f_on(*args(k))) for k in range(4)]
+    assert got == want and all(want)
+
+
+def test_a_failing_replay_warns_once():
+    f = lambda x: np.sum(np.sqrt(x)) + np.sum(np.linalg.cholesky(x))
+
+    def calls(vg):
+        out = []
+        for k in (1.0, 2.0, 3.0, -1.0):
+            def call():
+                try:      # (lazily recorded: the error comes when the result is read)
+                    return as_np(list(vg(np.asarray(numpy.eye(3) * k))))
+                except numpy.linalg.LinAlgError:
+                    return []
+            out.append(_warnings_of(call))
+        return out
+    with replay(False):
+        want = calls(np.value_and_grad(f))
+    assert calls(np.value_and_grad(f)) == want
+    assert want[-1] == ["invalid value encountered in sqrt"]
+
+
+def test_value_and_grad_returns_the_functions_own_array():
+    def run():
+        buf = np.zeros(())
+
+        def f(x):
+            buf[...] = np.sum(x ** 2)
+            return buf
+        vg = np.value_and_grad(f)
+        vals = [vg(np.full(3, float(k)))[0] for k in range(1, 5)]
+        return [float(v) for v in vals], [v is buf for v in vals], float(buf)
+    with replay(False):
+        want = run()
+    assert run() == want
+    assert want[1] == [True] * 4 and want[0] == [48.0] * 4

@@ -268,3 +268,14 @@ def test_fused_plans_warn_and_raise_like_numpy():
             j(x)
     with np.errstate(all="ignore"):
         assert run(lambda: j(x))[1] == []
+
+
+def test_constants_that_warn_are_computed_at_each_call():
+    import warnings
+    j = np.jit(lambda x: x + np.log(np.zeros(3)))
+    for _ in range(3):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            out = numpy.asarray(j(numpy.ones(3)))
+        assert [str(m.message) for m in w] == ["divide by zero encountered in log"]
+        numpy.testing.assert_array_equal(out, numpy.full(3, -numpy.inf))

@@ -1,8 +1,10 @@
 """Constant folding: entries whose inputs are all constants are computed once, at compile
-time, and become constants (leaves).  Creation ops (zeros, ones, full...) with no inputs
+time, and become constants (leaves); not those that warn or raise (they run at call time).  Creation ops (zeros, ones, full...) with no inputs
 are folded when their result is small (``MAX_BYTES``), so a plan does not store big
 constant arrays it could make on the fly."""
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
@@ -31,7 +33,10 @@ def constant_fold(sym, max_bytes: int = MAX_BYTES):
         if op.kind == "write" and vals:
             vals[0] = np.array(vals[0], copy=True)
         try:
-            with np.errstate(all="ignore"):
+            # (an entry that warns is left to run at call time, warning on each call as
+            # NumPy does: errors and warnings raise here and skip the fold)
+            with np.errstate(all="raise"), warnings.catch_warnings():
+                warnings.simplefilter("error")
                 if n.op == "view":
                     p = n.params
                     base = np.ascontiguousarray(vals[0])
