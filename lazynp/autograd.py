@@ -521,9 +521,11 @@ def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True):
 
 def _replay_entry(replay, onode, tape, flat_nodes):
     """``(entry, key, externals)`` of this call's forward structure in ``replay``
-    (``entry`` None when the structure cannot be keyed exactly)."""
+    (``entry`` None when the structure cannot be keyed exactly); ``onode``: the output
+    node, or a list of them."""
+    outs = onode if isinstance(onode, list) else [onode]
     try:
-        key, externals = _replay.structure([onode], tape.nodes, flat_nodes)
+        key, externals = _replay.structure(outs, tape.nodes, flat_nodes)
     except _replay.Uncacheable:
         _replay.STATS["uncacheable"] += 1
         return None, None, None
@@ -680,6 +682,16 @@ def stop_gradient(x):
 # --- imperative API (MXNet style) --------------------------------------------------------------
 
 _ATTACHED: dict = {}     # id(array) -> [weakref, input node, grad_req, grad]
+_IMPERATIVE = _replay.GradReplay()   # replay plans of backward() (keyed by structure)
+_ABANDONED: list = []    # watch list of recorded nodes a replay plan replaced
+
+
+def _release_abandoned() -> None:
+    """Recorded nodes a replay replaced that have died since (the loss of an earlier step)
+    stop counting as readers of the variables, which are then updated in place again."""
+    if _ABANDONED:
+        _replay.release_dead(_ABANDONED)
+        _ABANDONED[:] = [w for w in _ABANDONED if w[0]() is not None]
 _TAPES: list = []
 _rec_stack: list = []
 
@@ -733,6 +745,7 @@ class record:
         self.train_mode = train_mode
 
     def __enter__(self):
+        _release_abandoned()
         self._tr = _Trace().__enter__()
         for e in list(_ATTACHED.values()):
             arr = e[0]()
@@ -788,11 +801,40 @@ def backward(heads, head_grads=None, retain_graph=False, train_mode=True):
     for t in _TAPES:
         tape.merge(t)
     entries = [e for e in _ATTACHED.values() if e[0]() is not None and e[2] != "null"]
+    _release_abandoned()
+    grads = None
+    flushes = _graph.STATS["flushes"]
     with _Trace():
         outs = [h._node() for h in heads]
-        cots = [lnp.ones(h.shape, h.dtype) if head_grads is None or head_grads[i] is None
-                else lnp.asarray(head_grads[i]) for i, h in enumerate(heads)]
-        grads = _backward(outs, cots, [e[1] for e in entries], tape)
+        inputs = [e[1] for e in entries]
+        entry = None
+        if _replay.enabled() and head_grads is None and not retain_graph and not tape.poison \
+                and _depth == 1:
+            entry, key, externals = _replay_entry(_IMPERATIVE, outs, tape, inputs)
+        if entry is not None and entry.plan:
+            try:
+                _, grads = _replay.run_entry(entry, externals)
+            except Exception:          # the recorded pass below raises at its line
+                _replay.STATS["failures"] += 1
+                _IMPERATIVE.drop(key)
+                grads = None
+            else:
+                _replay.STATS["hits"] += 1
+                _ABANDONED.extend(_replay.abandon(list(tape.nodes[k][0] for k in tape.nodes)))
+        if grads is None:
+            cots = [lnp.ones(h.shape, h.dtype) if head_grads is None or head_grads[i] is None
+                    else lnp.asarray(head_grads[i]) for i, h in enumerate(heads)]
+            grads = _backward(outs, cots, inputs, tape)
+            if entry is not None and entry.plan is None and \
+                    entry.count >= _replay.COMPILE_AT:
+                if _graph.STATS["flushes"] != flushes:
+                    _replay.STATS["uncacheable"] += 1
+                else:
+                    try:
+                        _replay.compile_entry(entry, None, grads, externals)
+                    except Exception:
+                        _replay.STATS["failures"] += 1
+                        entry.plan = False
     for e, g in zip(entries, grads):
         arr = e[0]()
         if g is None:

@@ -390,3 +390,61 @@ def test_value_and_grad_returns_the_functions_own_array():
         want = run()
     assert run() == want
     assert want[1] == [True] * 4 and want[0] == [48.0] * 4
+
+
+def _imperative_loop(steps=6, read_loss=False):
+    """An MXNet-style training loop; returns the parameters and losses."""
+    from lazynp import autograd
+    rng = numpy.random.default_rng(5)
+    X, y = np.asarray(rng.standard_normal((16, 3))), np.asarray(rng.standard_normal(16))
+    w, b = np.zeros(3), np.zeros(())
+    w.attach_grad()
+    b.attach_grad()
+    losses = []
+    for step in range(steps):
+        with autograd.record():
+            loss = np.mean((np.tanh(X @ w) + b - y) ** 2)
+        if read_loss:
+            losses.append(float(loss))     # (a value read before backward: recorded path)
+        loss.backward()
+        w[:] = w - 0.5 * w.grad
+        b[...] = b - 0.5 * b.grad
+        if not read_loss:
+            losses.append(float(loss))     # the loss of the step, read after the update
+    return numpy.asarray(w), float(b), losses
+
+
+@pytest.mark.parametrize("read_loss", [False, True])
+def test_imperative_backward_replays_and_matches_the_recorded_pass(read_loss):
+    with replay(False):
+        want = _imperative_loop(read_loss=read_loss)
+    h0 = R.STATS["hits"]
+    got = _imperative_loop(read_loss=read_loss)
+    numpy.testing.assert_allclose(got[0], want[0], rtol=1e-13)
+    assert abs(got[1] - want[1]) < 1e-13
+    numpy.testing.assert_allclose(got[2], want[2], rtol=1e-13)
+    if not read_loss:
+        assert R.STATS["hits"] - h0 >= 3
+
+
+def test_imperative_replay_copies_parameters_no_more_than_the_recorded_pass():
+    from lazynp import autograd, graph
+
+    def loop():
+        rng = numpy.random.default_rng(6)
+        X = np.asarray(rng.standard_normal((16, 3)))
+        w = np.zeros(3) * 1.0
+        w.attach_grad()
+        c0 = graph.STATS["copy_on_write"]
+        for step in range(8):
+            with autograd.record():
+                loss = np.sum(np.tanh(X @ w) ** 2)
+            loss.backward()
+            w -= 0.1 * w.grad
+            float(np.sum(w))
+        return graph.STATS["copy_on_write"] - c0, numpy.asarray(w)
+    with replay(False):
+        want = loop()
+    got = loop()
+    assert got[0] <= want[0]
+    numpy.testing.assert_allclose(got[1], want[1], rtol=1e-13)
