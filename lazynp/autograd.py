@@ -691,7 +691,9 @@ def _release_abandoned() -> None:
     stop counting as readers of the variables, which are then updated in place again."""
     if _ABANDONED:
         _replay.release_dead(_ABANDONED)
-        _ABANDONED[:] = [w for w in _ABANDONED if w[0]() is not None]
+        # (nodes kept alive, e.g. losses appended to a list, are checked again next time;
+        # past a bound the oldest stay readers for good: a copy, never a wrong value)
+        _ABANDONED[:] = [w for w in _ABANDONED if w[0]() is not None][-4096:]
 _TAPES: list = []
 _rec_stack: list = []
 
