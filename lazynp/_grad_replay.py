@@ -127,18 +127,19 @@ def structure(outs: list, tape_ids, inputs: list) -> tuple:
                 items.append((n.op, ak, _freeze(n.params), n.shape, n.dtype))
                 index[nid] = len(items) - 1
     where = tuple([index.get(id(n), -1) for n in inputs])
-    return (tuple(items), where), externals
+    heads = tuple([index[id(o)] for o in outs])      # (which entries, how many, in order)
+    return (tuple(items), where, heads), externals
 
 
 class _Entry:
-    __slots__ = ("count", "plan", "grad_mask", "scalars", "has_value")
+    __slots__ = ("count", "plan", "grad_mask", "scalars", "n_values")
 
     def __init__(self):
         self.count = 0
         self.plan = None            # a jit Plan; False when it could not be compiled
         self.grad_mask = None       # which gradients the eager pass produced (not None)
         self.scalars = None         # NumPy-scalar flags of the value and the gradients
-        self.has_value = False      # the plan's first output is the function's value
+        self.n_values = 0           # the plan's first outputs are values, not gradients
 
 
 class GradReplay:
@@ -171,30 +172,30 @@ def enabled() -> bool:
     return _config.GRAD_REPLAY
 
 
-def compile_entry(entry: _Entry, out, grads: list, externals: list) -> None:
-    """Compile the forward + backward graph (outputs: the value ``out`` unless it is None,
-    and the non-None gradients, lazynp arrays) with ``externals`` as its inputs, in order.
-    (Without the value, a replayed ``grad`` computes, and warns about, exactly what the
-    eager one does: the forward ops the gradient needs.)"""
+def compile_entry(entry: _Entry, values: list, grads: list, externals: list) -> None:
+    """Compile the forward + backward graph (outputs: the arrays ``values``, e.g. the
+    function's result or the heads of ``backward()``, then the non-None gradients) with
+    ``externals`` as its inputs, in order.  (Without values, a replayed ``grad`` computes,
+    and warns about, exactly what the eager one does: the forward ops the gradient
+    needs.)"""
     from . import symbol as _symbol
     from .jit import compile_plan
-    outs = ([] if out is None else [out._node()]) + [g._node() for g in grads if g is not None]
+    outs = [v._node() for v in values] + [g._node() for g in grads if g is not None]
     names = [f"x{i}" for i in range(len(externals))]
     entries, refs = _symbol._extract(outs, externals, names=names)
     # (no CSE: two equal ops run, and warn, twice, as in the eager pass)
     entry.plan = compile_plan(_symbol.Symbol(entries, refs), fuse=False, passes=PASSES)
     entry.grad_mask = [g is not None for g in grads]
-    entry.scalars = ([] if out is None else [out._scalar]) + \
-        [g._scalar for g in grads if g is not None]
-    entry.has_value = out is not None
+    entry.scalars = [v._scalar for v in values] + [g._scalar for g in grads if g is not None]
+    entry.n_values = len(values)
     STATS["plans"] += 1
 
 
 def run_entry(entry: _Entry, externals: list):
-    """``(value, grads)`` as lazynp arrays (a gradient is ``None`` where the eager pass had
-    none; the value is None when the plan does not compute it), computed now by the
-    entry's plan on the externals' current values.  Warnings are given once the plan has
-    run: when it raises, the eager pass that follows gives them (once)."""
+    """``(values, grads)`` as lazynp arrays (a gradient is ``None`` where the eager pass had
+    none), computed now by the entry's plan on the externals' current values.  Warnings
+    are given once the plan has run: when it raises, the eager pass that follows gives
+    them (once)."""
     from .jit import _prepare_leaf, _wrap_outputs
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -202,9 +203,9 @@ def run_entry(entry: _Entry, externals: list):
         res = _wrap_outputs(entry.plan.run(vals), entry.scalars)
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    value = res[0] if entry.has_value else None
-    it = iter(res[1:] if entry.has_value else res)
-    return value, [next(it) if m else None for m in entry.grad_mask]
+    k = entry.n_values
+    it = iter(res[k:])
+    return res[:k], [next(it) if m else None for m in entry.grad_mask]
 
 
 def deliver(res, node: Node, value):

@@ -479,7 +479,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True):
                     entry = None
                 else:
                     try:
-                        _replay.compile_entry(entry, out if _want_value else None, grads,
+                        _replay.compile_entry(entry, [out] if _want_value else [], grads,
                                               externals)
                     except Exception:  # an op the plan compiler does not take: stay eager
                         _replay.STATS["failures"] += 1
@@ -493,7 +493,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True):
             # (outside the trace: reading the inputs must not mark them as kept for a
             # backward pass, which would stop in-place updates of them)
             try:
-                value, grads = _replay.run_entry(entry, externals)
+                values, grads = _replay.run_entry(entry, externals)
             except Exception:          # the eager path raises the error at its line
                 _replay.STATS["failures"] += 1
                 replay.drop(key)
@@ -504,7 +504,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True):
             else:
                 _replay.STATS["hits"] += 1
                 # (grad drops the value: the forward graph must not outlive the call)
-                res = _replay.deliver(res, onode, value) if value is not None else None
+                res = _replay.deliver(res, onode, values[0]) if values else None
                 watch.extend(_replay.abandon(recorded))
         g = _grads_out(grads, specs, nodes, originals, single)
         return ((res, aux) if has_aux else res), g
@@ -683,17 +683,6 @@ def stop_gradient(x):
 
 _ATTACHED: dict = {}     # id(array) -> [weakref, input node, grad_req, grad]
 _IMPERATIVE = _replay.GradReplay()   # replay plans of backward() (keyed by structure)
-_ABANDONED: list = []    # watch list of recorded nodes a replay plan replaced
-
-
-def _release_abandoned() -> None:
-    """Recorded nodes a replay replaced that have died since (the loss of an earlier step)
-    stop counting as readers of the variables, which are then updated in place again."""
-    if _ABANDONED:
-        _replay.release_dead(_ABANDONED)
-        # (nodes kept alive, e.g. losses appended to a list, are checked again next time;
-        # past a bound the oldest stay readers for good: a copy, never a wrong value)
-        _ABANDONED[:] = [w for w in _ABANDONED if w[0]() is not None][-4096:]
 _TAPES: list = []
 _rec_stack: list = []
 
@@ -747,7 +736,6 @@ class record:
         self.train_mode = train_mode
 
     def __enter__(self):
-        _release_abandoned()
         self._tr = _Trace().__enter__()
         for e in list(_ATTACHED.values()):
             arr = e[0]()
@@ -791,7 +779,7 @@ def is_training() -> bool:
 
 
 def backward(heads, head_grads=None, retain_graph=False, train_mode=True):
-    """Gradients of ``heads`` w.r.t. the attached variables (stored in ``x.grad``)."""
+    """Gradients of ``heads`` w.r.t. the attached variables, written into ``x.grad``."""
     lnp = _lnp()
     if isinstance(heads, ndarray):
         heads = [heads]
@@ -799,11 +787,38 @@ def backward(heads, head_grads=None, retain_graph=False, train_mode=True):
     if not _TAPES:
         raise AutogradError("backward: nothing was recorded (use `with "
                             "lazynp.autograd.record():`)")
+    watch: list = []
+    entries, grads = _backward_imperative(heads, head_grads, retain_graph, watch)
+    if not retain_graph:
+        _TAPES.clear()
+    if watch:       # the recorded nodes a plan replaced, that nobody kept, are dead now
+        _replay.release_dead(watch)
+    for e, g in zip(entries, grads):
+        arr = e[0]()
+        if arr is None:             # (collected meanwhile)
+            continue
+        if g is None:
+            g = lnp.zeros(arr.shape, arr.dtype)
+        buf = e[3]
+        if isinstance(buf, ndarray) and buf.shape == arr.shape:
+            # MXNet's x.grad is one buffer (mark_variables may have given it)
+            if e[2] == "add":
+                buf += g
+            else:
+                buf[...] = g
+        else:
+            e[3] = (buf + g) if e[2] == "add" else g
+
+
+def _backward_imperative(heads, head_grads, retain_graph, watch: list):
+    """``(entries, grads)`` for :func:`backward`: a replay plan when the recorded graph's
+    structure was seen before (its heads then hold the plan's values), else the recorded
+    backward pass."""
+    lnp = _lnp()
     tape = _Tape({}, {})
     for t in _TAPES:
         tape.merge(t)
     entries = [e for e in _ATTACHED.values() if e[0]() is not None and e[2] != "null"]
-    _release_abandoned()
     grads = None
     flushes = _graph.STATS["flushes"]
     with _Trace():
@@ -815,14 +830,16 @@ def backward(heads, head_grads=None, retain_graph=False, train_mode=True):
             entry, key, externals = _replay_entry(_IMPERATIVE, outs, tape, inputs)
         if entry is not None and entry.plan:
             try:
-                _, grads = _replay.run_entry(entry, externals)
+                values, grads = _replay.run_entry(entry, externals)
             except Exception:          # the recorded pass below raises at its line
                 _replay.STATS["failures"] += 1
                 _IMPERATIVE.drop(key)
                 grads = None
             else:
                 _replay.STATS["hits"] += 1
-                _ABANDONED.extend(_replay.abandon(list(tape.nodes[k][0] for k in tape.nodes)))
+                for h, o, v in zip(heads, outs, values):
+                    _replay.deliver(h, o, v)      # (reading the loss does not run it again)
+                watch.extend(_replay.abandon([tape.nodes[k][0] for k in tape.nodes]))
         if grads is None:
             cots = [lnp.ones(h.shape, h.dtype) if head_grads is None or head_grads[i] is None
                     else lnp.asarray(head_grads[i]) for i, h in enumerate(heads)]
@@ -833,20 +850,11 @@ def backward(heads, head_grads=None, retain_graph=False, train_mode=True):
                     _replay.STATS["uncacheable"] += 1
                 else:
                     try:
-                        _replay.compile_entry(entry, None, grads, externals)
+                        _replay.compile_entry(entry, list(heads), grads, externals)
                     except Exception:
                         _replay.STATS["failures"] += 1
                         entry.plan = False
-    for e, g in zip(entries, grads):
-        arr = e[0]()
-        if g is None:
-            g = lnp.zeros(arr.shape, arr.dtype)
-        if e[2] == "add":
-            e[3] = e[3] + g
-        else:
-            e[3] = g
-    if not retain_graph:
-        _TAPES.clear()
+    return entries, grads
 
 
 def _backward_method(self, out_grad=None, retain_graph=False, train_mode=True):

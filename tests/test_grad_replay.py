@@ -448,3 +448,66 @@ def test_imperative_replay_copies_parameters_no_more_than_the_recorded_pass():
     got = loop()
     assert got[0] <= want[0]
     numpy.testing.assert_allclose(got[1], want[1], rtol=1e-13)
+
+
+def test_backward_heads_are_part_of_the_structure():
+    from lazynp import autograd
+
+    def loop():
+        w = np.array([1.0, 2.0, 3.0])
+        w.attach_grad()
+        out = []
+        for step in range(6):
+            with autograd.record():
+                l2 = np.sum(w * w)
+                l1 = l2 * 3.0
+            if step % 3 == 1:
+                autograd.backward([l1, l2])
+            elif step % 3 == 2:
+                autograd.backward([l1, l1])
+            else:
+                l1.backward()
+            out.append(numpy.asarray(w.grad).tolist())
+        return out
+    with replay(False):
+        want = loop()
+    assert loop() == want
+    assert want[:3] == [[6, 12, 18], [8, 16, 24], [12, 24, 36]]
+
+
+def test_reading_the_loss_after_a_replayed_backward_warns_once():
+    from lazynp import autograd
+
+    def loop():
+        w = np.array([1.0, 2.0, -0.5])
+        w.attach_grad()
+        seen = []
+        for step in range(4):
+            with warnings.catch_warnings(record=True) as c:
+                warnings.simplefilter("always")
+                with autograd.record():
+                    y = np.log(w)
+                    loss = np.sum(y * y)
+                loss.backward()
+                g = numpy.asarray(w.grad)
+                v = float(loss)
+            seen.append(([str(x.message) for x in c], g.tolist(), v))
+        return seen
+    with replay(False):
+        want = loop()
+    got = loop()
+    assert [s[0] for s in got] == [s[0] for s in want]
+    numpy.testing.assert_allclose([s[2] for s in got], [s[2] for s in want], rtol=1e-15)
+
+
+def test_mark_variables_writes_into_the_given_buffers():
+    from lazynp import autograd
+    w = np.array([1.0, 2.0])
+    gw = np.zeros(2)
+    autograd.mark_variables([w], [gw])
+    for _ in range(3):
+        with autograd.record():
+            loss = np.sum(w ** 2)
+        loss.backward()
+        numpy.testing.assert_array_equal(numpy.asarray(gw), [2.0, 4.0])
+        assert w.grad is gw
