@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from types import SimpleNamespace
 
-import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from ..ops.registry import OPS
@@ -45,7 +45,7 @@ def _prod(shape) -> int:
     return math.prod(shape)
 
 
-def _elementwise(n, batched, args_b, N):
+def _elementwise(n, args_b):
     nd = len(n.shape)
     any_b = False
     for a, b in zip(n.args, args_b):
@@ -186,17 +186,12 @@ def _rule(n, batched, nodes, N) -> bool:
     if not any(batched[int(a)] for a in refs):
         return False                         # computed at full size in every slice
     node_args = [nodes[int(a)] if type(a) is Ref else a for a in n.args]
-
-    class _View:                             # the entry's args, resolved
-        args = node_args
-        shape = n.shape
-        params = n.params
-    v = _View()
+    v = SimpleNamespace(args=node_args, shape=n.shape, params=n.params)  # (args resolved)
     op = OPS.get(n.op)
     if n.op == "view":
         ok = _view(n, node_args[0], N)
     elif op is not None and op.kind == "elementwise":
-        ok = _elementwise(v, batched, args_b, N)
+        ok = _elementwise(v, args_b)
     elif n.op in REDUCTIONS or n.op in SCANS:
         ok = _reduction(v, args_b)
     elif n.op in ("einsum", "call:einsum") and n.params and "tpl" in n.params:
