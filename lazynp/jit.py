@@ -209,6 +209,8 @@ class Plan:
                                      strides=p["strides"])
                 static.add(i)
         view_steps_done = set(static)
+        n_single = 0
+        numpy_before_kernel = False     # (a NumPy op may warn before a kernel's rerun)
         for b in builders:
             # views read by this step that are not static: realized just before it
             reads = b[1].args if b[0] == "single" else b[2].inputs
@@ -221,6 +223,9 @@ class Plan:
                 steps.append(self._single_step(b[1], values, env0))
             else:
                 steps.append(self._group_step(b[1], b[2], b[3], values, env0))
+            n_single += b[0] == "single"
+            if b[0] != "single" and n_single:
+                numpy_before_kernel = True
         for o in outs:
             g = nodes[o]
             if g.op is _graph.VIEW and o not in view_steps_done:
@@ -243,6 +248,7 @@ class Plan:
         self._options = dict(plan_memory=plan_memory, parallel_safe=parallel_safe,
                              passes=passes)
         self._numpy_plan = None
+        self._catch_first = numpy_before_kernel
         self._runner = self._run_checked if n_kernels else self._fast
         unplanned = sum(v.nbytes for v in internal if v.kind == "fresh")
         self._report = {
@@ -497,13 +503,30 @@ class Plan:
         """The fused plan; when a kernel raised a floating-point flag NumPy would warn (or
         raise) about, the call runs again on the unfused plan, whose NumPy ops warn exactly
         as NumPy does (the plan's inputs are never written, so they are intact)."""
-        try:
-            return self._fast(leaves)
-        except _FPRerun:
-            _cpu.STATS["fused_groups_fp_rerun"] += 1
-            if self._numpy_plan is None:
-                self._numpy_plan = Plan(self.source, fuse=False, **self._options)
-            return self._numpy_plan.run(leaves)
+        if not self._catch_first:
+            try:
+                return self._fast(leaves)
+            except _FPRerun:
+                return self._rerun(leaves)
+        # (NumPy-run steps before the flagged kernel warn in the first run too: those
+        # warnings are given only when no rerun follows)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                out = self._fast(leaves)
+            except _FPRerun:
+                out = None
+        if out is not None:
+            for w in caught:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            return out
+        return self._rerun(leaves)
+
+    def _rerun(self, leaves: list) -> list:
+        _cpu.STATS["fused_groups_fp_rerun"] += 1
+        if self._numpy_plan is None:
+            self._numpy_plan = Plan(self.source, fuse=False, **self._options)
+        return self._numpy_plan.run(leaves)
 
     def memory_report(self) -> dict:
         return dict(self._report)

@@ -279,3 +279,22 @@ def test_constants_that_warn_are_computed_at_each_call():
             out = numpy.asarray(j(numpy.ones(3)))
         assert [str(m.message) for m in w] == ["divide by zero encountered in log"]
         numpy.testing.assert_array_equal(out, numpy.full(3, -numpy.inf))
+
+
+def test_a_rerun_after_numpy_steps_warns_once():
+    """arcsin on a large array runs on NumPy inside the fused plan and warns; a later kernel's
+    flag reruns the call unfused: the first run's warnings are not given twice."""
+    import warnings
+    f = lambda m: (lambda x: m.arcsin(x) / (x - x))
+    x = numpy.full((90, 90), 2.0)
+    x[0, 0] = 0.5
+
+    def rec(fn):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            numpy.asarray(fn())
+        return [str(m.message) for m in w]
+    j = np.jit(f(np))
+    want = rec(lambda: f(numpy)(x))
+    assert rec(lambda: j(x)) == want == ["invalid value encountered in arcsin",
+                                         "divide by zero encountered in divide"]
