@@ -324,3 +324,25 @@ def test_warnings_of_empty_reductions_are_numpys_once(call):
         got, got_w = caught(lazynp)
         assert got_w == want_w
         numpy.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("name", ["cumsum", "cumprod", "nancumsum", "nancumprod"])
+@pytest.mark.parametrize("data,out_dt", [
+    ([100, 100, 100], numpy.int8), ([1e308, 1e308], numpy.float32),
+    ([0.5, 1.5, 2.5], numpy.int64), ([1 + 2j, 3 - 1j], numpy.float64),
+])
+def test_scans_accumulate_in_the_dtype_of_out(name, data, out_dt):
+    import warnings
+    a = numpy.array(data)
+
+    def run_side(mod, x):
+        o = mod.zeros(a.shape, out_dt)
+        with warnings.catch_warnings(record=True) as w, numpy.errstate(all="ignore"):
+            warnings.simplefilter("always")
+            getattr(mod, name)(x, axis=0, out=o)
+            v = numpy.asarray(o)
+        return v, sorted(str(m.message) for m in w)
+    want = run_side(numpy, a)
+    got = run_side(lazynp, lazynp.asarray(a))
+    numpy.testing.assert_array_equal(got[0], want[0])
+    assert got[1] == want[1]
