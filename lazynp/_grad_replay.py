@@ -93,39 +93,23 @@ def structure(outs: list, tape_ids, inputs: list) -> tuple:
     index: dict = {}
     items: list = []
     externals: list = []
-    for out in outs:
-        if id(out) in index:
+
+    def walk(n) -> bool:
+        if id(n) in tape_ids:
+            return True
+        if n.op is _graph.PLACEHOLDER or n.error is not None:
+            raise Uncacheable
+        return False
+    for n, recorded in _graph.post_order(outs, walk):
+        index[id(n)] = len(items)
+        if not recorded:
+            items.append(("x", n.shape, n.dtype))
+            externals.append(n)
             continue
-        stack = [(out, 0)]
-        while stack:
-            n, i = stack[-1]
-            nid = id(n)
-            if nid in index:
-                stack.pop()
-                continue
-            if nid not in tape_ids:
-                if n.op is _graph.PLACEHOLDER or n.error is not None:
-                    raise Uncacheable
-                stack.pop()
-                index[nid] = len(items)
-                items.append(("x", n.shape, n.dtype))
-                externals.append(n)
-                continue
-            args = n.args
-            while i < len(args):
-                a = args[i]
-                i += 1
-                if type(a) is Node and id(a) not in index:
-                    stack[-1] = (n, i)
-                    stack.append((a, 0))
-                    break
-            else:
-                stack.pop()
-                if n.state != pending or n.ext is not None:
-                    raise Uncacheable
-                ak = tuple([index[id(a)] if type(a) is Node else _freeze(a) for a in args])
-                items.append((n.op, ak, _freeze(n.params), n.shape, n.dtype))
-                index[nid] = len(items) - 1
+        if n.state != pending or n.ext is not None:
+            raise Uncacheable
+        ak = tuple([index[id(a)] if type(a) is Node else _freeze(a) for a in n.args])
+        items.append((n.op, ak, _freeze(n.params), n.shape, n.dtype))
     where = tuple([index.get(id(n), -1) for n in inputs])
     heads = tuple([index[id(o)] for o in outs])      # (which entries, how many, in order)
     return (tuple(items), where, heads), externals

@@ -82,18 +82,21 @@ def _reduce_into(x, *, fn, out_dtype, out_shape, **kw):
     return res
 
 
-def _into(name, fn, a, args_kw, where, out, shape):
-    """``fn(a, out=<array of out's dtype>, **args_kw)``, recorded (NumPy's errors now)."""
+def _into(name, fn, a, args_kw, where, out, shape, result_shape=None):
+    """``fn(a, out=<array of out's dtype>, **args_kw)``, recorded (NumPy's errors now).
+    ``result_shape(input shape)``: the shape of the result (default: the reduction's)."""
     from ._functions import lazy_call
     kw = dict(args_kw)
     if where is not True:
         kw["where"] = where
+    if result_shape is None:
+        def result_shape(s):
+            return R.reduced_shape(s, kw.get("axis"), kw.get("keepdims", False))
     t = R.twin(a.shape, a.dtype)
     probe = {k: v for k, v in kw.items() if k != "where"}
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fn(t, out=np.empty(R.reduced_shape(t.shape, kw.get("axis"), kw.get("keepdims", False)),
-                           out.dtype), **probe)
+        fn(t, out=np.empty(result_shape(t.shape), out.dtype), **probe)
     return lazy_call(name + ":out", _reduce_into, (a,),
                      dict(kw, fn=fn, out_dtype=np.dtype(out.dtype), out_shape=shape),
                      meta=lambda nodes, tpl: (shape, np.dtype(out.dtype)))
@@ -159,15 +162,8 @@ def scan(name: str, array, axis=None, dtype=None, out=None):
     dt = R.probe_dtype(name, fn, a.shape if a.ndim else (1,), a.dtype, args_kw)
     if out is not None and out.shape == shape and np.dtype(out.dtype) != dt:
         # NumPy accumulates in out's dtype (casts, one ComplexWarning): the same call
-        from ._functions import lazy_call
-        t = R.twin(a.shape, a.dtype)
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            fn(t, out=np.empty(_scan_shape(t.shape, axis), out.dtype), **args_kw)
-        res = lazy_call(name + ":out", _reduce_into, (a,),
-                        dict(args_kw, fn=fn, out_dtype=np.dtype(out.dtype), out_shape=shape),
-                        meta=lambda nodes, tpl: (shape, np.dtype(out.dtype)))
-        out[...] = res
+        out[...] = _into(name, fn, a, args_kw, True, out, shape,
+                         lambda s: _scan_shape(s, axis))
         return out
     node = graph.record(R.SCAN_OPS[name], (a._node(),), args_kw or None, shape, dt)
     res = ndarray._from_node(node)

@@ -845,6 +845,33 @@ def _wait(n: Node) -> None:
         raise n.error
 
 
+def post_order(outs, walk, seen=None):
+    """``(node, walked)`` for the nodes behind ``outs``, each once, after the nodes it reads
+    (iterative: graphs may be deeper than Python's recursion limit).  ``walk(node)``: read
+    its args (else it is yielded as a leaf of the walk); ``seen``: ids to skip."""
+    seen = set() if seen is None else seen
+    for out in outs:
+        if id(out) in seen:
+            continue
+        seen.add(id(out))
+        w = walk(out)
+        stack = [(out, out.args if w else (), 0, w)]
+        while stack:
+            n, args, i, w = stack[-1]
+            while i < len(args):
+                a = args[i]
+                i += 1
+                if type(a) is Node and id(a) not in seen:
+                    seen.add(id(a))
+                    stack[-1] = (n, args, i, w)
+                    wa = walk(a)
+                    stack.append((a, a.args if wa else (), 0, wa))
+                    break
+            else:
+                stack.pop()
+                yield n, w
+
+
 def materialize(n: Node) -> np.ndarray:
     """Force ``n`` and return its NumPy value (a view for view nodes)."""
     if n.state == PENDING:

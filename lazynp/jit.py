@@ -553,13 +553,13 @@ class TiledPlan:
     plan compiled for ``chunk`` rows (its buffers allocated once) writes each output's
     rows.  Same interface as :class:`Plan`."""
 
-    def __init__(self, sym, N: int, batched: list, chunk: int, naive: int, **kw):
+    def __init__(self, sym, N: int, batched: list, chunk: int, naive: int, optimized, **kw):
         self.source = sym
         self.N, self.chunk = N, chunk
         self.inner = Plan(_tile.tile(sym, batched, chunk), **kw)
         self._options = kw
         self._untiled = None
-        self.symbol = _pipeline.optimize(sym)         # (the inner plan's has chunk rows)
+        self.symbol = optimized                       # (the inner plan's has chunk rows)
         self.in_batched = [batched[int(r)] for r in sym.input_refs]
         outs = [int(o) for o in sym.output_refs]
         self.out_specs = [(sym.nodes[o].shape, sym.nodes[o].dtype) for o in outs]
@@ -595,7 +595,8 @@ class TiledPlan:
 
 
 def _tiling(sym):
-    """``(N, batched, chunk, naive)`` when ``sym`` should run in slices of its batch."""
+    """``(N, batched, chunk, naive, optimized sym)`` when ``sym`` should run in slices of
+    its batch."""
     rows = _tile.batch_rows(sym)
     if rows is None:
         return None
@@ -609,7 +610,7 @@ def _tiling(sym):
     chunk = _tile.choose_chunk(N, 2 * largest // N, TILE_BYTES)
     if chunk >= N or N // chunk > MAX_TILES:
         return None         # (not needed, or so many slices that their calls would cost more)
-    return N, batched, chunk, naive
+    return N, batched, chunk, naive, opt
 
 
 def compile_plan(sym, tile: bool = True, **kw):

@@ -195,36 +195,16 @@ def _extract(out_nodes: list, inputs: list, names=None):
             return False
         return True
 
-    for out in out_nodes:
-        if id(out) in index:
-            continue
-        stack = [(out, 0)]
-        while stack:
-            n, i = stack[-1]
-            if id(n) in index:
-                stack.pop()
-                continue
-            walk = expand(n)
-            if walk:
-                args = n.args
-                while i < len(args):
-                    a = args[i]
-                    i += 1
-                    if type(a) is Node and id(a) not in index:
-                        stack[-1] = (n, i)
-                        stack.append((a, 0))
-                        break
-                else:
-                    stack.pop()
-                    index[id(n)] = len(entries)
-                    entries.append(_snode_of(n, index))
-                continue
-            stack.pop()
-            value = _graph.materialize(n)
-            if isinstance(value, _np.ndarray):
-                value = _np.array(value, copy=True, order="C")
+    for n, walked in _graph.post_order(out_nodes, expand, set(index)):
+        if walked:
             index[id(n)] = len(entries)
-            entries.append(SNode("leaf", (), {"value": value}, n.shape, n.dtype))
+            entries.append(_snode_of(n, index))
+            continue
+        value = _graph.materialize(n)
+        if isinstance(value, _np.ndarray):
+            value = _np.array(value, copy=True, order="C")
+        index[id(n)] = len(entries)
+        entries.append(SNode("leaf", (), {"value": value}, n.shape, n.dtype))
     return entries, [Ref(index[id(o)]) for o in out_nodes]
 
 
