@@ -1,0 +1,150 @@
+"""Engine integration: pushes and pulls are lazynp engine operations.
+
+This is the only module of ``lazynp.kvstore`` that touches the lazynp core, so that it can be
+adapted in one place when the core changes.  What it relies on, exactly:
+
+* ``lazynp.engine``: ``new_var()``, ``push(fn, reads, writes)`` (MXNet's contract: ``fn``
+  runs once the ops pushed earlier that write ``reads`` or touch ``writes`` are done) and
+  ``wait_for_var(var)``.
+* ``lazynp.graph``: a lazy array's current value is the node ``arr._node()``; a node has
+  ``state`` (``graph.PENDING`` until a flush schedules it), ``op`` and ``args`` (a view node,
+  ``op is graph.VIEW``, reads its base node ``args[0]``), and once scheduled ``evar``, the
+  engine var its producing engine op writes.  ``graph.flush(nodes, wait=False)`` schedules
+  the pending work behind ``nodes`` on the engine and returns at once;
+  ``graph.materialize(node)`` returns the NumPy value of a node whose producer has run
+  (without waiting, so it may be called from inside an engine op).
+* ``graph.leaf(value)`` makes a computed node with its own ``evar``, which may be replaced;
+  a pending node that reads a computed node waits (through the engine) for the ops that
+  write that node's ``evar``.
+* ``graph.record(op, args, params, shape, dtype)`` adds a node of an op registered with
+  ``lazynp.ops.registry.register(Op(name, "opaque", impl))``; when it runs,
+  ``impl(*arg_values, **params)`` returns its NumPy value, and an exception it raises is
+  raised where the array is read.  ``ndarray._from_node(node)`` wraps a node as an array.
+* Writing ``out[...] = x`` into a lazynp array records a write that reads ``x``.
+
+How a push works: the value (the sum of the replicas, still lazy) is flushed without waiting,
+and an engine op that reads the value's engine var and writes the key's var sends it.  The
+send therefore starts as soon as that gradient is computed, while the rest of the backward
+pass still runs.  How a pull works: the request goes to the server at once; the array ``out``
+gets a pending value whose node reads the key's *token* (a computed leaf whose engine var is
+the key's var, so it runs after this worker's earlier pushes of the key were sent, which keeps
+an engine thread from blocking on a server that waits for a push queued behind it) and waits
+for the answer.  Reading ``out`` waits for it like for any pending value.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .. import engine, graph
+from ..ndarray import ndarray as _lazy_ndarray
+from ..ops.registry import OPS, Op, register
+
+
+def _pull_impl(token: np.ndarray, produce: Callable[[], np.ndarray]) -> np.ndarray:
+    return produce()
+
+
+PULL_OP = OPS.get("kvstore_pull") or register(Op("kvstore_pull", "opaque", _pull_impl))
+
+
+def is_lazy(x: Any) -> bool:
+    """True for a lazynp array."""
+    return isinstance(x, _lazy_ndarray)
+
+
+def as_array(x: Any) -> Any:
+    """A lazynp or NumPy array as it is; anything else through ``numpy.asarray``."""
+    if isinstance(x, (_lazy_ndarray, np.ndarray)):
+        return x
+    return np.asarray(x)
+
+
+def to_numpy(x: Any) -> np.ndarray:
+    """The NumPy value of ``x`` (forcing a lazy array; waits)."""
+    return np.asarray(x)
+
+
+def add_replicas(values: Sequence[Any]) -> Any:
+    """The sum of local replicas (in order), lazily when any of them is lazy."""
+    total = values[0]
+    if len(values) == 1:
+        return total
+    if any(is_lazy(v) for v in values):
+        from .. import asarray
+        total = asarray(total)
+    for v in values[1:]:
+        total = total + v
+    return total
+
+
+class KeyClock:
+    """The engine var that orders one key's pushes and pulls within this process."""
+
+    __slots__ = ("var", "token")
+
+    def __init__(self) -> None:
+        self.var = engine.new_var()
+        self.token = graph.leaf(np.empty(0, dtype=np.uint8))
+        self.token.evar = self.var
+
+    def wait(self) -> None:
+        """Block until every push op of this key pushed so far has run."""
+        engine.wait_for_var(self.var)
+
+
+def when_ready(value: Any, clock: KeyClock, send: Callable[[np.ndarray | None,
+                                                           BaseException | None], None],
+               copy: bool) -> None:
+    """Call ``send(numpy_value, None)`` once ``value`` is computed, as an engine op ordered
+    on ``clock``; ``send(None, exc)`` if computing it failed.  ``send`` must not raise.
+
+    Parameters
+    ----------
+    copy : bool
+        Give ``send`` a private copy (the caller may overwrite the array after the call;
+        lazynp may reuse a buffer once its readers it knows of are done).
+    """
+    if not is_lazy(value):
+        snap = np.array(value, copy=True) if copy else value
+        engine.push(lambda: send(snap, None), (), (clock.var,))
+        return
+    node = value._node()
+    if node.state == graph.PENDING:
+        graph.flush([node], wait=False)
+    root = node.args[0] if node.op is graph.VIEW else node
+    reads = (root.evar,) if root.evar is not None else ()
+
+    def op() -> None:
+        try:
+            v = graph.materialize(node)
+            v = np.array(v, copy=True) if copy or not v.flags.c_contiguous else v
+        except BaseException as exc:     # (stored for the key's next pull, not raised here)
+            send(None, exc)
+            return
+        send(v, None)
+
+    engine.push(op, reads, (clock.var,))
+
+
+def pending_value(shape: tuple[int, ...], dtype: np.dtype, clock: KeyClock,
+                  produce: Callable[[], np.ndarray]) -> _lazy_ndarray:
+    """A lazy array whose value is ``produce()``, run after ``clock``'s earlier pushes."""
+    node = graph.record(PULL_OP, (clock.token,), {"produce": produce}, tuple(shape),
+                        np.dtype(dtype))
+    return _lazy_ndarray._from_node(node)
+
+
+def write(out: Any, value: _lazy_ndarray) -> None:
+    """``out[...] = value``: lazily into a lazynp array, at once (waiting) into a NumPy one."""
+    if is_lazy(out):
+        out[...] = value
+    else:
+        np.copyto(out, np.asarray(value), casting="no")
+
+
+def in_order(clock: KeyClock, fn: Callable[[], None]) -> None:
+    """Run ``fn`` (which must not raise) as an engine op after the ops already ordered on
+    ``clock`` and before later ones."""
+    engine.push(fn, (), (clock.var,))
