@@ -3,6 +3,7 @@
 Commands:
   demo    run a few NumPy programs under lazynp and NumPy; show what the engine did,
           check the results, compare the times (exit status 1 on any mismatch)
+  train   data-parallel training of an MLP through the KVStore on dask workers
 """
 from __future__ import annotations
 
@@ -32,6 +33,33 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--compile-wait", type=float, default=5.0, metavar="SECONDS",
                    help="at most this long per program for background kernel compiles "
                         "before timing (default 5)")
+    t = sub.add_parser("train", help="data-parallel MLP training through the KVStore",
+                       description="Train a NumPy-style MLP on scikit-learn's digits data "
+                                   "(synthetic data without scikit-learn) with data-parallel "
+                                   "workers on dask, through a KVStore whose servers are dask "
+                                   "actors. Without --scheduler an embedded LocalCluster of "
+                                   "processes is started. A checkpoint is written after every "
+                                   "epoch; --resume continues from one.")
+    t.add_argument("--workers", type=int, default=2, help="worker ranks (default 2)")
+    t.add_argument("--scheduler", metavar="ADDR", default=None,
+                   help="address of a running dask scheduler (default: embedded cluster)")
+    t.add_argument("--epochs", type=int, default=5, help="epochs in all (default 5)")
+    t.add_argument("--mode", choices=("sync", "async"), default="sync",
+                   help="dist_sync (lock-step rounds) or dist_async (default sync)")
+    t.add_argument("--servers", type=int, default=1, help="KVStore servers (default 1)")
+    t.add_argument("--batch-size", type=int, default=64, help="global batch (default 64)")
+    t.add_argument("--hidden", type=int, default=64, help="hidden units (default 64)")
+    t.add_argument("--lr", type=float, default=0.1, help="learning rate (default 0.1)")
+    t.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (default 0.9)")
+    t.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    t.add_argument("--checkpoint", metavar="PATH", default="lazynp_train_checkpoint.npz",
+                   help="checkpoint written after every epoch (default "
+                        "lazynp_train_checkpoint.npz; '' for none)")
+    t.add_argument("--resume", metavar="PATH", default=None,
+                   help="continue from this checkpoint")
+    t.add_argument("--timeout", type=float, default=60.0,
+                   help="seconds a push/pull/barrier may wait before failing (default 60)")
+    t.add_argument("--quiet", action="store_true", help="no progress bar or epoch lines")
     return p
 
 
@@ -53,6 +81,9 @@ def main(argv=None) -> int:
             return 0
         return _demo.main(args.programs or None, repeat=max(1, args.repeat),
                           timing=not args.no_timing, compile_wait=args.compile_wait)
+    if args.command == "train":
+        from . import _train
+        return _train.main(args)
     parser.error(f"unknown command {args.command!r}")   # pragma: no cover
     return 2
 

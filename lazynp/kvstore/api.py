@@ -247,6 +247,11 @@ class KVStore:
 
         return bridge.pending_value(meta.shape, meta.dtype, self._clock(key), checked)
 
+    def report(self, message: Any) -> None:
+        """Send a small picklable message to the driver (``run_workers(...,
+        on_report=...)``) without waiting; a store outside ``run_workers`` drops it."""
+        self._check_open()
+
     def pushpull(self, key: Key | Sequence[Key], value: Any, out: Any = None,
                  priority: int = 0) -> Any:
         """``push(key, value)`` then ``pull(key, out)``."""

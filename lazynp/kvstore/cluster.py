@@ -269,15 +269,20 @@ def _drain_reports(kv: DistKVStore, on_report) -> None:
 
 def _finish(kv: DistKVStore, futures: list, failure: BaseException | None) -> None:
     """After a run: release the ranks' tasks and waiting calls, start the driver's session."""
+    try:
+        alive = set(kv._client.scheduler_info(n_workers=-1)["workers"])
+    except Exception as exc:
+        kv._broken = f"lost the dask scheduler ({type(exc).__name__}: {exc})"
+        return
+    lost = [s.describe() for s in kv._spec.servers if s.address not in alive]
     if failure is not None:
-        kv._abort(f"{failure}" if isinstance(failure, KVStoreError)
-                  else f"lazynp.kvstore: a worker failed: {type(failure).__name__}: {failure}")
+        reason = str(failure) if isinstance(failure, KVStoreError) else \
+            f"lazynp.kvstore: a worker failed: {type(failure).__name__}: {failure}"
+        kv._abort(reason, [s.index for s in kv._spec.servers if s.address in alive])
     try:
         kv._client.cancel([f for f in futures if not f.done()])
     except Exception:
         pass
-    lost = [s.describe() for s in kv._spec.servers
-            if s.address not in set(kv._client.scheduler_info(n_workers=-1)["workers"])]
     if lost:
         kv._broken = "lost " + ", ".join(lost)
         return

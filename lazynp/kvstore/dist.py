@@ -219,8 +219,6 @@ class DistKVStore(KVStore):
         self._wait(f, f"barrier {self._barriers} of rank {self.rank}", 0)
 
     def report(self, message: Any) -> None:
-        """Send a small message to the driver (``run_workers(..., on_report=...)``); does not
-        wait."""
         self._check_open()
         self._call(0, "report", self._spec.session, self.rank, message)
 
@@ -251,9 +249,9 @@ class DistKVStore(KVStore):
         self._membership = self._make_membership()
         return session
 
-    def _abort(self, reason: str) -> None:
+    def _abort(self, reason: str, servers: list[int] | None = None) -> None:
         """Best effort: release every call waiting on the servers with ``reason``."""
-        for i in range(len(self._actors)):
+        for i in range(len(self._actors)) if servers is None else servers:
             try:
                 f = self._call(i, "abort", reason)
                 wait_result(f, "abort", None, min(5.0, self._spec.timeout), self._spec.poll)
