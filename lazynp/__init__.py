@@ -28,6 +28,9 @@ _NP_SUBMODULES = ("polynomial", "ma", "char", "strings", "rec", "emath", "ctypes
 
 
 def __getattr__(name: str):
+    if name == "kvstore":       # imported on first use (it loads dask.distributed)
+        import importlib
+        return importlib.import_module(".kvstore", __name__)
     if name in _NP_SUBMODULES:
         mod = _fallback.FallbackModule(f"lazynp.{name}", getattr(_np, name))
         globals()[name] = mod
