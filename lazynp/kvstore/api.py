@@ -229,16 +229,16 @@ class KVStore:
             items.append((meta, outs))
         results = []
         for meta, outs in items:
-            value = self._pull_value(meta, copy=not outs)
+            value = self._pull_value(meta)
             for x in outs:
-                bridge.write(x, value)
+                bridge.write(x, value, only=len(outs) == 1)
             results.append(value)
         if out is not None:
             return out
         return results if _is_list(key) else results[0]
 
-    def _pull_value(self, meta: KeyMeta, copy: bool) -> Any:
-        produce = self._make_pull(meta, copy)
+    def _pull_value(self, meta: KeyMeta) -> Any:
+        produce = self._make_pull(meta)
         key = meta.key
 
         def checked() -> np.ndarray:
@@ -336,8 +336,9 @@ class KVStore:
         """Send push ``seq`` (called from an engine op; may raise)."""
         raise NotImplementedError
 
-    def _make_pull(self, meta: KeyMeta, copy: bool) -> Callable[[], np.ndarray]:
-        """Start a pull now; the callable returns its value (shaped), waiting if needed."""
+    def _make_pull(self, meta: KeyMeta) -> Callable[[], np.ndarray]:
+        """Start a pull now; the callable returns its value (shaped, in a buffer nothing
+        else holds: it may become the storage of the output array), waiting if needed."""
         raise NotImplementedError
 
     def _wait_sent(self) -> None:

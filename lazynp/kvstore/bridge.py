@@ -20,7 +20,10 @@ adapted in one place when the core changes.  What it relies on, exactly:
   ``lazynp.ops.registry.register(Op(name, "opaque", impl))``; when it runs,
   ``impl(*arg_values, **params)`` returns its NumPy value, and an exception it raises is
   raised where the array is read.  ``ndarray._from_node(node)`` wraps a node as an array.
-* Writing ``out[...] = x`` into a lazynp array records a write that reads ``x``.
+* Writing ``out[...] = x`` into a lazynp array records a write that reads ``x``; and, to
+  avoid that copy for a whole array (``out._geom is None``), ``out._var.set_head(node)``
+  makes ``node`` the new version of the array's storage, as every write does: reads
+  recorded earlier keep the old version.
 
 How a push works: the value (the sum of the replicas, still lazy) is flushed without waiting,
 and an engine op that reads the value's engine var and writes the key's var sends it.  The
@@ -38,6 +41,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .. import engine, graph
+from . import buffers
 from ..ndarray import ndarray as _lazy_ndarray
 from ..ops.registry import OPS, Op, register
 
@@ -107,7 +111,7 @@ def when_ready(value: Any, clock: KeyClock, send: Callable[[np.ndarray | None,
         lazynp may reuse a buffer once its readers it knows of are done).
     """
     if not is_lazy(value):
-        snap = np.array(value, copy=True) if copy else value
+        snap = buffers.copy(value) if copy else value
         engine.push(lambda: send(snap, None), (), (clock.var,))
         return
     node = value._node()
@@ -119,7 +123,7 @@ def when_ready(value: Any, clock: KeyClock, send: Callable[[np.ndarray | None,
     def op() -> None:
         try:
             v = graph.materialize(node)
-            v = np.array(v, copy=True) if copy or not v.flags.c_contiguous else v
+            v = buffers.copy(v) if copy or not v.flags.c_contiguous else v
         except BaseException as exc:     # (stored for the key's next pull, not raised here)
             send(None, exc)
             return
@@ -136,10 +140,20 @@ def pending_value(shape: tuple[int, ...], dtype: np.dtype, clock: KeyClock,
     return _lazy_ndarray._from_node(node)
 
 
-def write(out: Any, value: _lazy_ndarray) -> None:
-    """``out[...] = value``: lazily into a lazynp array, at once (waiting) into a NumPy one."""
+def write(out: Any, value: _lazy_ndarray, only: bool) -> None:
+    """Make ``value`` (a private array: nothing else holds its buffer) the new contents of
+    ``out``: lazily for a lazynp array, at once (waiting) for a NumPy one.
+
+    A whole lazynp array that is the pull's only output gets ``value``'s node as the new
+    version of its storage (what any write does, without the copy of a write into the old
+    buffer); a view, or one of several outputs, gets ``out[...] = value``.
+    """
     if is_lazy(out):
-        out[...] = value
+        if only and out._geom is None and out.shape == value.shape and \
+                out.dtype == value.dtype:
+            out._var.set_head(value._node())
+        else:
+            out[...] = value
     else:
         np.copyto(out, np.asarray(value), casting="no")
 

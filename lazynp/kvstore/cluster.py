@@ -128,7 +128,8 @@ def _rank_main(fn: Callable, spec: StoreSpec, args: tuple, kwargs: dict) -> Any:
     try:
         out = fn(kv, spec.rank, *args, **kwargs)
         kv.wait()
-        return out
+        # the driver learns the keys rank 0 initialized
+        return out, (dict(kv._registry) if spec.rank == 0 else None)
     finally:
         kv._closed = True     # (a rank's store owns nothing: closing releases nothing)
 
@@ -218,7 +219,8 @@ def run_workers(fn: Callable[..., Any], n: int, kv: DistKVStore, *args: Any,
             if all(s == "finished" for s in states):
                 results = client.gather(futures)
                 _drain_reports(kv, on_report)
-                return results
+                kv._registry.update(results[0][1])
+                return [r[0] for r in results]
             errs = [r for r, s in enumerate(states) if s in ("error", "cancelled", "lost")]
             if errs:
                 r = errs[0]

@@ -191,7 +191,7 @@ class DistKVStore(KVStore):
     def _wait_sent(self) -> None:
         self._reap(block=True)
 
-    def _make_pull(self, meta: KeyMeta, copy: bool) -> Callable[[], np.ndarray]:
+    def _make_pull(self, meta: KeyMeta) -> Callable[[], np.ndarray]:
         session, rank = self._spec.session, self._spec.rank
         after = self._seq.get(meta.key, 0)
         futs = [(p.server, self._call(p.server, "pull", session, subkey(meta.key, i), rank,
@@ -203,7 +203,9 @@ class DistKVStore(KVStore):
             parts = [self._wait(f, what, server) for server, f in futs]
             self._reap(block=False)
             v = parts[0] if len(parts) == 1 else np.concatenate(parts)
-            return v.reshape(meta.shape)    # (a fresh array from the transfer: no copy)
+            if not v.flags.writeable:       # (a transfer's buffer is ours, normally writable)
+                v = v.copy()
+            return v.reshape(meta.shape)
         return produce
 
     # -- control ----------------------------------------------------------------------

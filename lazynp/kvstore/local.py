@@ -34,7 +34,7 @@ class LocalKVStore(KVStore):
         with self._slock:
             self._shard.push(subkey(meta.key, 0), 0, seq, flat)
 
-    def _make_pull(self, meta: KeyMeta, copy: bool) -> Callable[[], np.ndarray]:
+    def _make_pull(self, meta: KeyMeta) -> Callable[[], np.ndarray]:
         sk = subkey(meta.key, 0)
         holder: list[np.ndarray] = []
 
@@ -47,8 +47,7 @@ class LocalKVStore(KVStore):
         bridge.in_order(self._clock(meta.key), take)
 
         def produce() -> np.ndarray:
-            v = holder[0].reshape(meta.shape)
-            return v.copy() if copy else v
+            return holder[0].reshape(meta.shape).copy()
         return produce
 
     def _set_optimizer(self, optimizer: Optimizer | None) -> None:
