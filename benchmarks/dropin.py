@@ -8,8 +8,8 @@ fancy indexing, boolean masks). For every program and size, in one process and i
 * one untimed first call per library (its time is printed: for lazynp it includes kernel
   compilation, and the wait for compilations it started in the background);
 * the lazynp result (forced with ``numpy.asarray``) is checked against NumPy's: shapes,
-  dtypes, exact integer data, floats to rtol=1e-9. A mismatch is printed loudly and makes the
-  exit status 1;
+  dtypes, exact integer data, floats to rtol=1e-9 (the results of the timed calls too). A
+  mismatch is printed loudly and makes the exit status 1;
 * then 5 timed calls of each library, round-robin; the medians are compared as a speed-up
   (NumPy time / lazynp time: > 1 means lazynp is faster). Peer libraries (numexpr) get a
   column where a program has a version written for them.
@@ -179,21 +179,23 @@ def measure(prog, size_name: str, size: dict, repeat: int, args_ns, peers_ok: di
         row.peer_problems[peer] = compare(want, got_peer)
         peer_fns[peer] = run_peer
 
-    # lazynp repetitions: as many as fit the budget (at least one), or none (the first call
-    # stands in) when even one would be more than twice the budget.
-    if row.first_lz * repeat <= args_ns.lazy_budget:
-        reps_lz = repeat
-    elif row.first_lz > 2 * args_ns.lazy_budget:
-        reps_lz = 0
-    else:
-        reps_lz = max(1, min(repeat, int(args_ns.lazy_budget / row.first_lz)))
+    # lazynp repetitions: as many as fit the budget (at least one, decided on the timed calls,
+    # since the first call includes compiling), or none (the first call stands in) when the
+    # first call alone took more than twice the budget.
+    timed_lz = row.first_lz <= 2 * args_ns.lazy_budget
+    kept = [None]
+    run_lz_kept = lambda: kept.__setitem__(0, run_lz())           # noqa: E731
     samples = {"numpy": [], "lazynp": [], **{p: [] for p in peer_fns}}
-    for r in range(repeat):                         # round-robin: robust to load changes
+    for _ in range(repeat):                         # round-robin: robust to load changes
         samples["numpy"].append(time_runs(run_np, repeat=1, warmup=0)[0])
-        if r < reps_lz:
-            samples["lazynp"].append(time_runs(run_lz, repeat=1, warmup=0)[0])
+        lz = samples["lazynp"]
+        if timed_lz and (not lz or sum(lz) + lz[-1] <= args_ns.lazy_budget):
+            lz.append(time_runs(run_lz_kept, repeat=1, warmup=0)[0])
+            if not row.problems:    # every call is checked: races show up on later calls
+                row.problems = [f"timed call {len(lz)}: {p}" for p in compare(want, kept[0])]
         for peer, fn in peer_fns.items():
             samples[peer].append(time_runs(fn, repeat=1, warmup=0)[0])
+    reps_lz = len(samples["lazynp"])
     row.t_np = statistics.median(samples["numpy"])
     row.reps_lz = reps_lz
     row.t_lz = statistics.median(samples["lazynp"]) if reps_lz else row.first_lz
