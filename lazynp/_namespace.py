@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
-from . import _reductions, _views, graph
+from . import _eager, _reductions, _views, graph
 from ._functions import _fill_deep, dummy, lazy_call, twin
 from ._operands import broadcast_shapes, key_of, operand, shape_of, to_numpy
 from ._ufunc import UFUNCS
@@ -170,7 +170,7 @@ def copy(a, order="K", subok=False):
     return ndarray._from_node(graph.record(_COPY, (a._node(),), None, a.shape, a.dtype))
 
 
-def _eager(np_fn):
+def _values_now(np_fn):
     """Creation functions whose values are known at the call: run NumPy now, wrap a leaf."""
     def f(*args, **kwargs):
         res = np_fn(*to_numpy(args), **to_numpy(kwargs))
@@ -182,15 +182,15 @@ def _eager(np_fn):
     return f
 
 
-arange = _eager(np.arange)
-linspace = _eager(np.linspace)
-logspace = _eager(np.logspace)
-geomspace = _eager(np.geomspace)
-indices = _eager(np.indices)
-tri = _eager(np.tri)
-frombuffer = _eager(np.frombuffer)
-fromiter = _eager(np.fromiter)
-fromstring = _eager(np.fromstring)
+arange = _values_now(np.arange)
+linspace = _values_now(np.linspace)
+logspace = _values_now(np.logspace)
+geomspace = _values_now(np.geomspace)
+indices = _values_now(np.indices)
+tri = _values_now(np.tri)
+frombuffer = _values_now(np.frombuffer)
+fromiter = _values_now(np.fromiter)
+fromstring = _values_now(np.fromstring)
 
 
 def eye(N, M=None, k=0, dtype=float, order="C", *, device=None, like=None):
@@ -693,6 +693,10 @@ def trace(a, *args, **kwargs):
 
 
 def _trace_array(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    if out is None:
+        r = _eager.try_call(np.trace, (a, offset, axis1, axis2, dtype), {}, "reduction")
+        if r is not _eager.NOT_EAGER:
+            return r
     res = sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
     if out is not None:
         out[...] = res
@@ -1123,6 +1127,37 @@ for _n in dir(np):
     if isinstance(_u, np.ufunc) and _u.signature is None:
         _UFUNC_NAMES[_n] = UFUNCS[_u.__name__]
 globals().update(_UFUNC_NAMES)
+
+# --- the execution policy: functions that return fresh data try NumPy at once first ----------
+# (lazynp/_eager.py; view functions and functions that write into an argument are not here:
+# they go through the view and write machinery, which keeps storage shared)
+
+def _eager_functions():
+    kinds = {
+        "reduction": """sum prod nansum nanprod max amax min amin all any mean nanmean std var
+            nanstd nanvar median nanmedian count_nonzero ptp argmax argmin nanargmax nanargmin
+            nanmax nanmin average percentile nanpercentile quantile nanquantile cumsum cumprod
+            nancumsum nancumprod diff ediff1d""",
+        "elementwise": """where clip nan_to_num round around isclose sinc i0 angle fix polyval
+            interp copy""",
+        "opaque": """allclose array_equal argpartition argsort argwhere bincount choose
+            column_stack compress concat concatenate convolve corrcoef correlate cov cross
+            diagflat digitize dot dstack einsum extract flatnonzero histogram histogram2d
+            histogram_bin_edges histogramdd hstack inner intersect1d isin kron lexsort matmul
+            nonzero outer pad partition repeat roll searchsorted select setdiff1d setxor1d sort
+            stack take take_along_axis tensordot tile tril triu union1d unique unique_all
+            unique_counts unique_inverse unique_values vander vdot vstack row_stack tri eye
+            identity zeros ones empty full zeros_like ones_like empty_like full_like arange
+            linspace logspace geomspace indices trapezoid""",
+    }
+    g = globals()
+    for kind, names in kinds.items():
+        for name in names.split():
+            if name in g and hasattr(np, name) and not isinstance(g[name], UFUNCS["add"].__class__):
+                g[name] = _eager.eager_first(getattr(np, name), g[name], kind)
+
+
+_eager_functions()
 
 __all_lazy__ = [n for n in list(globals()) if not n.startswith("_") and n not in
                 ("builtins", "operator", "np", "graph", "Op", "register", "ndarray",

@@ -29,6 +29,29 @@ def to_numpy(x):
     return x
 
 
+#: what :func:`eager_operand` returns for a value that is not computed yet
+NOT_EAGER = type("NotEager", (), {"__repr__": lambda self: "NOT_EAGER"})()
+
+
+def eager_operand(x):
+    """``x`` as NumPy takes it for a call that runs at once: computed lazy arrays become
+    their NumPy values (also inside lists and tuples), anything else passes through;
+    :data:`NOT_EAGER` when a lazy array in it is still pending."""
+    if isinstance(x, ndarray):
+        v = x._eager_value()
+        return NOT_EAGER if v is None else v
+    t = type(x)
+    if (t is list or t is tuple) and contains_lazy(x):
+        out = [eager_operand(v) for v in x]
+        if any(v is NOT_EAGER for v in out):
+            return NOT_EAGER
+        return out if t is list else tuple(out)
+    return x
+
+
+eager_operand.NOT_EAGER = NOT_EAGER
+
+
 def contains_lazy(x) -> bool:
     if is_lazy(x):
         return True

@@ -37,6 +37,9 @@ import lazynp.graph as lgraph
 from lazynp.kernels import cpu as kcpu
 from lazynp.kernels import pool as kpool
 
+# these tests study the graph machinery: every operation is recorded
+pytestmark = pytest.mark.usefixtures("lazy_policy")
+
 
 # --- fixtures and helpers ------------------------------------------------------------------
 
