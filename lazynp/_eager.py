@@ -14,6 +14,7 @@ import numpy as np
 
 from . import _policy
 from ._operands import NOT_EAGER, eager_operand
+from .graph import STATS
 from .ndarray import ndarray
 
 __all__ = ["NOT_EAGER", "try_call", "wrap", "eager_first", "try_method"]
@@ -79,7 +80,6 @@ def try_call(fn, args: tuple, kwargs: dict, kind: str = "opaque", base=None):
 
 
 def _count() -> None:
-    from .graph import STATS
     STATS["ops_eager"] += 1
 
 

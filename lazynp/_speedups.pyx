@@ -247,6 +247,7 @@ cdef object _getitem_py = None, _setitem_py = None, _writable_py = None, _constr
 cdef object _data_offset_fn = None, _view_node_fn = None
 cdef type _np_generic = None
 cdef object _view_on_fn = None
+cdef object _array_py = None
 cdef list _fwd = [None] * 16, _rev = [None] * 16, _inpl = [None] * 16, _cmp = [None] * 6
 cdef list _unary_py = [None] * 4
 
@@ -312,12 +313,13 @@ def reset_eager_counters():
 
 
 def configure_array(cls, *, leaf, materialize, getitem, setitem, writable, construct,
-                    data_offset, view_node, view_on):
+                    data_offset, view_node, view_on, array):
     """Hand the array type its Python paths (called once, by ndarray.py / _methods.py)."""
     global _array_cls, _leaf_fn, _materialize_fn, _empty_fn, _ascontig_fn, _getitem_py
     global _setitem_py, _writable_py, _construct_py, _data_offset_fn, _view_node_fn
-    global _np_generic, _view_on_fn, _ndarray_np
+    global _np_generic, _view_on_fn, _ndarray_np, _array_py
     import numpy
+    _array_py = array
     _ndarray_np = numpy.ndarray
     _view_on_fn = view_on
     _array_cls = cls
@@ -532,6 +534,11 @@ cdef class ndarray:
                     target[index] = vv
                     return
         _setitem_py(self, index, value)
+
+    def __array__(self, dtype=None, copy=None):
+        if self._v_ is None and dtype is None and not copy:
+            return self._val_                # a detached computed array: its buffer
+        return _array_py(self, dtype, copy)
 
     def __iter__(self):
         if not self.shape:

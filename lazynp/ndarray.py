@@ -330,6 +330,11 @@ class _Members:
 
     # --- forcing points ----------------------------------------------------------------
     def __array__(self, dtype=None, copy=None):
+        if self._v is None:            # a detached computed array: its buffer, as NumPy
+            v = self._val
+            if dtype is not None and v.dtype != dtype:
+                return v.astype(dtype)
+            return v.copy() if copy else v
         v = self._value()
         self._var.head.exported = True
         if dtype is not None and v.dtype != dtype:
@@ -562,5 +567,6 @@ def _install_methods():
         graph.speedups.configure_array(
             ndarray, leaf=graph.leaf, materialize=graph.materialize, getitem=_getitem_py,
             setitem=_setitem_py, writable=graph.writable_view, construct=_construct_value,
-            data_offset=_data_offset, view_node=_view_node_now, view_on=graph._view_impl)
+            data_offset=_data_offset, view_node=_view_node_now, view_on=graph._view_impl,
+            array=_Members.__array__)
     _methods.install(ndarray, _CORE_NAMES)
