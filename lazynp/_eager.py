@@ -13,7 +13,7 @@ import functools
 import numpy as np
 
 from . import _policy
-from ._operands import NOT_EAGER, eager_operand
+from ._operands import NOT_EAGER, eager_operand, value_for_eager
 from .graph import STATS
 from .ndarray import ndarray
 
@@ -22,9 +22,10 @@ __all__ = ["NOT_EAGER", "try_call", "wrap", "eager_first", "try_method"]
 
 def _unwrap(x, acc: list):
     """``x`` with computed lazy arrays replaced by their values; records the largest
-    array size seen in ``acc[0]``; NOT_EAGER when a lazy array is pending."""
+    array size seen in ``acc[0]``; NOT_EAGER when a large lazy array is pending (a small
+    one is computed now)."""
     if isinstance(x, ndarray):
-        v = x._eager_value()
+        v = value_for_eager(x)
         if v is None:
             return NOT_EAGER
         if v.size > acc[0]:
@@ -128,7 +129,7 @@ def try_method(arr, name: str, args: tuple, kwargs: dict, kind: str):
     """``arr.name(*args, **kwargs)`` by NumPy's own method on ``arr``'s value, or NOT_EAGER."""
     if _policy.record_all:
         return NOT_EAGER
-    v = arr._eager_value()
+    v = value_for_eager(arr)
     if v is None or not _policy.sized_ok(kind, v.size):
         return NOT_EAGER
     if args or kwargs:

@@ -3,14 +3,14 @@
 Laziness is a means, not the goal: lazynp must never be slower than NumPy.  This module is
 the one place that decides when work runs.  An operation is
 
-* **recorded** (lazy) when its inputs are still pending (it joins their graph, where fusion,
-  memory planning and threads pay), when its work is large enough for fusion and threads
-  to pay (elementwise, reduction and write ops of at least :data:`EAGER_MAX_ELEMS`
-  elements), and always while a transform records (``grad``, ``vjp``, ``jvp``, ``jit``,
+* **recorded** (lazy) when its work is large enough for fusion and threads to pay
+  (elementwise, reduction and write ops of at least :data:`EAGER_MAX_ELEMS` elements,
+  counting the largest operand: it joins the graph of its pending inputs), and always
+  while a transform records (``grad``, ``vjp``, ``jvp``, ``jit``,
   ``trace``, ``autograd.record()``: they need the graph), or under ``set_policy("lazy")``;
-* **run at once** on NumPy otherwise: small work on computed inputs, and every operation
-  that fusion cannot improve (matmul, linalg, sorting, creation...) whose inputs are
-  computed.  Its result is a computed array, errors and warnings come from NumPy at the
+* **run at once** on NumPy otherwise: small work, and every operation that fusion cannot
+  improve (matmul, linalg, sorting, creation...).  Pending inputs of such an op are
+  computed first (one flush: a small op gains nothing from joining their graph).  Its result is a computed array, errors and warnings come from NumPy at the
   call, and where NumPy returns a scalar the result is NumPy's scalar.
 
 The decision itself is a few comparisons; the C fast paths (``lazynp._speedups``) make the
@@ -41,21 +41,23 @@ record_all = 1 if _mode == "lazy" else 0
 _transforms = 0
 _c = None          # lazynp._speedups, once graph.py has loaded it
 _run_eager = None  # graph.run_eager (the C recorder calls it)
+_run_now = None    # graph.run_now (the C recorder's path for pending arguments)
 
 
 def _sync() -> None:
     global record_all
     record_all = (_mode == "lazy") + _transforms
     if _c is not None:
-        _c.set_policy(record_all, EAGER_MAX_ELEMS, SIZED_KINDS, _run_eager)
+        _c.set_policy(record_all, EAGER_MAX_ELEMS, SIZED_KINDS, _run_eager, _run_now)
 
 
-def attach_speedups(mod, run_eager) -> None:
-    """Called by graph.py with the C extension (or None), which mirrors the policy, and
-    the function that runs an op at once."""
-    global _c, _run_eager
+def attach_speedups(mod, run_eager, run_now) -> None:
+    """Called by graph.py with the C extension (or None), which mirrors the policy, the
+    function that runs an op at once and the decision for ops on pending arguments."""
+    global _c, _run_eager, _run_now
     _c = mod
     _run_eager = run_eager
+    _run_now = run_now
     _sync()
 
 

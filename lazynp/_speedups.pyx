@@ -245,7 +245,7 @@ cdef object _NE = object()          # "not computed": an operand the fast path c
 cdef object _leaf_fn = None, _materialize_fn = None, _empty_fn = None, _ascontig_fn = None
 cdef object _getitem_py = None, _setitem_py = None, _writable_py = None, _construct_py = None
 cdef object _data_offset_fn = None, _view_node_fn = None
-cdef type _np_generic = None
+cdef type _np_generic = None, _np_integer = None
 cdef object _view_on_fn = None
 cdef object _array_py = None
 cdef list _fwd = [None] * 16, _rev = [None] * 16, _inpl = [None] * 16, _cmp = [None] * 6
@@ -272,16 +272,18 @@ BINARY_KINDS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and",
 
 
 cdef object _sized_kinds = frozenset()
-cdef object _run_eager_fn = None
+cdef object _run_eager_fn = None, _run_now_py = None
 
 
-def set_policy(int record_all, Py_ssize_t eager_max, sized_kinds, run_eager):
-    """The execution policy's numbers (lazynp._policy._sync) and graph.run_eager."""
-    global _record_all, _eager_max, _sized_kinds, _run_eager_fn
+def set_policy(int record_all, Py_ssize_t eager_max, sized_kinds, run_eager, run_now):
+    """The execution policy's numbers (lazynp._policy._sync), graph.run_eager and
+    graph.run_now (taken for pending arguments)."""
+    global _record_all, _eager_max, _sized_kinds, _run_eager_fn, _run_now_py
     _record_all = record_all
     _eager_max = eager_max
     _sized_kinds = sized_kinds
     _run_eager_fn = run_eager
+    _run_now_py = run_now
 
 
 cdef bint _run_now(op, tuple args, shape) except -1:
@@ -294,7 +296,7 @@ cdef bint _run_now(op, tuple args, shape) except -1:
             an = <Node>a
             r = <Node>(an.args[0]) if an.op is _VIEW else an
             if r.state != DONE or r.value is None or r.error is not None:
-                return False
+                return _run_now_py(op, args, shape)     # (computes small work's inputs)
             n = _size_of(an.shape)
             if n > size:
                 size = n
@@ -317,7 +319,7 @@ def configure_array(cls, *, leaf, materialize, getitem, setitem, writable, const
     """Hand the array type its Python paths (called once, by ndarray.py / _methods.py)."""
     global _array_cls, _leaf_fn, _materialize_fn, _empty_fn, _ascontig_fn, _getitem_py
     global _setitem_py, _writable_py, _construct_py, _data_offset_fn, _view_node_fn
-    global _np_generic, _view_on_fn, _ndarray_np, _array_py
+    global _np_generic, _view_on_fn, _ndarray_np, _array_py, _np_integer
     import numpy
     _array_py = array
     _ndarray_np = numpy.ndarray
@@ -328,6 +330,7 @@ def configure_array(cls, *, leaf, materialize, getitem, setitem, writable, const
     _empty_fn = numpy.empty
     _ascontig_fn = numpy.ascontiguousarray
     _np_generic = numpy.generic
+    _np_integer = numpy.integer
     _getitem_py = getitem
     _setitem_py = setitem
     _writable_py = writable
@@ -509,7 +512,7 @@ cdef class ndarray:
             v = _evalue(self)
             if v is not None:
                 t = type(index)
-                if t is int:
+                if t is int or isinstance(index, _np_integer):
                     if cnp.PyArray_NDIM(<cnp.ndarray>v) == 1:
                         return v[index]              # NumPy's scalar (or its IndexError)
                 elif t is tuple and _all_ints(<tuple>index) and \
@@ -519,6 +522,11 @@ cdef class ndarray:
                     sh = _shadow_of(self)[index]
                     if type(sh) is _ndarray_np:
                         return _view_handle(self, sh)
+                elif t is ndarray or t is _ndarray_np:
+                    # advanced indexing by one array: NumPy's (fresh) result
+                    iv = _eager_arg(index, False)
+                    if iv is not _NE:
+                        return _wrap_fresh(v[iv])
         return _getitem_py(self, index)
 
     def __setitem__(self, index, value):
@@ -527,8 +535,10 @@ cdef class ndarray:
             vv = _eager_arg(value, True)
             if vv is not _NE:
                 t = type(index)
-                region = 1 if t is int or t is tuple and _all_ints(<tuple>index) else \
-                    _size_of(self.shape)
+                if t is int or t is tuple and _all_ints(<tuple>index):
+                    region = 1
+                else:
+                    region = _region_of(self, index)
                 target = _writable(self, region)
                 if target is not None:
                     target[index] = vv
@@ -674,11 +684,27 @@ cdef class _ArrayIter:
 
 
 
+cdef Py_ssize_t _region_of(ndarray a, index) except -2:
+    """Elements written by ``a[index] = ...`` for a basic index (0 when NumPy will raise
+    its IndexError at the write)."""
+    n = _size_of(a.shape)
+    if n < _eager_max:
+        return n
+    try:
+        return cnp.PyArray_SIZE(<cnp.ndarray>(_shadow_of(a)[index]))
+    except (IndexError, TypeError, ValueError):
+        return 0
+
+
 cdef inline bint _all_ints(tuple index):
     for i in index:
-        if type(i) is not int:
+        if type(i) is not int and not isinstance(i, _np_integer):
             return False
     return True
+
+
+cdef inline bint _int_bound(b):
+    return b is None or type(b) is int or isinstance(b, _np_integer)
 
 
 cdef inline bint _basic_item(i):
@@ -687,9 +713,8 @@ cdef inline bint _basic_item(i):
         return True
     if t is slice:
         s = <slice>i
-        return (s.start is None or type(s.start) is int) and \
-            (s.stop is None or type(s.stop) is int) and (s.step is None or type(s.step) is int)
-    return False
+        return _int_bound(s.start) and _int_bound(s.stop) and _int_bound(s.step)
+    return isinstance(i, _np_integer)
 
 
 cdef inline bint _basic(index):
@@ -726,7 +751,11 @@ cdef inline object _eager_arg(o, bint sized):
     if t is ndarray:
         v = _evalue(<ndarray>o)
         if v is None:
-            return _NE
+            # pending: a small one is computed now (small work gains nothing from
+            # joining its graph), a large one is recorded with
+            if sized and _size_of((<ndarray>o).shape) >= _eager_max:
+                return _NE
+            v = (<ndarray>o)._value()
         if sized and cnp.PyArray_SIZE(<cnp.ndarray>v) >= _eager_max:
             return _NE
         return v
@@ -754,6 +783,14 @@ cdef object _wrap(r):
         return tuple([_wrap(x) for x in <tuple>r])
     _n_eager += 1
     return r
+
+
+cdef object _wrap_fresh(r):
+    """``_wrap`` for a NumPy result that may not own its data (0-d, or a view NumPy
+    returned): copied then."""
+    if type(r) is _ndarray_np and cnp.PyArray_BASE(<cnp.ndarray>r) != NULL:
+        r = r.copy()
+    return _wrap(r)
 
 
 cdef object _new_detached(value):
@@ -836,15 +873,26 @@ cdef object _writable(ndarray a, Py_ssize_t region):
         return a._val_
     cdef Var v = <Var>a._v_
     cdef Node h = <Node>v.head
+    if h.state != DONE and h.error is None:
+        return _writable_py(a, region)     # (computes the pending array first)
     if h.state != DONE or h.value is None or h.error is not None or \
             type(h.value) is not _ndarray_np:
         return None
-    if lz_refcnt(h) > 2 or (a._shadow_ is not None and v.shadow is not h.value):
-        return _writable_py(a, region)     # (copy-on-write, or a view to rebuild)
+    if lz_refcnt(h) > 2:
+        return _writable_py(a, region)     # (copy-on-write)
+    sh = a._shadow_
+    if sh is not None and v.shadow is not h.value:
+        # a view made while its base was pending (its shadow is not the buffer): the
+        # same geometry on the buffer, read-only where the view is
+        if not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>sh):
+            return _writable_py(a, region)
+        g = a._geom
+        _n_inplace += 1
+        return _view_on_fn(h.value, g[0], g[1], g[2], g[3])
     _n_inplace += 1
-    if a._shadow_ is None:
+    if sh is None:
         return h.value
-    return a._shadow_
+    return sh
 
 
 cdef object _number_op(int k, a, b):

@@ -309,18 +309,45 @@ def computed(n: Node) -> bool:
 
 
 def run_now(op: Op, args: tuple, shape: tuple) -> bool:
-    """The policy's decision for one op: its node arguments all computed, and its work
-    small (or of a kind fusion cannot improve)."""
+    """The policy's decision for one op: True when its work is small (or of a kind fusion
+    cannot improve) and its node arguments are computed.
+
+    Small work on *pending* arguments computes them first (one flush) and then runs at
+    once: recording it would join their graph, but a small op gains nothing from fusion,
+    and every recorded op costs more than NumPy's call (a loop of small writes into a
+    large pending array would otherwise record every step).  An argument that failed
+    keeps the op recorded (its error is raised where a value is read)."""
     size = _prod(shape)
+    pending = None
     for a in args:
         if type(a) is Node:
             r = a.args[0] if a.op is VIEW else a
-            if r.state != DONE or r.value is None or r.error is not None:
+            if r.error is not None:
                 return False
+            if r.state != DONE or r.value is None:
+                if pending is None:
+                    pending = []
+                pending.append(r)
             n = _prod(a.shape)
             if n > size:
                 size = n
-    return _policy.sized_ok(op.kind, size)
+    if not _policy.sized_ok(op.kind, size):
+        return False
+    if pending is not None:
+        return compute_now(pending)
+    return True
+
+
+def compute_now(nodes: list) -> bool:
+    """Flush ``nodes`` (pending) so that an op on them can run at once; False when one of
+    them cannot give a value (it failed, or its value was not kept)."""
+    todo = [n for n in nodes if n.state != DONE]
+    if todo:
+        flush(todo)
+    for n in nodes:
+        if n.state != DONE or n.value is None or n.error is not None:
+            return False
+    return True
 
 
 def run_eager(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> Node:
@@ -343,7 +370,8 @@ def record_write(var: "Var", op: Op, args: tuple, params: dict, region: tuple) -
     Small writes with computed inputs happen at once (in the buffer, or copy-on-write:
     :func:`writable_view`); anything else is recorded: a new pending head, whose flush
     decides between in place and a copy."""
-    if not _policy.record_all and run_now(op, args, region) and computed(var.head):
+    if not _policy.record_all and run_now(op, args, region) and \
+            (computed(var.head) or compute_now([var.head])):
         h = var.head
         refs = getrefcount(h)
         del h
@@ -381,6 +409,10 @@ def writable_view(arr, region: int):
     if var is None:
         return arr._val
     h = var.head
+    if h.state != DONE and h.error is None:
+        del h
+        compute_now([var.head])           # a small write into a pending array: run it
+        h = var.head
     if h.state != DONE or h.value is None or h.error is not None or \
             type(h.value) is not np.ndarray:
         return None
@@ -1024,7 +1056,7 @@ def _load_speedups():
 
 
 speedups = _load_speedups()
-_policy.attach_speedups(speedups, run_eager)
+_policy.attach_speedups(speedups, run_eager, run_now)
 py_record = record          # the pure Python recorder (tests compare the C one against it)
 if speedups is not None:
     Node = speedups.Node
