@@ -14,6 +14,7 @@ import numpy as np
 
 from . import _policy
 from ._operands import NOT_EAGER, eager_operand, value_for_eager
+from . import graph as _graph
 from .graph import STATS
 from .ndarray import ndarray
 
@@ -169,9 +170,20 @@ def eager_first(np_fn, lazy_fn, kind: str = "opaque"):
     @functools.wraps(lazy_fn)
     def f(*args, **kwargs):
         if not _policy.record_all:
-            r = try_call(np_fn, args, kwargs, kind)
+            r = eager_call(np_fn, args, kwargs, kind)
             if r is not NOT_EAGER:
                 return r
         return lazy_fn(*args, **kwargs)
     f._lazynp_eager = np_fn
     return f
+
+
+# The C versions of try_call and try_method (same decisions; they hand the cases they do not
+# take to the Python versions above).
+eager_call = try_call
+eager_method = try_method
+if _graph.speedups is not None:
+    _graph.speedups.configure_eager(not_eager=NOT_EAGER, try_call=try_call,
+                                    try_method=try_method, wrap=wrap)
+    eager_call = _graph.speedups.eager_call
+    eager_method = _graph.speedups.eager_method

@@ -216,6 +216,7 @@ def setitem(arr, index, value) -> None:
         head = arr._var.head
         whole = g[0] == 0 and g[1] == head.shape and g[3] == head.dtype and \
             g[2] == _c_strides(head.shape, head.dtype)
+        del head     # (a reference held here would keep the write from running in place)
         if type(value) is ndarray and value._var is arr._var and \
                 (value._geom == g or value._geom is None and whole):
             # the region onto itself (``u[a:b] += v`` ends so): nothing changes.  Checked

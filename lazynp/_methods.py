@@ -7,7 +7,7 @@ import numpy as np
 
 from . import _namespace as ns
 from . import graph
-from ._eager import NOT_EAGER, try_method
+from ._eager import NOT_EAGER, eager_method
 from ._ufunc import UFUNCS
 
 _BINARY = {
@@ -134,7 +134,7 @@ def _item_method(name):
     else:
         def f(self, *args, **kwargs):
             # the policy: NumPy's own method at once when ``self`` is computed and small
-            r = try_method(self, name, args, kwargs, kind)
+            r = eager_method(self, name, args, kwargs, kind)
             if r is NOT_EAGER:
                 return fn(self, *args, **kwargs)
             return r

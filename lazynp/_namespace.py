@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
-from . import _eager, _reductions, _views, graph
+from . import _eager, _policy, _reductions, _views, graph
 from ._functions import _fill_deep, dummy, lazy_call, twin
 from ._operands import broadcast_shapes, key_of, operand, shape_of, to_numpy
 from ._ufunc import UFUNCS
@@ -125,14 +125,31 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, d
     return full(_like_shape(a, shape), fill_value, a.dtype if dtype is None else dtype)
 
 
+def _shareable(a, dtype) -> bool:
+    """A NumPy array ``asarray`` can wrap without copying, sharing its memory as NumPy
+    does: an exact ``numpy.ndarray``, C-contiguous (lazynp buffers are C-ordered), of the
+    requested dtype."""
+    return type(a) is np.ndarray and a.flags.c_contiguous and \
+        (dtype is None or np.dtype(dtype) == a.dtype)
+
+
 def asarray(a, dtype=None, order=None, *, device=None, copy=None, like=None):
-    """Convert to a lazynp array (lazy arrays pass through; NumPy data is snapshotted)."""
+    """Convert to a lazynp array: lazy arrays pass through, a C-contiguous NumPy array is
+    wrapped sharing its memory (as NumPy's ``asarray``; work on it runs at once, so the
+    NumPy array's later writes are seen as NumPy would see them), other data is copied."""
     if isinstance(a, ndarray):
         if dtype is not None and np.dtype(dtype) != a.dtype:
             if copy is False:
                 raise ValueError("Unable to avoid copy while creating an array as requested.")
             return a.astype(dtype)
         return a.copy() if copy else a
+    if not copy and not _policy.record_all and _shareable(a, dtype):
+        return ndarray._from_shared(a)    # (recording everything: a snapshot, below)
+    if copy is False:
+        res = np.asarray(to_numpy(a), dtype=dtype)     # NumPy's error when a copy is needed
+        if not res.flags.c_contiguous:
+            raise ValueError("lazynp.asarray(copy=False): lazynp arrays are C-ordered; this "
+                             "array would need a copy")
     value = np.array(to_numpy(a), dtype=dtype, order="C", copy=True)
     return ndarray._from_node(graph.leaf(value))
 
@@ -161,6 +178,9 @@ def array(object, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, lik
         if out.ndim < ndmin:
             out = out.reshape((1,) * (ndmin - out.ndim) + out.shape)
         return out
+    if copy is False or copy is None:
+        if type(object) is np.ndarray and object.ndim >= ndmin:
+            return asarray(object, dtype, copy=copy)
     value = np.array(to_numpy(object), dtype=dtype, copy=True, order="C", ndmin=ndmin)
     return ndarray._from_node(graph.leaf(value))
 

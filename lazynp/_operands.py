@@ -39,7 +39,7 @@ def value_for_eager(x):
     :mod:`lazynp._policy`); None for a large pending one."""
     v = x._eager_value()
     if v is None and x.size < _policy.EAGER_MAX_ELEMS:
-        v = x._value()
+        v = graph.value_for_eager(x._node())
     return v
 
 

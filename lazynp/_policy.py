@@ -42,22 +42,26 @@ _transforms = 0
 _c = None          # lazynp._speedups, once graph.py has loaded it
 _run_eager = None  # graph.run_eager (the C recorder calls it)
 _run_now = None    # graph.run_now (the C recorder's path for pending arguments)
+_value_for_eager = None   # graph.value_for_eager (the C fast paths' pending operands)
 
 
 def _sync() -> None:
     global record_all
     record_all = (_mode == "lazy") + _transforms
     if _c is not None:
-        _c.set_policy(record_all, EAGER_MAX_ELEMS, SIZED_KINDS, _run_eager, _run_now)
+        _c.set_policy(record_all, EAGER_MAX_ELEMS, SIZED_KINDS, _run_eager, _run_now,
+                      _value_for_eager)
 
 
-def attach_speedups(mod, run_eager, run_now) -> None:
+def attach_speedups(mod, run_eager, run_now, value_for_eager) -> None:
     """Called by graph.py with the C extension (or None), which mirrors the policy, the
-    function that runs an op at once and the decision for ops on pending arguments."""
-    global _c, _run_eager, _run_now
+    function that runs an op at once, the decision for ops on pending arguments and the
+    value of a pending operand."""
+    global _c, _run_eager, _run_now, _value_for_eager
     _c = mod
     _run_eager = run_eager
     _run_now = run_now
+    _value_for_eager = value_for_eager
     _sync()
 
 

@@ -247,7 +247,7 @@ cdef object _getitem_py = None, _setitem_py = None, _writable_py = None, _constr
 cdef object _data_offset_fn = None, _view_node_fn = None
 cdef type _np_generic = None, _np_integer = None
 cdef object _view_on_fn = None
-cdef object _array_py = None
+cdef object _array_py = None, _array_ufunc_py = None, _transpose_py = None
 cdef list _fwd = [None] * 16, _rev = [None] * 16, _inpl = [None] * 16, _cmp = [None] * 6
 cdef list _unary_py = [None] * 4
 
@@ -272,13 +272,16 @@ BINARY_KINDS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and",
 
 
 cdef object _sized_kinds = frozenset()
-cdef object _run_eager_fn = None, _run_now_py = None
+cdef object _run_eager_fn = None, _run_now_py = None, _value_for_eager_fn = None
 
 
-def set_policy(int record_all, Py_ssize_t eager_max, sized_kinds, run_eager, run_now):
+def set_policy(int record_all, Py_ssize_t eager_max, sized_kinds, run_eager, run_now,
+               value_for_eager):
     """The execution policy's numbers (lazynp._policy._sync), graph.run_eager and
     graph.run_now (taken for pending arguments)."""
     global _record_all, _eager_max, _sized_kinds, _run_eager_fn, _run_now_py
+    global _value_for_eager_fn
+    _value_for_eager_fn = value_for_eager
     _record_all = record_all
     _eager_max = eager_max
     _sized_kinds = sized_kinds
@@ -295,8 +298,9 @@ cdef bint _run_now(op, tuple args, shape) except -1:
         if type(a) is Node:
             an = <Node>a
             r = <Node>(an.args[0]) if an.op is _VIEW else an
-            if r.state != DONE or r.value is None or r.error is not None:
-                return _run_now_py(op, args, shape)     # (computes small work's inputs)
+            if r.state != DONE or r.value is None or r.error is not None or \
+                    r.exported is True:
+                return _run_now_py(op, args, shape)  # (pending inputs, shared buffers)
             n = _size_of(an.shape)
             if n > size:
                 size = n
@@ -315,13 +319,16 @@ def reset_eager_counters():
 
 
 def configure_array(cls, *, leaf, materialize, getitem, setitem, writable, construct,
-                    data_offset, view_node, view_on, array):
+                    data_offset, view_node, view_on, array, array_ufunc, transpose):
     """Hand the array type its Python paths (called once, by ndarray.py / _methods.py)."""
     global _array_cls, _leaf_fn, _materialize_fn, _empty_fn, _ascontig_fn, _getitem_py
     global _setitem_py, _writable_py, _construct_py, _data_offset_fn, _view_node_fn
-    global _np_generic, _view_on_fn, _ndarray_np, _array_py, _np_integer
+    global _np_generic, _view_on_fn, _ndarray_np, _array_py, _np_integer, _array_ufunc_py
+    global _transpose_py
     import numpy
     _array_py = array
+    _array_ufunc_py = array_ufunc
+    _transpose_py = transpose
     _ndarray_np = numpy.ndarray
     _view_on_fn = view_on
     _array_cls = cls
@@ -378,7 +385,7 @@ cdef class ndarray:
     """
 
     cdef object _v_, _val_, _shadow_, _geom_
-    cdef bint _isview, _sc
+    cdef bint _isview, _sc, _ext
     cdef object __weakref__
 
     def __init__(self, shape, dtype=float, buffer=None, offset=0, strides=None, order=None):
@@ -422,6 +429,16 @@ cdef class ndarray:
     def _geom(self, value):
         self._geom_ = value
         self._isview = value is not None
+
+    @property
+    def _ext(self):
+        """A detached array whose buffer the user holds too (``asarray`` of a NumPy
+        array, or exported by ``__array__``): ops reading or writing it run at once."""
+        return self._ext
+
+    @_ext.setter
+    def _ext(self, value):
+        self._ext = value
 
     @property
     def _scalar(self):
@@ -546,9 +563,35 @@ cdef class ndarray:
         _setitem_py(self, index, value)
 
     def __array__(self, dtype=None, copy=None):
-        if self._v_ is None and dtype is None and not copy:
-            return self._val_                # a detached computed array: its buffer
+        if self._v_ is None and dtype is None and not copy and not _record_all:
+            self._ext = True                 # a detached computed array: its buffer,
+            return self._val_                # now shared with the caller
         return _array_py(self, dtype, copy)
+
+    @property
+    def T(self):
+        """The transposed view (NumPy's ``.T``)."""
+        if _record_all:
+            return _transpose_py(self)
+        if len(self.shape) < 2:
+            return _view_handle(self, _shadow_of(self)[...]) if self._shadow_ is None \
+                else _view_handle(self, self._shadow_)
+        return _view_handle(self, _shadow_of(self).T)
+
+    def __array_ufunc__(self, uf, method, *inputs, **kwargs):
+        """A NumPy ufunc called on lazynp arrays (also ``numpy_scalar * lazy``): at once on
+        the values when the policy allows it, else lazynp's own ufunc (recorded)."""
+        cdef list vals
+        if not _record_all and not kwargs and method == "__call__":
+            vals = []
+            for x in inputs:
+                v = _eager_arg(x, True)
+                if v is _NE:
+                    break
+                vals.append(v)
+            else:
+                return _wrap(uf(*vals))
+        return _array_ufunc_py(self, uf, method, *inputs, **kwargs)
 
     def __iter__(self):
         if not self.shape:
@@ -755,7 +798,9 @@ cdef inline object _eager_arg(o, bint sized):
             # joining its graph), a large one is recorded with
             if sized and _size_of((<ndarray>o).shape) >= _eager_max:
                 return _NE
-            v = (<ndarray>o)._value()
+            v = _value_for_eager_fn(_node_of(o))
+            if v is None:
+                return _NE
         if sized and cnp.PyArray_SIZE(<cnp.ndarray>v) >= _eager_max:
             return _NE
         return v
@@ -793,6 +838,133 @@ cdef object _wrap_fresh(r):
     return _wrap(r)
 
 
+cdef object _NOT_EAGER = None, _SLOW = object()
+cdef object _try_call_py = None, _try_method_py = None, _wrap_py = None
+
+
+def configure_eager(*, not_eager, try_call, try_method, wrap):
+    """The Python versions of :func:`eager_call`/:func:`eager_method` (lazynp._eager),
+    taken for the arguments the C versions do not handle."""
+    global _NOT_EAGER, _try_call_py, _try_method_py, _wrap_py
+    _NOT_EAGER = not_eager
+    _try_call_py = try_call
+    _try_method_py = try_method
+    _wrap_py = wrap
+
+
+cdef object _call_arg(o, bint sized, Py_ssize_t* maxsize):
+    """An argument of a NumPy call run at once: its value, _NE (record instead) or _SLOW
+    (the Python version decides: lists holding arrays, other objects)."""
+    t = type(o)
+    cdef object v
+    cdef Py_ssize_t n
+    if t is ndarray:
+        v = _evalue(<ndarray>o)
+        if v is None:
+            if sized and _size_of((<ndarray>o).shape) >= _eager_max:
+                return _NE
+            v = _value_for_eager_fn(_node_of(o))
+            if v is None:
+                return _NE
+        n = cnp.PyArray_SIZE(<cnp.ndarray>v)
+        if n > maxsize[0]:
+            maxsize[0] = n
+        return v
+    if t is _ndarray_np:
+        n = cnp.PyArray_SIZE(<cnp.ndarray>o)
+        if n > maxsize[0]:
+            maxsize[0] = n
+        return o
+    if t is float or t is int or t is bool or o is None or t is str or t is complex or \
+            isinstance(o, _np_generic):
+        return o
+    if t is tuple:
+        for x in <tuple>o:
+            if type(x) is not int:
+                return _SLOW
+        return o
+    return _SLOW
+
+
+cdef object _wrap_result(r, tuple inputs):
+    """``_eager.wrap`` in C for a plain NumPy result (arrays that own their data)."""
+    global _n_eager
+    t = type(r)
+    if t is _ndarray_np:
+        if cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>r) and \
+                cnp.PyArray_BASE(<cnp.ndarray>r) == NULL:
+            _n_eager += 1
+            return _new_detached(r)
+    elif isinstance(r, _np_generic) or t is float or t is int or t is bool or r is None:
+        _n_eager += 1
+        return r
+    _n_eager += 1
+    return _wrap_py(r, inputs)     # tuples (named ones too), lists, other objects
+
+
+def eager_call(fn, tuple args, dict kwargs, kind):
+    """``_eager.try_call(fn, args, kwargs, kind)``: NumPy's ``fn`` at once when the policy
+    allows it, else lazynp._eager.NOT_EAGER."""
+    if _record_all:
+        return _NOT_EAGER
+    cdef bint sized = kind in _sized_kinds
+    cdef Py_ssize_t maxsize = 0
+    cdef list vals = []
+    cdef dict kw
+    for a in args:
+        v = _call_arg(a, sized, &maxsize)
+        if v is _NE:
+            return _NOT_EAGER
+        if v is _SLOW:
+            return _try_call_py(fn, args, kwargs, kind)
+        vals.append(v)
+    kw = kwargs
+    if kwargs:
+        kw = {}
+        for k, a in kwargs.items():
+            if k == "out" and a is not None:
+                return _NOT_EAGER
+            v = _call_arg(a, sized, &maxsize)
+            if v is _NE:
+                return _NOT_EAGER
+            if v is _SLOW:
+                return _try_call_py(fn, args, kwargs, kind)
+            kw[k] = v
+    if sized and maxsize >= _eager_max:
+        return _NOT_EAGER
+    return _wrap_result(fn(*vals, **kw), tuple(vals))
+
+
+def eager_method(arr, name, tuple args, dict kwargs, kind):
+    """``_eager.try_method``: NumPy's own method ``name`` on ``arr``'s value at once, or
+    NOT_EAGER."""
+    if _record_all or type(arr) is not ndarray:
+        return _try_method_py(arr, name, args, kwargs, kind)
+    cdef bint sized = kind in _sized_kinds
+    cdef Py_ssize_t maxsize = 0
+    v = _call_arg(arr, sized, &maxsize)
+    if v is _NE:
+        return _NOT_EAGER
+    if sized and maxsize >= _eager_max:
+        return _NOT_EAGER
+    if args or kwargs:
+        return eager_call(getattr(v, name), args, kwargs, "opaque") if \
+            not (sized and _has_lazy_big(args, kwargs)) else _NOT_EAGER
+    return _wrap_result(getattr(v, name)(), (v,))
+
+
+cdef bint _has_lazy_big(tuple args, dict kwargs):
+    """An argument that is a large lazynp array (a sized method's work is then large)."""
+    for a in args:
+        if type(a) is ndarray and _size_of((<ndarray>a).shape) >= _eager_max:
+            return True
+    if kwargs:
+        for a in kwargs.values():
+            if type(a) is ndarray and _size_of((<ndarray>a).shape) >= _eager_max:
+                return True
+    return False
+
+
 cdef object _new_detached(value):
     cdef ndarray a = ndarray.__new__(ndarray)
     a._val_ = value
@@ -820,7 +992,7 @@ cdef Var _attach(ndarray a):
     cdef Var v
     if a._v_ is None:
         v = Var.__new__(Var)
-        v.head = _leaf_fn(a._val_)
+        v.head = _leaf_fn(a._val_, a._ext)
         a._v_ = v
         a._val_ = None
     return <Var>a._v_
@@ -866,11 +1038,15 @@ cdef object _writable(ndarray a, Py_ssize_t region):
     """The NumPy array through which ``a`` may be written at once (graph.writable_view):
     here when nothing but ``a``'s Var holds its current version, else the Python path."""
     global _n_inplace
-    if _record_all or region >= _eager_max:
+    if _record_all:
         return None
     if a._v_ is None:
+        if region >= _eager_max and not a._ext:
+            return None
         _n_inplace += 1
         return a._val_
+    if region >= _eager_max:
+        return _writable_py(a, region)     # (a buffer shared with the user: at once)
     cdef Var v = <Var>a._v_
     cdef Node h = <Node>v.head
     if h.state != DONE and h.error is None:

@@ -319,6 +319,7 @@ def run_now(op: Op, args: tuple, shape: tuple) -> bool:
     keeps the op recorded (its error is raised where a value is read)."""
     size = _prod(shape)
     pending = None
+    shared = False
     for a in args:
         if type(a) is Node:
             r = a.args[0] if a.op is VIEW else a
@@ -328,21 +329,42 @@ def run_now(op: Op, args: tuple, shape: tuple) -> bool:
                 if pending is None:
                     pending = []
                 pending.append(r)
+            elif r.exported is True:
+                shared = True
             n = _prod(a.shape)
             if n > size:
                 size = n
-    if not _policy.sized_ok(op.kind, size):
+    if not shared and not _policy.sized_ok(op.kind, size):
         return False
     if pending is not None:
         return compute_now(pending)
     return True
 
 
+def symbolic(nodes) -> bool:
+    """True when the pending work behind ``nodes`` reads a placeholder (``symbol.var``,
+    a traced argument): it has no value, so it can only be recorded."""
+    stack = [n for n in nodes if type(n) is Node and n.state != DONE]
+    seen = set()
+    while stack:
+        n = stack.pop()
+        if n.op is PLACEHOLDER:
+            return True
+        for a in n.args:
+            if type(a) is Node and a.state != DONE and id(a) not in seen:
+                seen.add(id(a))
+                stack.append(a)
+    return False
+
+
 def compute_now(nodes: list) -> bool:
     """Flush ``nodes`` (pending) so that an op on them can run at once; False when one of
-    them cannot give a value (it failed, or its value was not kept)."""
+    them cannot give a value (it reads a placeholder, it failed, or its value was not
+    kept)."""
     todo = [n for n in nodes if n.state != DONE]
     if todo:
+        if symbolic(todo):
+            return False
         flush(todo)
     for n in nodes:
         if n.state != DONE or n.value is None or n.error is not None:
@@ -370,7 +392,7 @@ def record_write(var: "Var", op: Op, args: tuple, params: dict, region: tuple) -
     Small writes with computed inputs happen at once (in the buffer, or copy-on-write:
     :func:`writable_view`); anything else is recorded: a new pending head, whose flush
     decides between in place and a copy."""
-    if not _policy.record_all and run_now(op, args, region) and \
+    if not _policy.record_all and (run_now(op, args, region) or _into_shared(var, args)) and \
             (computed(var.head) or compute_now([var.head])):
         h = var.head
         refs = getrefcount(h)
@@ -393,6 +415,14 @@ def record_write(var: "Var", op: Op, args: tuple, params: dict, region: tuple) -
     var.set_head(node)
 
 
+def _into_shared(var: "Var", args: tuple) -> bool:
+    """A write into a buffer the user holds too runs at once, whatever its size (the
+    user's array sees it, as in NumPy): True once its node arguments are computed."""
+    if var.head.exported is not True:
+        return False
+    return compute_now([a.args[0] if a.op is VIEW else a for a in args if type(a) is Node])
+
+
 def writable_view(arr, region: int):
     """The NumPy array through which ``arr`` (a lazynp array) may be written at once, for
     a write of ``region`` elements with computed inputs; None when the write must be
@@ -403,12 +433,15 @@ def writable_view(arr, region: int):
     Var's new computed head (copy-on-write: what was recorded before keeps the old data).
     A view's read-only flag (``broadcast_to``, ``writeable = False``) is carried over, so
     NumPy raises its own error."""
-    if _policy.record_all or not _policy.sized_ok("write", region):
+    if _policy.record_all:
         return None
+    small = _policy.sized_ok("write", region)
     var = arr._v
     if var is None:
-        return arr._val
+        return arr._val if small or arr._ext else None
     h = var.head
+    if not small and h.exported is not True:
+        return None
     if h.state != DONE and h.error is None:
         del h
         compute_now([var.head])           # a small write into a pending array: run it
@@ -418,8 +451,8 @@ def writable_view(arr, region: int):
         return None
     # references: var.head, h, getrefcount's argument
     if getrefcount(h) > 3:
-        if not _policy.sized_ok("write", _prod(h.shape)):
-            return None
+        if not _policy.sized_ok("write", _prod(h.shape)) or h.exported is True:
+            return None      # (a shared buffer is not copied away from its other holder)
         buf = h.value.copy()
         var.head = leaf(buf)
         STATS["copy_on_write"] += 1
@@ -1017,6 +1050,14 @@ def post_order(outs, walk, seen=None):
                 yield n, w
 
 
+def value_for_eager(n: Node):
+    """``n``'s value for an op run at once (computing it when pending), or None when it
+    has none to give (placeholders behind it, or it failed)."""
+    if not compute_now([n.args[0] if n.op is VIEW else n]):
+        return None
+    return _value_of(n) if n.op is VIEW else n.value
+
+
 def materialize(n: Node) -> np.ndarray:
     """Force ``n`` and return its NumPy value (a view for view nodes)."""
     if n.state == PENDING:
@@ -1056,7 +1097,7 @@ def _load_speedups():
 
 
 speedups = _load_speedups()
-_policy.attach_speedups(speedups, run_eager, run_now)
+_policy.attach_speedups(speedups, run_eager, run_now, value_for_eager)
 py_record = record          # the pure Python recorder (tests compare the C one against it)
 if speedups is not None:
     Node = speedups.Node

@@ -47,10 +47,13 @@ class _CoreReference:
     ``_v``: the Var (None while detached); ``_val``: the NumPy value while detached;
     ``_shadow``/``_geom``: the view geometry (None for a base array); ``_scalar``: a 0-d
     result that NumPy would give as a scalar (only while it is pending or traced: computed
-    ones are NumPy's scalars).
+    ones are NumPy's scalars); ``_ext``: a detached array whose buffer the user holds too
+    (``asarray`` of a NumPy array, or given out by ``__array__``: ops reading or writing
+    it run at once, see :func:`lazynp.graph.run_now`).
     """
 
-    __slots__ = ("_v", "_val", "_shadow", "_geom", "_scalar", "__weakref__")
+
+    __slots__ = ("_v", "_val", "_shadow", "_geom", "_scalar", "_ext", "__weakref__")
     __array_priority__ = 100.0
 
     def __new__(cls, shape=None, dtype=float, buffer=None, offset=0, strides=None,
@@ -73,6 +76,7 @@ class _CoreReference:
         self._shadow = None
         self._geom = None
         self._scalar = scalar
+        self._ext = False
         return self
 
     @classmethod
@@ -80,7 +84,15 @@ class _CoreReference:
         """A handle with no state yet (set ``_var`` or ``_val`` next)."""
         self = object.__new__(cls)
         self._v = self._val = self._shadow = self._geom = None
-        self._scalar = False
+        self._scalar = self._ext = False
+        return self
+
+    @classmethod
+    def _from_shared(cls, value: np.ndarray):
+        """A detached computed array on ``value``, a C-contiguous NumPy array the caller
+        keeps (``asarray``): its buffer is shared, as in NumPy."""
+        self = cls._from_value(value)
+        self._ext = True
         return self
 
     @classmethod
@@ -92,7 +104,7 @@ class _CoreReference:
         self._val = value
         self._shadow = None
         self._geom = None
-        self._scalar = False
+        self._scalar = self._ext = False
         return self
 
     @property
@@ -100,7 +112,7 @@ class _CoreReference:
         """The storage Var (a detached array gets one now, holding its value)."""
         v = self._v
         if v is None:
-            v = self._v = Var(graph.leaf(self._val))
+            v = self._v = Var(graph.leaf(self._val, self._ext))
             self._val = None
         return v
 
@@ -222,7 +234,8 @@ class _CoreReference:
 def _construct(cls, shape, dtype, buffer, offset, strides, order):
     """``lazynp.ndarray(shape, dtype, buffer, offset, strides, order)``: NumPy's
     constructor (an uninitialized array, or a view of ``buffer`` sharing its memory)."""
-    return cls._from_value(_construct_value(shape, dtype, buffer, offset, strides, order))
+    value = _construct_value(shape, dtype, buffer, offset, strides, order)
+    return cls._from_value(value) if buffer is None else cls._from_shared(value)
 
 
 def _construct_value(shape, dtype=float, buffer=None, offset=0, strides=None, order=None):
@@ -334,9 +347,21 @@ class _Members:
             v = self._val
             if dtype is not None and v.dtype != dtype:
                 return v.astype(dtype)
-            return v.copy() if copy else v
+            if copy or _policy.record_all:
+                return v.copy()
+            self._ext = True
+            return v
         v = self._value()
-        self._var.head.exported = True
+        if _policy.record_all:
+            # everything is recorded (policy "lazy", or a transform): a snapshot, so that
+            # recorded readers never see the caller's later writes to it
+            v = v.astype(dtype) if dtype is not None and v.dtype != dtype else v
+            return v.copy()
+        h = self._var.head
+        if h.exported is not True:
+            h.exported = True            # shared with the caller from now on: later ops
+            if h.nuse and graph._state.pending_count:   # on it run at once, and readers
+                graph.flush_live()       # recorded before run now (before user writes)
         if dtype is not None and v.dtype != dtype:
             return v.astype(dtype)
         if copy:
@@ -568,5 +593,6 @@ def _install_methods():
             ndarray, leaf=graph.leaf, materialize=graph.materialize, getitem=_getitem_py,
             setitem=_setitem_py, writable=graph.writable_view, construct=_construct_value,
             data_offset=_data_offset, view_node=_view_node_now, view_on=graph._view_impl,
-            array=_Members.__array__)
+            array=_Members.__array__, array_ufunc=_Members.__array_ufunc__,
+            transpose=lambda a: a.transpose())
     _methods.install(ndarray, _CORE_NAMES)
