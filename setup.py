@@ -5,11 +5,15 @@ Without a C compiler the extension is skipped and lazynp runs its pure Python re
 from setuptools import Extension, setup
 
 try:
+    import numpy
     from Cython.Build import cythonize
     extensions = cythonize([Extension("lazynp._speedups", ["lazynp/_speedups.pyx"],
+                                      include_dirs=[numpy.get_include()],
+                                      define_macros=[("NPY_NO_DEPRECATED_API",
+                                                      "NPY_2_0_API_VERSION")],
                                       optional=True)],
                            compiler_directives={"language_level": 3})
-except ImportError:         # no Cython: pure Python recorder
+except ImportError:         # no Cython (or NumPy) at build time: pure Python recorder
     extensions = []
 
 setup(ext_modules=extensions)

@@ -2,11 +2,19 @@
 
 (a) 100 elementwise ops on 100-element float64 arrays (a chain of ``*``, ``+``, ``-``,
     ``np.sin`` and ``np.exp`` with Python-scalar and array operands), then a force
-    (``numpy.asarray``).  Target: lazynp time / NumPy time <= 3.  Also printed: the split into
-    recording time per op and flush time.
+    (``numpy.asarray``), under both execution policies:
+
+    * ``auto`` (the default: small work runs at once on NumPy).  Target: lazynp time /
+      NumPy time <= 1.3;
+    * ``lazy`` (every op recorded, then fused and flushed).  Target <= 3; printed: the
+      split into recording time per op and flush time.
+(c) a scalar loop ``s = s * 0.5 + x[i]`` over the 10,000 elements of an array (element
+    reads return NumPy scalars under ``auto``).  Target: lazynp time / NumPy time <= 1.3.
 (b) ``x = x * 1.0001 + 1`` on a 1000-element array for 100,000 steps: peak memory after 10k
     steps vs after 100k steps (tracemalloc peak, and RSS), for lazynp and NumPy, each in a
-    fresh process.  Target: growth < 5 MB (flat).  Also the time ratio.
+    fresh process.  lazynp runs under the ``lazy`` policy (every step recorded: the graph
+    must be flushed and freed as it grows).  Target: growth < 5 MB (flat).  Also the time
+    ratio.
 
 Usage::
 
@@ -35,7 +43,9 @@ from _common import (Summary, TraceMalloc, fmt_time, header, interleaved_medians
 N_OPS = 100
 SIZE_A = 100
 SIZE_B = 1000
-TARGET_RATIO = 3.0
+TARGET_RATIO = 3.0          # (a) under the lazy policy
+TARGET_EAGER_RATIO = 1.3    # (a) and (c) under the default policy
+SIZE_C = 10_000
 TARGET_GROWTH_MB = 5.0
 
 
@@ -84,71 +94,128 @@ def bench_chain(args, summary: Summary) -> None:
     header(f"(a) {N_OPS} elementwise ops on {SIZE_A}-element float64 arrays, then a force")
     an, bn, cn = chain_inputs(numpy)
     al, bl, cl = chain_inputs(lazynp)
+    ref = chain(numpy, an, bn, cn)
+    repeat = args.repeat(400, 40)
+    number = args.repeat(5, 2)
 
-    # count the ops, check the result, warm up (kernels compile in the background)
+    # default policy: every op runs at once on NumPy (arrays far below the size bound)
     lazynp.reset_stats()
     t0 = time.perf_counter()
     got = numpy.asarray(chain(lazynp, al, bl, cl))
     first = time.perf_counter() - t0
     st = lazynp.stats()
-    ref = chain(numpy, an, bn, cn)
-    ok = got.shape == ref.shape and got.dtype == ref.dtype and numpy.allclose(got, ref,
-                                                                              rtol=1e-12)
-    t0 = time.perf_counter()
-    compiled = wait_compiles(args.repeat(120.0, 20.0))
-    t_compile = time.perf_counter() - t0
-    got2 = numpy.asarray(chain(lazynp, al, bl, cl))
-    ok = ok and numpy.allclose(got2, ref, rtol=1e-12)
-    summary.add("(a) result equals NumPy", "max abs diff <= 1e-12*|x|",
-                f"{float(numpy.abs(got2 - ref).max()):.1e}", ok, kind="check")
-    print(f"ops recorded: {st['ops_recorded']}, flushes: {st['flushes']}, "
-          f"nodes executed: {st['nodes_executed']}, fallbacks: {sum(st['fallbacks'].values())}")
-    print(f"first run (cold): {fmt_time(first)}; waited {t_compile:.2f} s for background kernel "
-          f"compiles ({'done' if compiled else 'NOT done, timing includes NumPy fallback'})")
-
-    repeat = args.repeat(400, 40)
-    number = args.repeat(5, 2)
+    ok = (got.shape == ref.shape and got.dtype == ref.dtype
+          and numpy.array_equal(got, ref))
+    summary.add("(a) auto: result equals NumPy", "bit-identical",
+                f"{float(numpy.abs(got - ref).max()):.1e}", ok, kind="check")
+    print(f"policy auto: ops run at once: {st.get('ops_eager', 0)}, ops recorded: "
+          f"{st['ops_recorded']}, flushes: {st['flushes']}; first run {fmt_time(first)}")
     med = interleaved_medians({
         "numpy": lambda: numpy.asarray(chain(numpy, an, bn, cn)),
         "lazynp": lambda: numpy.asarray(chain(lazynp, al, bl, cl)),
     }, repeat=repeat, number=number, warmup=2)
+    eager_ratio = med["lazynp"] / med["numpy"]
+    rows = [("numpy (ops + asarray)", fmt_time(med["numpy"]),
+             f"{med['numpy'] / N_OPS * 1e6:.2f}", "1.00x"),
+            ("lazynp, policy auto", fmt_time(med["lazynp"]),
+             f"{med['lazynp'] / N_OPS * 1e6:.2f}", f"{eager_ratio:.2f}x")]
+    summary.add("(a) auto: 100 ops + force, lazynp/numpy", f"<= {TARGET_EAGER_RATIO:.1f}x",
+                f"{eager_ratio:.2f}x", eager_ratio <= TARGET_EAGER_RATIO)
 
-    # split: recording (building the graph) vs flushing (running it and waiting)
-    rec, fl = [], []
-    for _ in range(repeat):
+    # lazy policy: every op recorded, the chain fused and flushed at the force
+    with lazynp.policy("lazy"):
+        lazynp.reset_stats()
         t0 = time.perf_counter()
-        x = chain(lazynp, al, bl, cl)
-        t1 = time.perf_counter()
-        numpy.asarray(x)
-        t2 = time.perf_counter()
-        rec.append(t1 - t0)
-        fl.append(t2 - t1)
-        del x
-    rec.sort()
-    fl.sort()
-    t_rec, t_flush = rec[len(rec) // 2], fl[len(fl) // 2]
-    lazynp.reset_stats()
-    numpy.asarray(chain(lazynp, al, bl, cl))
-    st = lazynp.stats()
+        got = numpy.asarray(chain(lazynp, al, bl, cl))
+        first = time.perf_counter() - t0
+        st = lazynp.stats()
+        ok = got.shape == ref.shape and got.dtype == ref.dtype and numpy.allclose(
+            got, ref, rtol=1e-12)
+        t0 = time.perf_counter()
+        compiled = wait_compiles(args.repeat(120.0, 20.0))
+        t_compile = time.perf_counter() - t0
+        got2 = numpy.asarray(chain(lazynp, al, bl, cl))
+        ok = ok and numpy.allclose(got2, ref, rtol=1e-12)
+        summary.add("(a) lazy: result equals NumPy", "max abs diff <= 1e-12*|x|",
+                    f"{float(numpy.abs(got2 - ref).max()):.1e}", ok, kind="check")
+        print(f"policy lazy: ops recorded: {st['ops_recorded']}, flushes: {st['flushes']}, "
+              f"nodes executed: {st['nodes_executed']}, "
+              f"fallbacks: {sum(st['fallbacks'].values())}")
+        print(f"first run (cold): {fmt_time(first)}; waited {t_compile:.2f} s for background "
+              f"kernel compiles "
+              f"({'done' if compiled else 'NOT done, timing includes NumPy fallback'})")
+        med_lazy = interleaved_medians({
+            "numpy": lambda: numpy.asarray(chain(numpy, an, bn, cn)),
+            "lazynp": lambda: numpy.asarray(chain(lazynp, al, bl, cl)),
+        }, repeat=repeat, number=number, warmup=2)
 
-    ratio = med["lazynp"] / med["numpy"]
-    print_table([
-        ("numpy (ops + asarray)", fmt_time(med["numpy"]),
-         f"{med['numpy'] / N_OPS * 1e6:.2f}", "1.00x"),
-        ("lazynp (record + flush)", fmt_time(med["lazynp"]),
-         f"{med['lazynp'] / N_OPS * 1e6:.2f}", f"{ratio:.2f}x"),
-        ("  lazynp recording", fmt_time(t_rec), f"{t_rec / N_OPS * 1e6:.2f}", ""),
-        ("  lazynp flush", fmt_time(t_flush), "", ""),
-    ], ("", "median time", "per op (µs)", "vs numpy"))
+        # split: recording (building the graph) vs flushing (running it and waiting)
+        rec, fl = [], []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            x = chain(lazynp, al, bl, cl)
+            t1 = time.perf_counter()
+            numpy.asarray(x)
+            t2 = time.perf_counter()
+            rec.append(t1 - t0)
+            fl.append(t2 - t1)
+            del x
+        rec.sort()
+        fl.sort()
+        t_rec, t_flush = rec[len(rec) // 2], fl[len(fl) // 2]
+        lazynp.reset_stats()
+        numpy.asarray(chain(lazynp, al, bl, cl))
+        st = lazynp.stats()
+
+    ratio = med_lazy["lazynp"] / med_lazy["numpy"]
+    rows += [("lazynp, policy lazy (record + flush)", fmt_time(med_lazy["lazynp"]),
+              f"{med_lazy['lazynp'] / N_OPS * 1e6:.2f}", f"{ratio:.2f}x"),
+             ("  lazynp recording", fmt_time(t_rec), f"{t_rec / N_OPS * 1e6:.2f}", ""),
+             ("  lazynp flush", fmt_time(t_flush), "", "")]
+    print_table(rows, ("", "median time", "per op (µs)", "vs numpy"))
     if "fused_groups_run" in st:
-        print(f"steady state: {st.get('fused_groups_run', 0)} fused group(s) ran as compiled "
-              f"kernels, {st.get('fused_groups_numpy', 0)} op by op on NumPy")
-    print(f"({repeat} repetitions x {number} calls, interleaved)")
-    summary.add("(a) 100 ops + force, lazynp/numpy", f"<= {TARGET_RATIO:.1f}x",
+        print(f"lazy steady state: {st.get('fused_groups_run', 0)} fused group(s) ran as "
+              f"compiled kernels, {st.get('fused_groups_numpy', 0)} op by op on NumPy")
+    print(f"({repeat} repetitions x {number} calls, interleaved; the lazy ratio is against "
+          f"NumPy measured in its own interleaving)")
+    summary.add("(a) lazy: 100 ops + force, lazynp/numpy", f"<= {TARGET_RATIO:.1f}x",
                 f"{ratio:.2f}x", ratio <= TARGET_RATIO)
-    summary.add("(a) recording time per op", "(info)", f"{t_rec / N_OPS * 1e6:.2f} µs", True,
-                kind="info")
-    summary.add("(a) flush time", "(info)", fmt_time(t_flush), True, kind="info")
+    summary.add("(a) lazy: recording time per op", "(info)",
+                f"{t_rec / N_OPS * 1e6:.2f} µs", True, kind="info")
+    summary.add("(a) lazy: flush time", "(info)", fmt_time(t_flush), True, kind="info")
+
+
+# --- (c) a scalar loop over the elements of an array -------------------------------------------
+
+def scalar_loop(x, n):
+    s = 0.0
+    for i in range(n):
+        s = s * 0.5 + x[i]
+    return s
+
+
+def bench_scalar_loop(args, summary: Summary) -> None:
+    import lazynp
+
+    n = SIZE_C
+    header(f"(c) s = s * 0.5 + x[i] over the {n:,} elements of an array")
+    xn = numpy.linspace(0.0, 1.0, n)
+    xl = lazynp.asarray(xn)
+    ref = scalar_loop(xn, n)
+    got = scalar_loop(xl, n)
+    ok = type(got) is type(ref) and got == ref
+    summary.add("(c) result equals NumPy (value and scalar type)", "identical",
+                f"{type(got).__name__} {got!r}", ok, kind="check")
+    med = interleaved_medians({"numpy": lambda: scalar_loop(xn, n),
+                               "lazynp": lambda: scalar_loop(xl, n)},
+                              repeat=args.repeat(60, 10), number=1, warmup=1)
+    ratio = med["lazynp"] / med["numpy"]
+    print_table([("numpy", fmt_time(med["numpy"]), f"{med['numpy'] / n * 1e9:.0f}", "1.00x"),
+                 ("lazynp, policy auto", fmt_time(med["lazynp"]),
+                  f"{med['lazynp'] / n * 1e9:.0f}", f"{ratio:.2f}x")],
+                ("", "median time", "per step (ns)", "vs numpy"))
+    summary.add("(c) scalar loop, lazynp/numpy", f"<= {TARGET_EAGER_RATIO:.1f}x",
+                f"{ratio:.2f}x", ratio <= TARGET_EAGER_RATIO)
 
 
 # --- (b) a long loop: memory must stay flat --------------------------------------------------
@@ -163,8 +230,16 @@ def memory_loop(lib_name: str, steps: int, checkpoint: int, traced: bool,
     background kernel compiles, so that one-time compile memory is not counted as growth.
     Returns a dict of plain numbers (JSON-able).
     """
-    import gc
     lib = numpy if lib_name == "numpy" else __import__("lazynp")
+    if lib is not numpy:
+        with lib.policy("lazy"):
+            return _memory_loop(lib, lib_name, steps, checkpoint, traced, warmup,
+                                compile_wait)
+    return _memory_loop(lib, lib_name, steps, checkpoint, traced, warmup, compile_wait)
+
+
+def _memory_loop(lib, lib_name, steps, checkpoint, traced, warmup, compile_wait) -> dict:
+    import gc
     out: dict = {"lib": lib_name, "steps": steps, "checkpoint": checkpoint}
 
     if warmup and lib_name != "numpy":
@@ -322,7 +397,7 @@ def report_memory(res: dict, summary: Summary) -> None:
 
 def main(argv=None) -> int:
     parser = make_parser(__doc__.split("\n\n")[0])
-    parser.add_argument("--only", choices=("a", "b"), help="run only part (a) or (b)")
+    parser.add_argument("--only", choices=("a", "b", "c"), help="run only part (a), (b) or (c)")
     parser.add_argument("--_child", help=argparse_suppress())
     parser.add_argument("--_steps", type=int, help=argparse_suppress())
     parser.add_argument("--_checkpoint", type=int, help=argparse_suppress())
@@ -344,6 +419,8 @@ def main(argv=None) -> int:
     summary = Summary()
     if args.only in (None, "a"):
         bench_chain(args, summary)
+    if args.only in (None, "c"):
+        bench_scalar_loop(args, summary)
     if mem is not None:
         report_memory(mem, summary)
     return summary.print(strict=args.strict)

@@ -29,6 +29,9 @@ def stats() -> dict:
     out.update(pool.STATS)
     out.update(tree.STATS)
     out.update(_fallback.report())
+    if graph.speedups is not None:
+        for k, n in graph.speedups.eager_counters().items():
+            out[k] += n
     return out
 
 
@@ -42,6 +45,8 @@ def reset_stats() -> None:
         for k in d:
             d[k] = 0
     _fallback.reset()
+    if graph.speedups is not None:
+        graph.speedups.reset_eager_counters()
 
 
 def set_strict(on: bool = True) -> None:

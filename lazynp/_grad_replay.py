@@ -199,7 +199,7 @@ def deliver(res, node: Node, value):
     recorded and computed when read."""
     if res._geom is not None or res._var.head is not node:
         return res
-    v = value._value() if hasattr(value, "_value") else value
+    v = np.asarray(value._value() if hasattr(value, "_value") else value)
     res._var.head = _graph.leaf(v if v.flags.c_contiguous else np.ascontiguousarray(v))
     return res
 

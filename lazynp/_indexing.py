@@ -14,8 +14,8 @@ import numpy as np
 
 from .ndarray import ndarray
 
-from . import graph
-from ._operands import PY_SCALARS, broadcast_shapes, operand, to_numpy
+from . import _policy, graph
+from ._operands import PY_SCALARS, broadcast_shapes, eager_operand, operand, to_numpy
 from .graph import Node
 from .ops.registry import Op, register
 
@@ -120,18 +120,52 @@ def getitem(arr, index):
     basic = _normalize_basic(index)
     if basic is not None:
         shadow, scalar = _basic_view_shadow(arr, basic)
-        v = arr._view_of(shadow)
         if scalar:
-            # NumPy returns a scalar: a copy, not a view of the element
+            if not _policy.record_all:
+                # NumPy's own scalar (a pending array is computed first)
+                return arr._value()[basic]
+            # a copy of the element, not a view of it (traced: lazy, NumPy's scalar later)
+            v = arr._view_of(shadow)
             node = graph.record(_COPY_ELEMENT, (v._node(),), None, (), shadow.dtype)
             return ndarray._from_node(node, True)
-        return v
+        return arr._view_of(shadow)
+    if not _policy.record_all:
+        val = arr._eager_value()
+        if val is not None:
+            idx = _eager_index(index)
+            if idx is not None:
+                return wrap_eager(val[idx], (val,))
     template, args, dummy_index = _advanced_template(index)
     dummy = np.broadcast_to(np.empty((), arr.dtype), arr.shape)
     shape = dummy[dummy_index].shape
     node = graph.record(GETITEM, (arr._node(),) + tuple(args), {"index": template}, shape,
                         arr.dtype)
     return ndarray._from_node(node)
+
+
+_NOT = eager_operand.NOT_EAGER
+
+
+def _eager_index(index):
+    """``index`` with computed lazy arrays replaced by their values (None when one is
+    pending)."""
+    if type(index) is tuple:
+        out = []
+        for it in index:
+            if isinstance(it, ndarray):
+                it = it._eager_value()
+                if it is None:
+                    return None
+            out.append(it)
+        return tuple(out)
+    if isinstance(index, ndarray):
+        return index._eager_value()
+    return index
+
+
+def wrap_eager(res, inputs=()):
+    from ._eager import wrap
+    return wrap(res, inputs)
 
 
 def _advanced_template(index):
@@ -172,6 +206,8 @@ def _check_scalar_assign(dtype, value) -> None:
 
 
 def setitem(arr, index, value) -> None:
+    if not _policy.record_all and _setitem_now(arr, index, value):
+        return
     basic = _normalize_basic(index)
     if basic is not None:
         shadow, _ = _basic_view_shadow(arr, basic)      # NumPy's IndexError comes first
@@ -180,6 +216,7 @@ def setitem(arr, index, value) -> None:
         head = arr._var.head
         whole = g[0] == 0 and g[1] == head.shape and g[3] == head.dtype and \
             g[2] == _c_strides(head.shape, head.dtype)
+        del head     # (a reference held here would keep the write from running in place)
         if type(value) is ndarray and value._var is arr._var and \
                 (value._geom == g or value._geom is None and whole):
             # the region onto itself (``u[a:b] += v`` ends so): nothing changes.  Checked
@@ -228,6 +265,37 @@ def setitem(arr, index, value) -> None:
         dummy = np.broadcast_to(np.empty((), arr.dtype), arr.shape)
         _check_broadcast_assign(vshape, dummy[dummy_index].shape, advanced=True)
     arr._write(SETITEM, (val,) + tuple(args), {"index": template})
+
+
+def _setitem_now(arr, index, value) -> bool:
+    """``arr[index] = value`` at once, by NumPy, when the policy allows it: ``arr``, the
+    index and the value computed, the written region small, and a buffer that may be
+    written (:func:`lazynp.graph.writable_value`).  False: record it instead."""
+    val = eager_operand(value)
+    if val is _NOT:
+        return False
+    idx = _eager_index(index)
+    if idx is None:
+        return False
+    target = graph.writable_view(arr, _region_size(arr, idx, val))
+    if target is None:
+        return False
+    target[idx] = val
+    return True
+
+
+def _region_size(arr, idx, val) -> int:
+    """Elements written by ``arr[idx] = val``: exact for basic indices, else a bound (the
+    value's size, or the array's for a scalar value)."""
+    basic = _normalize_basic(idx)
+    if basic is not None:
+        try:
+            return np.size(arr._get_shadow()[basic])
+        except (IndexError, TypeError, ValueError):
+            return 0        # NumPy raises its error when the write runs
+    if type(val) is np.ndarray:
+        return val.size
+    return arr.size
 
 
 def _c_strides(shape, dtype) -> tuple:

@@ -7,6 +7,7 @@ import numpy as np
 
 from . import _namespace as ns
 from . import graph
+from ._eager import NOT_EAGER, eager_method
 from ._ufunc import UFUNCS
 
 _BINARY = {
@@ -126,12 +127,27 @@ def _nonzero(self):
 
 def _item_method(name):
     fn = getattr(ns, name)
-
-    def f(self, *args, **kwargs):
-        return fn(self, *args, **kwargs)
+    kind = _METHOD_KINDS.get(name)
+    if kind is None:        # a view (squeeze, swapaxes, diagonal): lazynp's view machinery
+        def f(self, *args, **kwargs):
+            return fn(self, *args, **kwargs)
+    else:
+        def f(self, *args, **kwargs):
+            # the policy: NumPy's own method at once when ``self`` is computed and small
+            r = eager_method(self, name, args, kwargs, kind)
+            if r is NOT_EAGER:
+                return fn(self, *args, **kwargs)
+            return r
     f.__name__ = name
     f.__doc__ = getattr(np.ndarray, name, fn).__doc__
     return f
+
+
+_METHOD_KINDS = dict.fromkeys("sum prod mean std var min max argmin argmax all any cumsum "
+                              "cumprod".split(), "reduction")
+_METHOD_KINDS.update(dict.fromkeys("clip".split(), "elementwise"))
+_METHOD_KINDS.update(dict.fromkeys("repeat take trace argsort searchsorted choose "
+                                   "argpartition".split(), "opaque"))
 
 
 _DELEGATED = ("sum", "prod", "mean", "std", "var", "min", "max", "argmin", "argmax", "all",
@@ -203,41 +219,39 @@ def _dump(self, file):
     np.asarray(self._value()).dump(file)
 
 
-def install(cls) -> None:
+def install(cls, skip=frozenset()) -> None:
+    """Set the dunders and methods on ``cls``, except those named in ``skip`` (the ones
+    its core type implements itself)."""
+    from .ndarray import graph as _g
+    members = {}
     for dunder, name in _BINARY.items():
         uf = UFUNCS[name]
-        setattr(cls, f"__{dunder}__", _binary_dunder(uf, reflected=False))
-        setattr(cls, f"__r{dunder}__", _binary_dunder(uf, reflected=True))
-        setattr(cls, f"__i{dunder}__", _inplace(uf))
+        members[f"__{dunder}__"] = _binary_dunder(uf, reflected=False)
+        members[f"__r{dunder}__"] = _binary_dunder(uf, reflected=True)
+        members[f"__i{dunder}__"] = _inplace(uf)
     for dunder, name in _COMPARE.items():
-        setattr(cls, f"__{dunder}__", _compare(UFUNCS[name]))
+        members[f"__{dunder}__"] = _compare(UFUNCS[name])
     for dunder, name in _UNARY.items():
-        setattr(cls, f"__{dunder}__", _unary(UFUNCS[name]))
-    cls.__matmul__ = _matmul
-    cls.__rmatmul__ = _rmatmul
-    cls.__imatmul__ = _imatmul
-    cls.__divmod__ = _divmod
-    cls.__rdivmod__ = _rdivmod
-    cls.__round__ = _python_round
-    cls.reshape = _reshape
-    cls.transpose = _transpose
-    cls.astype = _astype
-    cls.copy = _copy
-    cls.flatten = _flatten
-    cls.ravel = _ravel
-    cls.sort = _sort
-    cls.view = _view
-    cls.conj = cls.conjugate = _conj
-    cls.dot = _dot
-    cls.round = _round
-    cls.nonzero = _nonzero
-    cls.getfield = _getfield
-    cls.compress = _compress
-    cls.partition = _partition
-    cls.resize = _resize
-    cls.byteswap = _byteswap
-    cls.put = _put
-    cls.tofile = _tofile
-    cls.dump = _dump
+        members[f"__{dunder}__"] = _unary(UFUNCS[name])
+    members.update(
+        __matmul__=_matmul, __rmatmul__=_rmatmul, __imatmul__=_imatmul, __divmod__=_divmod,
+        __rdivmod__=_rdivmod, __round__=_python_round, reshape=_reshape, transpose=_transpose,
+        astype=_astype, copy=_copy, flatten=_flatten, ravel=_ravel, sort=_sort, view=_view,
+        conj=_conj, conjugate=_conj, dot=_dot, round=_round, nonzero=_nonzero,
+        getfield=_getfield, compress=_compress, partition=_partition, resize=_resize,
+        byteswap=_byteswap, put=_put, tofile=_tofile, dump=_dump)
     for name in _DELEGATED:
-        setattr(cls, name, _item_method(name))
+        members[name] = _item_method(name)
+    setter = _g.speedups.install_member if _g.speedups is not None else setattr
+    for name, value in members.items():
+        if name not in skip:
+            setter(cls, name, value)
+    if _g.speedups is not None and "__add__" in skip:
+        # The C type's own dunders try NumPy at once and fall back to these recorded paths.
+        dunder_names = {**{k: k for k in _BINARY}, "matmul": "matmul", "divmod": "divmod"}
+        _g.speedups.configure_dunders(
+            forward={k: members[f"__{d}__"] for k, d in dunder_names.items()},
+            reflected={k: members[f"__r{d}__"] for k, d in dunder_names.items()},
+            inplace={k: members.get(f"__i{d}__") for k, d in dunder_names.items()},
+            compare=[members[f"__{d}__"] for d in ("lt", "le", "eq", "ne", "gt", "ge")],
+            unary=[members[f"__{d}__"] for d in ("neg", "pos", "abs", "invert")])

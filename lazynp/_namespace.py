@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
-from . import _reductions, _views, graph
+from . import _eager, _policy, _reductions, _views, graph
 from ._functions import _fill_deep, dummy, lazy_call, twin
 from ._operands import broadcast_shapes, key_of, operand, shape_of, to_numpy
 from ._ufunc import UFUNCS
@@ -125,14 +125,31 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, d
     return full(_like_shape(a, shape), fill_value, a.dtype if dtype is None else dtype)
 
 
+def _shareable(a, dtype) -> bool:
+    """A NumPy array ``asarray`` can wrap without copying, sharing its memory as NumPy
+    does: an exact ``numpy.ndarray``, C-contiguous (lazynp buffers are C-ordered), of the
+    requested dtype."""
+    return type(a) is np.ndarray and a.flags.c_contiguous and \
+        (dtype is None or np.dtype(dtype) == a.dtype)
+
+
 def asarray(a, dtype=None, order=None, *, device=None, copy=None, like=None):
-    """Convert to a lazynp array (lazy arrays pass through; NumPy data is snapshotted)."""
+    """Convert to a lazynp array: lazy arrays pass through, a C-contiguous NumPy array is
+    wrapped sharing its memory (as NumPy's ``asarray``; work on it runs at once, so the
+    NumPy array's later writes are seen as NumPy would see them), other data is copied."""
     if isinstance(a, ndarray):
         if dtype is not None and np.dtype(dtype) != a.dtype:
             if copy is False:
                 raise ValueError("Unable to avoid copy while creating an array as requested.")
             return a.astype(dtype)
         return a.copy() if copy else a
+    if not copy and not _policy.record_all and _shareable(a, dtype):
+        return ndarray._from_shared(a)    # (recording everything: a snapshot, below)
+    if copy is False:
+        res = np.asarray(to_numpy(a), dtype=dtype)     # NumPy's error when a copy is needed
+        if not res.flags.c_contiguous:
+            raise ValueError("lazynp.asarray(copy=False): lazynp arrays are C-ordered; this "
+                             "array would need a copy")
     value = np.array(to_numpy(a), dtype=dtype, order="C", copy=True)
     return ndarray._from_node(graph.leaf(value))
 
@@ -161,6 +178,9 @@ def array(object, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, lik
         if out.ndim < ndmin:
             out = out.reshape((1,) * (ndmin - out.ndim) + out.shape)
         return out
+    if copy is False or copy is None:
+        if type(object) is np.ndarray and object.ndim >= ndmin:
+            return asarray(object, dtype, copy=copy)
     value = np.array(to_numpy(object), dtype=dtype, copy=True, order="C", ndmin=ndmin)
     return ndarray._from_node(graph.leaf(value))
 
@@ -170,7 +190,7 @@ def copy(a, order="K", subok=False):
     return ndarray._from_node(graph.record(_COPY, (a._node(),), None, a.shape, a.dtype))
 
 
-def _eager(np_fn):
+def _values_now(np_fn):
     """Creation functions whose values are known at the call: run NumPy now, wrap a leaf."""
     def f(*args, **kwargs):
         res = np_fn(*to_numpy(args), **to_numpy(kwargs))
@@ -182,15 +202,15 @@ def _eager(np_fn):
     return f
 
 
-arange = _eager(np.arange)
-linspace = _eager(np.linspace)
-logspace = _eager(np.logspace)
-geomspace = _eager(np.geomspace)
-indices = _eager(np.indices)
-tri = _eager(np.tri)
-frombuffer = _eager(np.frombuffer)
-fromiter = _eager(np.fromiter)
-fromstring = _eager(np.fromstring)
+arange = _values_now(np.arange)
+linspace = _values_now(np.linspace)
+logspace = _values_now(np.logspace)
+geomspace = _values_now(np.geomspace)
+indices = _values_now(np.indices)
+tri = _values_now(np.tri)
+frombuffer = _values_now(np.frombuffer)
+fromiter = _values_now(np.fromiter)
+fromstring = _values_now(np.fromstring)
 
 
 def eye(N, M=None, k=0, dtype=float, order="C", *, device=None, like=None):
@@ -693,6 +713,10 @@ def trace(a, *args, **kwargs):
 
 
 def _trace_array(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    if out is None:
+        r = _eager.try_call(np.trace, (a, offset, axis1, axis2, dtype), {}, "reduction")
+        if r is not _eager.NOT_EAGER:
+            return r
     res = sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
     if out is not None:
         out[...] = res
@@ -1123,6 +1147,37 @@ for _n in dir(np):
     if isinstance(_u, np.ufunc) and _u.signature is None:
         _UFUNC_NAMES[_n] = UFUNCS[_u.__name__]
 globals().update(_UFUNC_NAMES)
+
+# --- the execution policy: functions that return fresh data try NumPy at once first ----------
+# (lazynp/_eager.py; view functions and functions that write into an argument are not here:
+# they go through the view and write machinery, which keeps storage shared)
+
+def _eager_functions():
+    kinds = {
+        "reduction": """sum prod nansum nanprod max amax min amin all any mean nanmean std var
+            nanstd nanvar median nanmedian count_nonzero ptp argmax argmin nanargmax nanargmin
+            nanmax nanmin average percentile nanpercentile quantile nanquantile cumsum cumprod
+            nancumsum nancumprod diff ediff1d""",
+        "elementwise": """where clip nan_to_num round around isclose sinc i0 angle fix polyval
+            interp copy""",
+        "opaque": """allclose array_equal argpartition argsort argwhere bincount choose
+            column_stack compress concat concatenate convolve corrcoef correlate cov cross
+            diagflat digitize dot dstack einsum extract flatnonzero histogram histogram2d
+            histogram_bin_edges histogramdd hstack inner intersect1d isin kron lexsort matmul
+            nonzero outer pad partition repeat roll searchsorted select setdiff1d setxor1d sort
+            stack take take_along_axis tensordot tile tril triu union1d unique unique_all
+            unique_counts unique_inverse unique_values vander vdot vstack row_stack tri eye
+            identity zeros ones empty full zeros_like ones_like empty_like full_like arange
+            linspace logspace geomspace indices trapezoid""",
+    }
+    g = globals()
+    for kind, names in kinds.items():
+        for name in names.split():
+            if name in g and hasattr(np, name) and not isinstance(g[name], UFUNCS["add"].__class__):
+                g[name] = _eager.eager_first(getattr(np, name), g[name], kind)
+
+
+_eager_functions()
 
 __all_lazy__ = [n for n in list(globals()) if not n.startswith("_") and n not in
                 ("builtins", "operator", "np", "graph", "Op", "register", "ndarray",

@@ -5,7 +5,7 @@ import numpy as np
 
 from .ndarray import ndarray
 
-from . import graph
+from . import _policy, graph
 from .graph import Node
 
 PY_SCALARS = (bool, int, float, complex)
@@ -27,6 +27,39 @@ def to_numpy(x):
     if t is dict:
         return {k: to_numpy(v) for k, v in x.items()}
     return x
+
+
+#: what :func:`eager_operand` returns for a value that is not computed yet
+NOT_EAGER = type("NotEager", (), {"__repr__": lambda self: "NOT_EAGER"})()
+
+
+def value_for_eager(x):
+    """The NumPy value of lazy array ``x`` for a call that runs at once; a small pending
+    array is computed now (small work gains nothing from joining its graph: see
+    :mod:`lazynp._policy`); None for a large pending one."""
+    v = x._eager_value()
+    if v is None and x.size < _policy.EAGER_MAX_ELEMS:
+        v = graph.value_for_eager(x._node())
+    return v
+
+
+def eager_operand(x):
+    """``x`` as NumPy takes it for a call that runs at once: computed lazy arrays become
+    their NumPy values (also inside lists and tuples), anything else passes through;
+    :data:`NOT_EAGER` when a lazy array in it is large and still pending."""
+    if isinstance(x, ndarray):
+        v = value_for_eager(x)
+        return NOT_EAGER if v is None else v
+    t = type(x)
+    if (t is list or t is tuple) and contains_lazy(x):
+        out = [eager_operand(v) for v in x]
+        if any(v is NOT_EAGER for v in out):
+            return NOT_EAGER
+        return out if t is list else tuple(out)
+    return x
+
+
+eager_operand.NOT_EAGER = NOT_EAGER
 
 
 def contains_lazy(x) -> bool:

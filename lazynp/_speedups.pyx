@@ -1,4 +1,5 @@
-# cython: language_level=3, boundscheck=False, wraparound=False
+# cython: language_level=3, boundscheck=False, wraparound=False, auto_pickle=False
+# cython: c_api_binop_methods=True
 """C versions of the per-operation hot path: ``Node``, ``Var``, ``record``, the binary
 dunders of ``lazynp.ndarray``, ufunc calls on lazy arrays and Python scalars, the scan of
 live pending arrays that a flush makes, a flush's planning loops (collect, counts, schedule
@@ -11,20 +12,42 @@ compiler is available; without it (or with ``LAZYNP_PURE_PYTHON=1``) lazynp runs
 Python versions in ``graph.py`` and ``_ufunc.py``, which are the reference for what follows
 and are tested against it.
 """
+cimport cython
+cimport numpy as cnp
 from cpython.contextvars cimport get_value
 from cpython.weakref cimport PyWeakref_NewRef
+from cpython.object cimport PyObject_RichCompare, PyObject_TypeCheck
+from cpython.number cimport (
+    PyNumber_Add, PyNumber_Subtract, PyNumber_Multiply, PyNumber_TrueDivide,
+    PyNumber_FloorDivide, PyNumber_Remainder, PyNumber_Power, PyNumber_And, PyNumber_Or,
+    PyNumber_Xor, PyNumber_Lshift, PyNumber_Rshift, PyNumber_MatrixMultiply, PyNumber_Divmod,
+    PyNumber_InPlaceAdd, PyNumber_InPlaceSubtract, PyNumber_InPlaceMultiply,
+    PyNumber_InPlaceTrueDivide, PyNumber_InPlaceFloorDivide, PyNumber_InPlaceRemainder,
+    PyNumber_InPlacePower, PyNumber_InPlaceAnd, PyNumber_InPlaceOr, PyNumber_InPlaceXor,
+    PyNumber_InPlaceLshift, PyNumber_InPlaceRshift, PyNumber_InPlaceMatrixMultiply,
+    PyNumber_Negative, PyNumber_Positive, PyNumber_Absolute, PyNumber_Invert)
+
+cnp.import_array()
 
 cdef extern from *:
     """
-    static PyObject *lz_alloc(PyObject *cls) {
-        PyTypeObject *t = (PyTypeObject *)cls;
-        return t->tp_alloc(t, 0);
+    /* setattr on a static (so immutable) extension type: lazynp.ndarray's Python members
+       are installed this way once, at import (type_setattro refuses immutable types; with
+       the flag lifted for the call it updates the type's dict and slots as for any
+       class). */
+    static int lz_type_setattr(PyObject *type, PyObject *name, PyObject *value) {
+        PyTypeObject *t = (PyTypeObject *)type;
+        unsigned long flags = t->tp_flags;
+        t->tp_flags &= ~Py_TPFLAGS_IMMUTABLETYPE;
+        int r = PyObject_SetAttr(type, name, value);
+        t->tp_flags = flags;
+        return r;
     }
-    static int lz_set_slot(PyObject *desc, PyObject *obj, PyObject *value) {
-        return Py_TYPE(desc)->tp_descr_set(desc, obj, value);
-    }
-    static PyObject *lz_get_slot(PyObject *desc, PyObject *obj) {
-        return Py_TYPE(desc)->tp_descr_get(desc, obj, (PyObject *)Py_TYPE(obj));
+    static Py_ssize_t lz_refcnt(PyObject *o) { return Py_REFCNT(o); }
+    /* the array type is lazynp.ndarray to users (repr, __module__, pickling) */
+    static void lz_name_array(PyObject *type) {
+        ((PyTypeObject *)type)->tp_name = "lazynp.ndarray";
+        PyType_Modified((PyTypeObject *)type);
     }
     /* The innermost Python frame whose file is not inside the package: its code object
        (a new reference, or NULL with *lasti = -1 when there is none) and bytecode offset.
@@ -74,12 +97,14 @@ cdef extern from *:
         Py_RETURN_NONE;
     }
     """
-    object lz_alloc(object cls)
-    int lz_set_slot(object desc, object obj, object value) except -1
-    object lz_get_slot(object desc, object obj)
+    int lz_type_setattr(object type, object name, object value)
+    Py_ssize_t lz_refcnt "lz_refcnt"(object o)
+    void lz_name_array(object type)
     object lz_user_code(object pkg, int *lasti)
 
 DEF PENDING = 0
+DEF SCHEDULED = 1
+DEF DONE = 2
 
 
 cdef class Node:
@@ -178,7 +203,6 @@ state = RecordState()
 cdef object _bound_flush, _extobj_var, _default_ext, _pkg
 cdef object _tree_ids, _tree_structure, _merge_inputs, _graph_dict
 cdef Py_ssize_t _max_tree = 0
-cdef object _array_cls, _slot_var, _slot_shadow, _slot_geom, _slot_scalar
 
 
 def configure(*, bound_flush, extobj_var, default_ext, pkg, tree_ids,
@@ -198,14 +222,958 @@ def configure(*, bound_flush, extobj_var, default_ext, pkg, tree_ids,
     state.max_pending = max_pending
 
 
-def configure_array(cls):
-    """The ``ndarray`` class whose instances the dunders create."""
-    global _array_cls, _slot_var, _slot_shadow, _slot_geom, _slot_scalar
+cdef object _array_cls = None      # lazynp.ndarray (the type below)
+cdef object _ndarray_np = None
+cdef object _VIEW = None, _book_lock = None, _pool = None, _value_of = None
+
+
+# --- the array type: state, metadata and the eager fast paths ----------------------------------
+#
+# ``lazynp.ndarray`` is this type (its Python members are installed on it by ndarray.py).
+# Its state mirrors ``ndarray._CoreReference``: ``_v`` the Var (None while detached), ``_val``
+# the NumPy value while detached, ``_shadow``/``_geom`` the view geometry, ``_scalar``.
+# The hot paths of eager code are here: element access, basic slicing, small writes, the
+# arithmetic and comparison dunders and their in-place forms, iteration.  Each first asks
+# the execution policy's question (``_record_all``; every operand computed; the work below
+# ``_eager_max`` elements) and then runs NumPy's own operation on the values; otherwise it
+# takes the Python path, which records.
+
+cdef int _record_all = 0
+cdef Py_ssize_t _eager_max = 65536
+cdef Py_ssize_t _n_eager = 0, _n_inplace = 0
+cdef object _NE = object()          # "not computed": an operand the fast path cannot take
+cdef object _leaf_fn = None, _materialize_fn = None, _empty_fn = None, _ascontig_fn = None
+cdef object _getitem_py = None, _setitem_py = None, _writable_py = None, _construct_py = None
+cdef object _data_offset_fn = None, _view_node_fn = None
+cdef type _np_generic = None, _np_integer = None
+cdef object _view_on_fn = None
+cdef object _array_py = None, _array_ufunc_py = None, _transpose_py = None
+cdef list _fwd = [None] * 16, _rev = [None] * 16, _inpl = [None] * 16, _cmp = [None] * 6
+cdef list _unary_py = [None] * 4
+
+DEF K_ADD = 0
+DEF K_SUB = 1
+DEF K_MUL = 2
+DEF K_TRUEDIV = 3
+DEF K_FLOORDIV = 4
+DEF K_MOD = 5
+DEF K_POW = 6
+DEF K_AND = 7
+DEF K_OR = 8
+DEF K_XOR = 9
+DEF K_LSHIFT = 10
+DEF K_RSHIFT = 11
+DEF K_MATMUL = 12
+DEF K_DIVMOD = 13
+
+#: the dunder names of the binary kinds above (ndarray.py hands their Python paths over)
+BINARY_KINDS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor",
+                "lshift", "rshift", "matmul", "divmod")
+
+
+cdef object _sized_kinds = frozenset()
+cdef object _run_eager_fn = None, _run_now_py = None, _value_for_eager_fn = None
+
+
+def set_policy(int record_all, Py_ssize_t eager_max, sized_kinds, run_eager, run_now,
+               value_for_eager):
+    """The execution policy's numbers (lazynp._policy._sync), graph.run_eager and
+    graph.run_now (taken for pending arguments)."""
+    global _record_all, _eager_max, _sized_kinds, _run_eager_fn, _run_now_py
+    global _value_for_eager_fn
+    _value_for_eager_fn = value_for_eager
+    _record_all = record_all
+    _eager_max = eager_max
+    _sized_kinds = sized_kinds
+    _run_eager_fn = run_eager
+    _run_now_py = run_now
+
+
+cdef bint _run_now(op, tuple args, shape) except -1:
+    """graph.run_now: node arguments all computed, the work small or of a kind fusion
+    cannot improve."""
+    cdef Py_ssize_t size = _size_of(shape), n
+    cdef Node an, r
+    for a in args:
+        if type(a) is Node:
+            an = <Node>a
+            r = <Node>(an.args[0]) if an.op is _VIEW else an
+            if r.state != DONE or r.value is None or r.error is not None or \
+                    r.exported is True:
+                return _run_now_py(op, args, shape)  # (pending inputs, shared buffers)
+            n = _size_of(an.shape)
+            if n > size:
+                size = n
+    return size < _eager_max or op.kind not in _sized_kinds
+
+
+def eager_counters():
+    """Operations the fast paths ran at once, and writes they made in place."""
+    return {"ops_eager": _n_eager, "inplace_writes": _n_inplace}
+
+
+def reset_eager_counters():
+    global _n_eager, _n_inplace
+    _n_eager = 0
+    _n_inplace = 0
+
+
+def configure_array(cls, *, leaf, materialize, getitem, setitem, writable, construct,
+                    data_offset, view_node, view_on, array, array_ufunc, transpose):
+    """Hand the array type its Python paths (called once, by ndarray.py / _methods.py)."""
+    global _array_cls, _leaf_fn, _materialize_fn, _empty_fn, _ascontig_fn, _getitem_py
+    global _setitem_py, _writable_py, _construct_py, _data_offset_fn, _view_node_fn
+    global _np_generic, _view_on_fn, _ndarray_np, _array_py, _np_integer, _array_ufunc_py
+    global _transpose_py
+    import numpy
+    _array_py = array
+    _array_ufunc_py = array_ufunc
+    _transpose_py = transpose
+    _ndarray_np = numpy.ndarray
+    _view_on_fn = view_on
     _array_cls = cls
-    _slot_var = cls.__dict__["_var"]
-    _slot_shadow = cls.__dict__["_shadow"]
-    _slot_geom = cls.__dict__["_geom"]
-    _slot_scalar = cls.__dict__["_scalar"]
+    _leaf_fn = leaf
+    _materialize_fn = materialize
+    _empty_fn = numpy.empty
+    _ascontig_fn = numpy.ascontiguousarray
+    _np_generic = numpy.generic
+    _np_integer = numpy.integer
+    _getitem_py = getitem
+    _setitem_py = setitem
+    _writable_py = writable
+    _construct_py = construct
+    _data_offset_fn = data_offset
+    _view_node_fn = view_node
+    lz_name_array(cls)
+
+
+def configure_dunders(*, forward, reflected, inplace, compare, unary):
+    """The recorded paths of the arithmetic and comparison dunders (from _methods.py):
+    dicts by the names of BINARY_KINDS; ``compare`` in rich-comparison order (lt, le, eq,
+    ne, gt, ge); ``unary``: neg, pos, abs, invert."""
+    for i, name in enumerate(BINARY_KINDS):
+        _fwd[i] = forward.get(name)
+        _rev[i] = reflected.get(name)
+        _inpl[i] = inplace.get(name)
+    for i in range(6):
+        _cmp[i] = compare[i]
+    for i in range(4):
+        _unary_py[i] = unary[i]
+
+
+def install_member(cls, name, value):
+    """``setattr(cls, name, value)`` on this module's (static, otherwise immutable) type."""
+    if lz_type_setattr(cls, name, value) < 0:
+        raise AttributeError(name)
+
+
+cdef inline Py_ssize_t _size_of(shape):
+    cdef Py_ssize_t n = 1
+    for s in shape:
+        n *= <Py_ssize_t>s
+    return n
+
+
+@cython.freelist(256)
+cdef class ndarray:
+    """A lazy NumPy array.  Use it exactly like :class:`numpy.ndarray`.
+
+    Small work on computed arrays runs at once on NumPy; large or pending work is recorded
+    and runs (fused, planned, multi-threaded) when a value is needed: printing, ``float()``,
+    ``numpy.asarray()``, ``lazynp.evaluate()``...  ``lazynp.ndarray(shape, dtype, buffer,
+    offset, strides, order)`` is NumPy's constructor.
+    """
+
+    cdef object _v_, _val_, _shadow_, _geom_
+    cdef bint _isview, _sc, _ext
+    cdef object __weakref__
+
+    def __init__(self, shape, dtype=float, buffer=None, offset=0, strides=None, order=None):
+        self._val_ = _construct_py(shape, dtype, buffer, offset, strides, order)
+        self._v_ = None
+
+    # --- state ------------------------------------------------------------------------
+    @property
+    def _v(self):
+        return self._v_
+
+    @_v.setter
+    def _v(self, value):
+        self._v_ = value
+
+    @property
+    def _val(self):
+        return self._val_
+
+    @_val.setter
+    def _val(self, value):
+        self._val_ = value
+
+    @property
+    def _shadow(self):
+        return self._shadow_
+
+    @_shadow.setter
+    def _shadow(self, value):
+        self._shadow_ = value
+
+    @property
+    def _geom(self):
+        if self._isview and self._geom_ is None:
+            sh = self._shadow_
+            self._geom_ = (_data_offset_fn(sh, (<Var>self._v_).shadow), sh.shape, sh.strides,
+                           sh.dtype)
+        return self._geom_
+
+    @_geom.setter
+    def _geom(self, value):
+        self._geom_ = value
+        self._isview = value is not None
+
+    @property
+    def _ext(self):
+        """A detached array whose buffer the user holds too (``asarray`` of a NumPy
+        array, or exported by ``__array__``): ops reading or writing it run at once."""
+        return self._ext
+
+    @_ext.setter
+    def _ext(self, value):
+        self._ext = value
+
+    @property
+    def _scalar(self):
+        return self._sc
+
+    @_scalar.setter
+    def _scalar(self, value):
+        self._sc = value
+
+    @property
+    def _var(self):
+        return _attach(self)
+
+    @_var.setter
+    def _var(self, value):
+        self._v_ = value
+        self._val_ = None
+
+    # --- construction -----------------------------------------------------------------
+    @classmethod
+    def _from_node(cls, node, scalar=False):
+        return _new_array(<Node>node, scalar)
+
+    @classmethod
+    def _from_value(cls, value):
+        return _new_detached(value)
+
+    @classmethod
+    def _blank(cls):
+        return ndarray.__new__(ndarray)
+
+    # --- reading ----------------------------------------------------------------------
+    def _eager_value(self):
+        return _evalue(self)
+
+    def _value(self):
+        v = _evalue(self)
+        if v is not None:
+            return v
+        return _materialize_fn(_node_of(self))
+
+    def _node(self):
+        return _node_of(self)
+
+    def _get_shadow(self):
+        return _shadow_of(self)
+
+    @property
+    def shape(self):
+        if self._shadow_ is not None:
+            return self._shadow_.shape
+        if self._v_ is None:
+            return self._val_.shape
+        return (<Node>(<Var>self._v_).head).shape
+
+    @shape.setter
+    def shape(self, value):
+        new = _shadow_of(self).view()
+        new.shape = value
+        self._rebind_shadow(new)
+
+    @property
+    def dtype(self):
+        if self._shadow_ is not None:
+            return self._shadow_.dtype
+        if self._v_ is None:
+            return self._val_.dtype
+        return (<Node>(<Var>self._v_).head).dtype
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return _size_of(self.shape)
+
+    def __len__(self):
+        shape = self.shape
+        if not shape:
+            raise TypeError("len() of unsized object")
+        return shape[0]
+
+    # --- indexing ---------------------------------------------------------------------
+    def __getitem__(self, index):
+        cdef object v
+        if not _record_all:
+            v = _evalue(self)
+            if v is not None:
+                t = type(index)
+                if t is int or isinstance(index, _np_integer):
+                    if cnp.PyArray_NDIM(<cnp.ndarray>v) == 1:
+                        return v[index]              # NumPy's scalar (or its IndexError)
+                elif t is tuple and _all_ints(<tuple>index) and \
+                        len(<tuple>index) == cnp.PyArray_NDIM(<cnp.ndarray>v):
+                    return v[index]
+                if _basic(index):
+                    sh = _shadow_of(self)[index]
+                    if type(sh) is _ndarray_np:
+                        return _view_handle(self, sh)
+                elif t is ndarray or t is _ndarray_np:
+                    # advanced indexing by one array: NumPy's (fresh) result
+                    iv = _eager_arg(index, False)
+                    if iv is not _NE:
+                        return _wrap_fresh(v[iv])
+        return _getitem_py(self, index)
+
+    def __setitem__(self, index, value):
+        cdef Py_ssize_t region
+        if not _record_all and _basic(index):
+            vv = _eager_arg(value, True)
+            if vv is not _NE:
+                t = type(index)
+                if t is int or t is tuple and _all_ints(<tuple>index):
+                    region = 1
+                else:
+                    region = _region_of(self, index)
+                target = _writable(self, region)
+                if target is not None:
+                    target[index] = vv
+                    return
+        _setitem_py(self, index, value)
+
+    def __array__(self, dtype=None, copy=None):
+        if self._v_ is None and dtype is None and not copy and not _record_all:
+            self._ext = True                 # a detached computed array: its buffer,
+            return self._val_                # now shared with the caller
+        return _array_py(self, dtype, copy)
+
+    @property
+    def T(self):
+        """The transposed view (NumPy's ``.T``)."""
+        if _record_all:
+            return _transpose_py(self)
+        if len(self.shape) < 2:
+            return _view_handle(self, _shadow_of(self)[...]) if self._shadow_ is None \
+                else _view_handle(self, self._shadow_)
+        return _view_handle(self, _shadow_of(self).T)
+
+    def __array_ufunc__(self, uf, method, *inputs, **kwargs):
+        """A NumPy ufunc called on lazynp arrays (also ``numpy_scalar * lazy``): at once on
+        the values when the policy allows it, else lazynp's own ufunc (recorded)."""
+        cdef list vals
+        if not _record_all and not kwargs and method == "__call__":
+            vals = []
+            for x in inputs:
+                v = _eager_arg(x, True)
+                if v is _NE:
+                    break
+                vals.append(v)
+            else:
+                return _wrap(uf(*vals))
+        return _array_ufunc_py(self, uf, method, *inputs, **kwargs)
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        return _ArrayIter(self)
+
+    # --- arithmetic (NumPy's number protocol on the values, else the recorded path) ----
+    def __add__(x, y):
+        return _binop(K_ADD, x, y)
+
+    def __sub__(x, y):
+        return _binop(K_SUB, x, y)
+
+    def __mul__(x, y):
+        return _binop(K_MUL, x, y)
+
+    def __truediv__(x, y):
+        return _binop(K_TRUEDIV, x, y)
+
+    def __floordiv__(x, y):
+        return _binop(K_FLOORDIV, x, y)
+
+    def __mod__(x, y):
+        return _binop(K_MOD, x, y)
+
+    def __pow__(x, y, z):
+        if z is not None:
+            return NotImplemented
+        return _binop(K_POW, x, y)
+
+    def __and__(x, y):
+        return _binop(K_AND, x, y)
+
+    def __or__(x, y):
+        return _binop(K_OR, x, y)
+
+    def __xor__(x, y):
+        return _binop(K_XOR, x, y)
+
+    def __lshift__(x, y):
+        return _binop(K_LSHIFT, x, y)
+
+    def __rshift__(x, y):
+        return _binop(K_RSHIFT, x, y)
+
+    def __matmul__(x, y):
+        return _binop(K_MATMUL, x, y)
+
+    def __divmod__(x, y):
+        return _binop(K_DIVMOD, x, y)
+
+    def __iadd__(self, y):
+        return _inplace(K_ADD, self, y)
+
+    def __isub__(self, y):
+        return _inplace(K_SUB, self, y)
+
+    def __imul__(self, y):
+        return _inplace(K_MUL, self, y)
+
+    def __itruediv__(self, y):
+        return _inplace(K_TRUEDIV, self, y)
+
+    def __ifloordiv__(self, y):
+        return _inplace(K_FLOORDIV, self, y)
+
+    def __imod__(self, y):
+        return _inplace(K_MOD, self, y)
+
+    def __ipow__(self, y):
+        return _inplace(K_POW, self, y)
+
+    def __iand__(self, y):
+        return _inplace(K_AND, self, y)
+
+    def __ior__(self, y):
+        return _inplace(K_OR, self, y)
+
+    def __ixor__(self, y):
+        return _inplace(K_XOR, self, y)
+
+    def __ilshift__(self, y):
+        return _inplace(K_LSHIFT, self, y)
+
+    def __irshift__(self, y):
+        return _inplace(K_RSHIFT, self, y)
+
+    def __imatmul__(self, y):
+        return _inplace(K_MATMUL, self, y)
+
+    def __richcmp__(self, other, int op):
+        cdef object v, vo
+        if not _record_all:
+            v = _eager_arg(self, True)
+            if v is not _NE:
+                vo = _eager_arg(other, True)
+                if vo is not _NE:
+                    return _wrap(PyObject_RichCompare(v, vo, op))
+        return _cmp[op](self, other)
+
+    def __neg__(self):
+        return _unop(0, self)
+
+    def __pos__(self):
+        return _unop(1, self)
+
+    def __abs__(self):
+        return _unop(2, self)
+
+    def __invert__(self):
+        return _unop(3, self)
+
+
+cdef class _ArrayIter:
+    """Iteration over the first axis: ``arr[i]`` for each ``i`` (NumPy's scalars for 1-D)."""
+
+    cdef object arr
+    cdef Py_ssize_t i, n
+
+    def __init__(self, arr):
+        self.arr = arr
+        self.i = 0
+        self.n = len(arr)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.i >= self.n:
+            raise StopIteration
+        self.i += 1
+        return self.arr[self.i - 1]
+
+
+
+cdef Py_ssize_t _region_of(ndarray a, index) except -2:
+    """Elements written by ``a[index] = ...`` for a basic index (0 when NumPy will raise
+    its IndexError at the write)."""
+    n = _size_of(a.shape)
+    if n < _eager_max:
+        return n
+    try:
+        return cnp.PyArray_SIZE(<cnp.ndarray>(_shadow_of(a)[index]))
+    except (IndexError, TypeError, ValueError):
+        return 0
+
+
+cdef inline bint _all_ints(tuple index):
+    for i in index:
+        if type(i) is not int and not isinstance(i, _np_integer):
+            return False
+    return True
+
+
+cdef inline bint _int_bound(b):
+    return b is None or type(b) is int or isinstance(b, _np_integer)
+
+
+cdef inline bint _basic_item(i):
+    t = type(i)
+    if t is int or i is None or i is Ellipsis:
+        return True
+    if t is slice:
+        s = <slice>i
+        return _int_bound(s.start) and _int_bound(s.stop) and _int_bound(s.step)
+    return isinstance(i, _np_integer)
+
+
+cdef inline bint _basic(index):
+    """A basic index the fast paths take: ints, slices with int bounds, None, Ellipsis."""
+    if type(index) is tuple:
+        for i in <tuple>index:
+            if not _basic_item(i):
+                return False
+        return True
+    return _basic_item(index)
+
+
+cdef inline object _evalue(ndarray a):
+    """``a``'s NumPy value when computed (a view's: a view of the buffer), else None."""
+    if a._v_ is None:
+        return a._val_
+    cdef Var v = <Var>a._v_
+    cdef Node h = <Node>v.head
+    if h.state != DONE or h.value is None or h.error is not None:
+        return None
+    if not a._isview:
+        return h.value
+    if v.shadow is h.value:
+        return a._shadow_
+    g = a._geom
+    return _view_on_fn(h.value, g[0], g[1], g[2], g[3])
+
+
+cdef inline object _eager_arg(o, bint sized):
+    """An operand's value for an operation run at once, or _NE: a computed lazynp array
+    (below the size bound when ``sized``), a Python or NumPy scalar, an exact NumPy array."""
+    t = type(o)
+    cdef object v
+    if t is ndarray:
+        v = _evalue(<ndarray>o)
+        if v is None:
+            # pending: a small one is computed now (small work gains nothing from
+            # joining its graph), a large one is recorded with
+            if sized and _size_of((<ndarray>o).shape) >= _eager_max:
+                return _NE
+            v = _value_for_eager_fn(_node_of(o))
+            if v is None:
+                return _NE
+        if sized and cnp.PyArray_SIZE(<cnp.ndarray>v) >= _eager_max:
+            return _NE
+        return v
+    if t is float or t is int or t is bool or t is complex:
+        return o
+    if t is _ndarray_np:
+        if sized and cnp.PyArray_SIZE(<cnp.ndarray>o) >= _eager_max:
+            return _NE
+        return o
+    if isinstance(o, _np_generic):
+        return o
+    return _NE
+
+
+cdef object _wrap(r):
+    """A NumPy result as lazynp returns it: a detached computed array (C-ordered), NumPy's
+    scalars as they are, tuples element by element."""
+    global _n_eager
+    if type(r) is _ndarray_np:
+        if not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>r):
+            r = _ascontig_fn(r)
+        _n_eager += 1
+        return _new_detached(r)
+    if type(r) is tuple:
+        return tuple([_wrap(x) for x in <tuple>r])
+    _n_eager += 1
+    return r
+
+
+cdef object _wrap_fresh(r):
+    """``_wrap`` for a NumPy result that may not own its data (0-d, or a view NumPy
+    returned): copied then."""
+    if type(r) is _ndarray_np and cnp.PyArray_BASE(<cnp.ndarray>r) != NULL:
+        r = r.copy()
+    return _wrap(r)
+
+
+cdef object _NOT_EAGER = None, _SLOW = object()
+cdef object _try_call_py = None, _try_method_py = None, _wrap_py = None
+
+
+def configure_eager(*, not_eager, try_call, try_method, wrap):
+    """The Python versions of :func:`eager_call`/:func:`eager_method` (lazynp._eager),
+    taken for the arguments the C versions do not handle."""
+    global _NOT_EAGER, _try_call_py, _try_method_py, _wrap_py
+    _NOT_EAGER = not_eager
+    _try_call_py = try_call
+    _try_method_py = try_method
+    _wrap_py = wrap
+
+
+cdef object _call_arg(o, bint sized, Py_ssize_t* maxsize):
+    """An argument of a NumPy call run at once: its value, _NE (record instead) or _SLOW
+    (the Python version decides: lists holding arrays, other objects)."""
+    t = type(o)
+    cdef object v
+    cdef Py_ssize_t n
+    if t is ndarray:
+        v = _evalue(<ndarray>o)
+        if v is None:
+            if sized and _size_of((<ndarray>o).shape) >= _eager_max:
+                return _NE
+            v = _value_for_eager_fn(_node_of(o))
+            if v is None:
+                return _NE
+        n = cnp.PyArray_SIZE(<cnp.ndarray>v)
+        if n > maxsize[0]:
+            maxsize[0] = n
+        return v
+    if t is _ndarray_np:
+        n = cnp.PyArray_SIZE(<cnp.ndarray>o)
+        if n > maxsize[0]:
+            maxsize[0] = n
+        return o
+    if t is float or t is int or t is bool or o is None or t is str or t is complex or \
+            isinstance(o, _np_generic):
+        return o
+    if t is tuple:
+        for x in <tuple>o:
+            if type(x) is not int:
+                return _SLOW
+        return o
+    return _SLOW
+
+
+cdef object _wrap_result(r, tuple inputs):
+    """``_eager.wrap`` in C for a plain NumPy result (arrays that own their data)."""
+    global _n_eager
+    t = type(r)
+    if t is _ndarray_np:
+        if cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>r) and \
+                cnp.PyArray_BASE(<cnp.ndarray>r) == NULL:
+            _n_eager += 1
+            return _new_detached(r)
+    elif isinstance(r, _np_generic) or t is float or t is int or t is bool or r is None:
+        _n_eager += 1
+        return r
+    _n_eager += 1
+    return _wrap_py(r, inputs)     # tuples (named ones too), lists, other objects
+
+
+def eager_call(fn, tuple args, dict kwargs, kind):
+    """``_eager.try_call(fn, args, kwargs, kind)``: NumPy's ``fn`` at once when the policy
+    allows it, else lazynp._eager.NOT_EAGER."""
+    if _record_all:
+        return _NOT_EAGER
+    cdef bint sized = kind in _sized_kinds
+    cdef Py_ssize_t maxsize = 0
+    cdef list vals = []
+    cdef dict kw
+    for a in args:
+        v = _call_arg(a, sized, &maxsize)
+        if v is _NE:
+            return _NOT_EAGER
+        if v is _SLOW:
+            return _try_call_py(fn, args, kwargs, kind)
+        vals.append(v)
+    kw = kwargs
+    if kwargs:
+        kw = {}
+        for k, a in kwargs.items():
+            if k == "out" and a is not None:
+                return _NOT_EAGER
+            v = _call_arg(a, sized, &maxsize)
+            if v is _NE:
+                return _NOT_EAGER
+            if v is _SLOW:
+                return _try_call_py(fn, args, kwargs, kind)
+            kw[k] = v
+    if sized and maxsize >= _eager_max:
+        return _NOT_EAGER
+    return _wrap_result(fn(*vals, **kw), tuple(vals))
+
+
+def eager_method(arr, name, tuple args, dict kwargs, kind):
+    """``_eager.try_method``: NumPy's own method ``name`` on ``arr``'s value at once, or
+    NOT_EAGER."""
+    if _record_all or type(arr) is not ndarray:
+        return _try_method_py(arr, name, args, kwargs, kind)
+    cdef bint sized = kind in _sized_kinds
+    cdef Py_ssize_t maxsize = 0
+    v = _call_arg(arr, sized, &maxsize)
+    if v is _NE:
+        return _NOT_EAGER
+    if sized and maxsize >= _eager_max:
+        return _NOT_EAGER
+    if args or kwargs:
+        return eager_call(getattr(v, name), args, kwargs, "opaque") if \
+            not (sized and _has_lazy_big(args, kwargs)) else _NOT_EAGER
+    return _wrap_result(getattr(v, name)(), (v,))
+
+
+cdef bint _has_lazy_big(tuple args, dict kwargs):
+    """An argument that is a large lazynp array (a sized method's work is then large)."""
+    for a in args:
+        if type(a) is ndarray and _size_of((<ndarray>a).shape) >= _eager_max:
+            return True
+    if kwargs:
+        for a in kwargs.values():
+            if type(a) is ndarray and _size_of((<ndarray>a).shape) >= _eager_max:
+                return True
+    return False
+
+
+cdef object _new_detached(value):
+    cdef ndarray a = ndarray.__new__(ndarray)
+    a._val_ = value
+    return a
+
+
+cdef object _new_array(Node node, bint scalar):
+    """``ndarray._from_node(node, scalar)``: NumPy's scalar for a computed scalar result,
+    else the array on a new Var (weakly listed while its head is pending)."""
+    if scalar and node.state == DONE and node.value is not None and node.error is None and \
+            not _record_all:
+        return node.value[()]
+    cdef Var v = Var.__new__(Var)
+    v.head = node
+    if node.state == PENDING:
+        pending_vars.append(PyWeakref_NewRef(v, None))
+    cdef ndarray a = ndarray.__new__(ndarray)
+    a._v_ = v
+    a._sc = scalar
+    return a
+
+
+cdef Var _attach(ndarray a):
+    """``a``'s Var; a detached array gets one now (a computed leaf holding its value)."""
+    cdef Var v
+    if a._v_ is None:
+        v = Var.__new__(Var)
+        v.head = _leaf_fn(a._val_, a._ext)
+        a._v_ = v
+        a._val_ = None
+    return <Var>a._v_
+
+
+cdef object _shadow_of(ndarray a):
+    """``a._get_shadow()``: a view's own shadow, else its Var's (the computed head's
+    buffer, else an uncommitted array of its shape)."""
+    if a._shadow_ is not None:
+        return a._shadow_
+    cdef Var v = _attach(a)
+    cdef Node h
+    if v.shadow is None:
+        h = <Node>v.head
+        if h.state == DONE and h.error is None and type(h.value) is _ndarray_np:
+            v.shadow = h.value
+        else:
+            v.shadow = _empty_fn(h.shape, h.dtype)
+    return v.shadow
+
+
+cdef object _view_handle(ndarray base, sh):
+    """A view of ``base`` with NumPy view ``sh`` of its shadow (geometry computed when
+    asked for)."""
+    cdef ndarray r = ndarray.__new__(ndarray)
+    r._v_ = _attach(base)
+    r._shadow_ = sh
+    r._isview = True
+    return r
+
+
+cdef inline object _node_of(a):
+    """``a._node()``: the head of its Var, or a view node for a view."""
+    cdef ndarray arr = <ndarray>a
+    cdef Var v = _attach(arr)
+    if not arr._isview:
+        return v.head
+    g = arr._geom
+    return _view_node_fn(v.head, g[0], g[1], g[2], g[3])
+
+
+cdef object _writable(ndarray a, Py_ssize_t region):
+    """The NumPy array through which ``a`` may be written at once (graph.writable_view):
+    here when nothing but ``a``'s Var holds its current version, else the Python path."""
+    global _n_inplace
+    if _record_all:
+        return None
+    if a._v_ is None:
+        if region >= _eager_max and not a._ext:
+            return None
+        _n_inplace += 1
+        return a._val_
+    if region >= _eager_max:
+        return _writable_py(a, region)     # (a buffer shared with the user: at once)
+    cdef Var v = <Var>a._v_
+    cdef Node h = <Node>v.head
+    if h.state != DONE and h.error is None:
+        return _writable_py(a, region)     # (computes the pending array first)
+    if h.state != DONE or h.value is None or h.error is not None or \
+            type(h.value) is not _ndarray_np:
+        return None
+    if lz_refcnt(h) > 2:
+        return _writable_py(a, region)     # (copy-on-write)
+    sh = a._shadow_
+    if sh is not None and v.shadow is not h.value:
+        # a view made while its base was pending (its shadow is not the buffer): the
+        # same geometry on the buffer, read-only where the view is
+        if not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>sh):
+            return _writable_py(a, region)
+        g = a._geom
+        _n_inplace += 1
+        return _view_on_fn(h.value, g[0], g[1], g[2], g[3])
+    _n_inplace += 1
+    if sh is None:
+        return h.value
+    return sh
+
+
+cdef object _number_op(int k, a, b):
+    if k == K_ADD:
+        return PyNumber_Add(a, b)
+    if k == K_SUB:
+        return PyNumber_Subtract(a, b)
+    if k == K_MUL:
+        return PyNumber_Multiply(a, b)
+    if k == K_TRUEDIV:
+        return PyNumber_TrueDivide(a, b)
+    if k == K_FLOORDIV:
+        return PyNumber_FloorDivide(a, b)
+    if k == K_MOD:
+        return PyNumber_Remainder(a, b)
+    if k == K_POW:
+        return PyNumber_Power(a, b, None)
+    if k == K_AND:
+        return PyNumber_And(a, b)
+    if k == K_OR:
+        return PyNumber_Or(a, b)
+    if k == K_XOR:
+        return PyNumber_Xor(a, b)
+    if k == K_LSHIFT:
+        return PyNumber_Lshift(a, b)
+    if k == K_RSHIFT:
+        return PyNumber_Rshift(a, b)
+    if k == K_MATMUL:
+        return PyNumber_MatrixMultiply(a, b)
+    return PyNumber_Divmod(a, b)
+
+
+cdef object _inplace_op(int k, a, b):
+    if k == K_ADD:
+        return PyNumber_InPlaceAdd(a, b)
+    if k == K_SUB:
+        return PyNumber_InPlaceSubtract(a, b)
+    if k == K_MUL:
+        return PyNumber_InPlaceMultiply(a, b)
+    if k == K_TRUEDIV:
+        return PyNumber_InPlaceTrueDivide(a, b)
+    if k == K_FLOORDIV:
+        return PyNumber_InPlaceFloorDivide(a, b)
+    if k == K_MOD:
+        return PyNumber_InPlaceRemainder(a, b)
+    if k == K_POW:
+        return PyNumber_InPlacePower(a, b, None)
+    if k == K_AND:
+        return PyNumber_InPlaceAnd(a, b)
+    if k == K_OR:
+        return PyNumber_InPlaceOr(a, b)
+    if k == K_XOR:
+        return PyNumber_InPlaceXor(a, b)
+    if k == K_LSHIFT:
+        return PyNumber_InPlaceLshift(a, b)
+    if k == K_RSHIFT:
+        return PyNumber_InPlaceRshift(a, b)
+    return PyNumber_InPlaceMatrixMultiply(a, b)
+
+
+cdef object _binop(int k, x, y):
+    """``x (op) y`` with ``x`` or ``y`` a lazynp array: at once on the values when the
+    policy allows it (matmul at any size), else the recorded path."""
+    cdef object vx, vy
+    cdef bint sized = k != K_MATMUL
+    if not _record_all:
+        vx = _eager_arg(x, sized)
+        if vx is not _NE:
+            vy = _eager_arg(y, sized)
+            if vy is not _NE:
+                return _wrap(_number_op(k, vx, vy))
+    if isinstance(x, ndarray):
+        f = _fwd[k]
+        return f(x, y) if f is not None else NotImplemented
+    f = _rev[k]
+    return f(y, x) if f is not None else NotImplemented
+
+
+cdef object _inplace(int k, ndarray self, y):
+    """``self (op)= y``: NumPy's in-place operation on the buffer when it may be written at
+    once, else the recorded path."""
+    cdef object vy, target
+    if not _record_all:
+        vy = _eager_arg(y, k != K_MATMUL)
+        if vy is not _NE:
+            target = _writable(self, _size_of(self.shape))
+            if target is not None:
+                _inplace_op(k, target, vy)
+                return self
+    return _inpl[k](self, y)
+
+
+cdef object _unop(int k, ndarray self):
+    cdef object v
+    if not _record_all:
+        v = _eager_arg(self, True)
+        if v is not _NE:
+            if k == 0:
+                return _wrap(PyNumber_Negative(v))
+            if k == 1:
+                return _wrap(PyNumber_Positive(v))
+            if k == 2:
+                return _wrap(PyNumber_Absolute(v))
+            return _wrap(PyNumber_Invert(v))
+    return _unary_py[k](self)
 
 
 cdef Py_ssize_t _tree(Node n, op, args, shape, bint count_uses) except -1:
@@ -283,7 +1251,10 @@ cdef inline bint _is_tree_op(op):
 
 
 cpdef Node record(op, args, params, shape, dtype):
-    """Add a node to the pending graph (no work runs) and return it (graph.record)."""
+    """Add a node to the pending graph (no work runs) and return it; or run it at once and
+    return a computed node when the execution policy says so (graph.record)."""
+    if not _record_all and _run_now(op, args, shape) and op.kind != "write":
+        return _run_eager_fn(op, args, params, shape, dtype)
     cdef Node n = Node.__new__(Node)
     _init_node(n, op, args, params, shape, dtype)
     code = lz_user_code(_pkg, &n.site_lasti)
@@ -313,26 +1284,6 @@ cpdef Node record(op, args, params, shape, dtype):
 
 
 cdef object _record_obj = record
-
-
-cdef inline object _node_of(a):
-    """``a._node()``: the head of its Var, or a view node for a view."""
-    if lz_get_slot(_slot_geom, a) is None:
-        return (<Var>lz_get_slot(_slot_var, a)).head
-    return a._node()
-
-
-cdef object _new_array(Node node, bint scalar):
-    """``ndarray._from_node(node, scalar)``: the array, its Var and the Var's weakref."""
-    cdef Var v = Var.__new__(Var)
-    v.head = node
-    pending_vars.append(PyWeakref_NewRef(v, None))
-    arr = lz_alloc(_array_cls)
-    lz_set_slot(_slot_var, arr, v)
-    lz_set_slot(_slot_shadow, arr, None)
-    lz_set_slot(_slot_geom, arr, None)
-    lz_set_slot(_slot_scalar, arr, scalar)
-    return arr
 
 
 cdef inline object _record_hooked(op, tuple args, shape, dt):
@@ -370,6 +1321,19 @@ def ufunc_call(self, *args, **kwargs):
         return self._call_py(*args, **kwargs)
     cdef UfuncInfo u = <UfuncInfo>info
     cdef Py_ssize_t nargs = len(args)
+    cdef object va, vb
+    if not _record_all:
+        # the execution policy: NumPy's ufunc at once on computed operands
+        if nargs == 1:
+            va = _eager_arg(args[0], True)
+            if va is not _NE:
+                return _wrap(u.np_uf(va))
+        elif nargs == 2:
+            va = _eager_arg(args[0], True)
+            if va is not _NE:
+                vb = _eager_arg(args[1], True)
+                if vb is not _NE:
+                    return _wrap(u.np_uf(va, vb))
     if nargs == 1 and u.binary is None and type(args[0]) is _array_cls:
         na = _node_of(args[0])
         key = ((<Node>na).dtype,)
@@ -409,7 +1373,7 @@ def binary_dunder(uf, bint reflected, bint sequence_aware, result_dtypes, check_
             kb = (<Node>nb).dtype
             sb = (<Node>nb).shape
         else:
-            if sequence_aware and lz_get_slot(_slot_scalar, a) and \
+            if sequence_aware and (<ndarray>a)._sc and \
                     (tb is list or tb is tuple or tb is str):
                 return NotImplemented
             return uf(b, a) if reflected else uf(a, b)
@@ -480,10 +1444,7 @@ def data_offset(a, base):
 
 # --- running a plain node (graph._run + graph._after_run) ---------------------------------------
 
-DEF DONE = 2
-
-cdef object _VIEW = None, _book_lock = None, _pool = None, _value_of = None
-cdef object _normalize = None, _node_failed = None, _ndarray_np = None
+cdef object _normalize = None, _node_failed = None
 
 
 def configure_executor(*, view, book_lock, pool, value_of, normalize, node_failed, ndarray):
@@ -639,8 +1600,6 @@ def plan_counts(list order, targets, epoch):
             (<Node>n.args[0]).needed = True
     return external, has_writes, bumps
 
-
-DEF SCHEDULED = 1
 
 
 def schedule_scan(list order, plan):

@@ -9,7 +9,7 @@ import numpy as np
 
 from .ndarray import ndarray
 
-from . import graph
+from . import _eager, _policy, graph
 from ._operands import broadcast_shapes, key_of, operand, shape_of
 from .ops import elementwise as ew
 from .ops.registry import Op, register
@@ -208,6 +208,21 @@ class ufunc:
             out = out[0]
         if out is not None and not isinstance(out, (ndarray, tuple)):
             return self._eager(args, out, where, dtype, casting, signature)
+        if not _policy.record_all:
+            kw = {}
+            if where is not True:
+                kw["where"] = where
+            if dtype is not None:
+                kw["dtype"] = dtype
+            if casting != "same_kind":
+                kw["casting"] = casting
+            if order != "K":
+                kw["order"] = order
+            if signature is not None:
+                kw["signature"] = signature
+            r = _eager.try_ufunc(self._np, args, out, kw)
+            if r is not _eager.NOT_EAGER:
+                return r
         ops = [operand(a) for a in args]
         keys = tuple(key_of(o) for o in ops)
         ew.check_python_int(self._np, args, keys)
@@ -286,6 +301,19 @@ class ufunc:
     def reduce(self, array, axis=0, dtype=None, out=None, keepdims=False, initial=_NoValue,
                where=True):
         from . import _reductions
+        if not _policy.record_all and out is None:
+            kw = {"axis": axis}
+            if dtype is not None:
+                kw["dtype"] = dtype
+            if keepdims:
+                kw["keepdims"] = keepdims
+            if initial is not _NoValue:
+                kw["initial"] = initial
+            if where is not True:
+                kw["where"] = where
+            r = _eager.try_call(self._np.reduce, (array,), kw, "reduction")
+            if r is not _eager.NOT_EAGER:
+                return r
         kw = {}
         if initial is not _NoValue:
             kw["initial"] = initial
@@ -294,10 +322,18 @@ class ufunc:
 
     def accumulate(self, array, axis=0, dtype=None, out=None):
         from . import _reductions
+        if not _policy.record_all and out is None:
+            r = _eager.try_call(self._np.accumulate, (array,), {"axis": axis, "dtype": dtype},
+                                "reduction")
+            if r is not _eager.NOT_EAGER:
+                return r
         return _reductions.accumulate(self._np, array, axis, dtype, out)
 
     def outer(self, A, B, **kwargs):
         from . import _namespace as ns
+        r = _eager.try_call(self._np.outer, (A, B), kwargs, "elementwise")
+        if r is not _eager.NOT_EAGER:
+            return r
         A = ns.asarray(A)
         B = ns.asarray(B)
         return self(A.reshape(A.shape + (1,) * B.ndim), B, **kwargs)

@@ -863,10 +863,11 @@ def _backward_method(self, out_grad=None, retain_graph=False, train_mode=True):
 
 
 def _install_methods():
-    ndarray.attach_grad = _attach_grad
-    ndarray.grad = property(_grad_prop)
-    ndarray.backward = _backward_method
-    ndarray.detach = lambda self: stop_gradient(self)
+    from .ndarray import add_member
+    add_member("attach_grad", _attach_grad)
+    add_member("grad", property(_grad_prop))
+    add_member("backward", _backward_method)
+    add_member("detach", lambda self: stop_gradient(self))
 
 
 _install_methods()

@@ -19,11 +19,11 @@ from __future__ import annotations
 import math
 import threading
 import weakref
-from sys import _getframe
+from sys import _getframe, getrefcount
 
 import numpy as np
 
-from . import _config, _site, engine
+from . import _config, _policy, _site, engine
 from numpy._core.umath import _extobj_contextvar as _extobj_var
 
 from .kernels import fused as _fused
@@ -97,11 +97,13 @@ class keeping_graph:
     def __enter__(self):
         global keep_graph
         keep_graph += 1
+        _policy.enter_transform()       # a transform needs the graph: record everything
         return self
 
     def __exit__(self, *exc):
         global keep_graph
         keep_graph -= 1
+        _policy.exit_transform()
         return False
 
 
@@ -180,12 +182,15 @@ def _engine_idle() -> None:
 
 _cpu.before_compile = _engine_idle
 _last_bound: list = []
-STATS = { "flushes": 0, "nodes_executed": 0, "bound_flushes": 0,
+STATS = {"ops_eager": 0, "flushes": 0, "nodes_executed": 0, "bound_flushes": 0,
          "inplace_writes": 0, "copy_on_write": 0}
 
 
 def record(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> Node:
-    """Add a node to the pending graph (no work runs) and return it."""
+    """Add a node to the pending graph (no work runs) and return it; or, when the execution
+    policy says so (:mod:`lazynp._policy`), run ``op`` at once and return a computed node."""
+    if not _policy.record_all and op.kind != "write" and run_now(op, args, shape):
+        return run_eager(op, args, params, shape, dtype)     # (writes: record_write)
     n = Node(op, args, params, shape, dtype)
     f = _getframe(1)
     while f is not None:
@@ -292,6 +297,179 @@ def view_node(base: Node, offset: int, shape: tuple, strides: tuple, dtype) -> N
              shape, dtype)
     base.nuse += 1
     return n
+
+
+# --- running at once (the execution policy decides: lazynp/_policy.py) --------------------
+
+def computed(n: Node) -> bool:
+    """True when ``n`` (a view: its base) holds its value."""
+    if n.op is VIEW:
+        n = n.args[0]
+    return n.state == DONE and n.error is None and n.value is not None
+
+
+def run_now(op: Op, args: tuple, shape: tuple) -> bool:
+    """The policy's decision for one op: True when its work is small (or of a kind fusion
+    cannot improve) and its node arguments are computed.
+
+    Small work on *pending* arguments computes them first (one flush) and then runs at
+    once: recording it would join their graph, but a small op gains nothing from fusion,
+    and every recorded op costs more than NumPy's call (a loop of small writes into a
+    large pending array would otherwise record every step).  An argument that failed
+    keeps the op recorded (its error is raised where a value is read)."""
+    size = _prod(shape)
+    pending = None
+    shared = False
+    for a in args:
+        if type(a) is Node:
+            r = a.args[0] if a.op is VIEW else a
+            if r.error is not None:
+                return False
+            if r.state != DONE or r.value is None:
+                if pending is None:
+                    pending = []
+                pending.append(r)
+            elif r.exported is True:
+                shared = True
+            n = _prod(a.shape)
+            if n > size:
+                size = n
+    if not shared and not _policy.sized_ok(op.kind, size):
+        return False
+    if pending is not None:
+        return compute_now(pending)
+    return True
+
+
+def symbolic(nodes) -> bool:
+    """True when the pending work behind ``nodes`` reads a placeholder (``symbol.var``,
+    a traced argument): it has no value, so it can only be recorded."""
+    stack = [n for n in nodes if type(n) is Node and n.state != DONE]
+    seen = set()
+    while stack:
+        n = stack.pop()
+        if n.op is PLACEHOLDER:
+            return True
+        for a in n.args:
+            if type(a) is Node and a.state != DONE and id(a) not in seen:
+                seen.add(id(a))
+                stack.append(a)
+    return False
+
+
+def compute_now(nodes: list) -> bool:
+    """Flush ``nodes`` (pending) so that an op on them can run at once; False when one of
+    them cannot give a value (it reads a placeholder, it failed, or its value was not
+    kept)."""
+    todo = [n for n in nodes if n.state != DONE]
+    if todo:
+        if symbolic(todo):
+            return False
+        flush(todo)
+    for n in nodes:
+        if n.state != DONE or n.value is None or n.error is not None:
+            return False
+    return True
+
+
+def run_eager(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> Node:
+    """Run ``op`` now with NumPy's reference implementation; a computed node (errors and
+    warnings come from NumPy, here, under the caller's ``np.errstate``)."""
+    vals = [_value_of(a) if type(a) is Node else a for a in args]
+    out = op.impl(*vals, **params) if params else op.impl(*vals)
+    STATS["ops_eager"] += 1
+    if not isinstance(out, tuple):
+        out = own_result(out, shape, dtype, vals)
+    n = Node(LEAF, (), None, shape, dtype)
+    n.value = out
+    n.state = DONE
+    return n
+
+
+def record_write(var: "Var", op: Op, args: tuple, params: dict, region: tuple) -> None:
+    """Write ``op(head, *args, **params)`` into ``var`` (``region``: the written shape).
+
+    Small writes with computed inputs happen at once (in the buffer, or copy-on-write:
+    :func:`writable_view`); anything else is recorded: a new pending head, whose flush
+    decides between in place and a copy."""
+    if not _policy.record_all and (run_now(op, args, region) or _into_shared(var, args)) and \
+            (computed(var.head) or compute_now([var.head])):
+        h = var.head
+        refs = getrefcount(h)
+        del h
+        if refs <= 3:           # var.head, h, getrefcount's argument
+            buf = var.head.value
+            STATS["inplace_writes"] += 1
+        elif _policy.sized_ok(op.kind, _prod(var.head.shape)):
+            buf = var.head.value.copy()
+            var.head = leaf(buf)
+            STATS["copy_on_write"] += 1
+        else:
+            buf = None
+        if buf is not None:
+            vals = [_value_of(a) if type(a) is Node else a for a in args]
+            op.impl(buf, *vals, **params)
+            return
+    old = var.head
+    node = record(op, (old,) + args, params, old.shape, old.dtype)
+    var.set_head(node)
+
+
+def _into_shared(var: "Var", args: tuple) -> bool:
+    """A write into a buffer the user holds too runs at once, whatever its size (the
+    user's array sees it, as in NumPy): True once its node arguments are computed."""
+    if var.head.exported is not True:
+        return False
+    return compute_now([a.args[0] if a.op is VIEW else a for a in args if type(a) is Node])
+
+
+def writable_view(arr, region: int):
+    """The NumPy array through which ``arr`` (a lazynp array) may be written at once, for
+    a write of ``region`` elements with computed inputs; None when the write must be
+    recorded (a pending array, a large write, or pending readers of a large array).
+
+    The buffer itself when nothing but ``arr``'s Var holds its current version (no pending
+    reader, no tape); otherwise, for an array small enough to copy, a copy that becomes the
+    Var's new computed head (copy-on-write: what was recorded before keeps the old data).
+    A view's read-only flag (``broadcast_to``, ``writeable = False``) is carried over, so
+    NumPy raises its own error."""
+    if _policy.record_all:
+        return None
+    small = _policy.sized_ok("write", region)
+    var = arr._v
+    if var is None:
+        return arr._val if small or arr._ext else None
+    h = var.head
+    if not small and h.exported is not True:
+        return None
+    if h.state != DONE and h.error is None:
+        del h
+        compute_now([var.head])           # a small write into a pending array: run it
+        h = var.head
+    if h.state != DONE or h.value is None or h.error is not None or \
+            type(h.value) is not np.ndarray:
+        return None
+    # references: var.head, h, getrefcount's argument
+    if getrefcount(h) > 3:
+        if not _policy.sized_ok("write", _prod(h.shape)) or h.exported is True:
+            return None      # (a shared buffer is not copied away from its other holder)
+        buf = h.value.copy()
+        var.head = leaf(buf)
+        STATS["copy_on_write"] += 1
+    else:
+        buf = h.value
+        STATS["inplace_writes"] += 1
+    sh = arr._shadow
+    if sh is None:
+        return buf
+    if var.shadow is buf:
+        return sh
+    g = arr._geom
+    out = np.ndarray(g[1], g[3], buffer=buf, offset=g[0], strides=g[2]) if g is not None \
+        else buf.view()
+    if not sh.flags.writeable:
+        out.flags.writeable = False
+    return out
 
 
 def _bound_flush() -> None:
@@ -872,6 +1050,14 @@ def post_order(outs, walk, seen=None):
                 yield n, w
 
 
+def value_for_eager(n: Node):
+    """``n``'s value for an op run at once (computing it when pending), or None when it
+    has none to give (placeholders behind it, or it failed)."""
+    if not compute_now([n.args[0] if n.op is VIEW else n]):
+        return None
+    return _value_of(n) if n.op is VIEW else n.value
+
+
 def materialize(n: Node) -> np.ndarray:
     """Force ``n`` and return its NumPy value (a view for view nodes)."""
     if n.state == PENDING:
@@ -911,6 +1097,7 @@ def _load_speedups():
 
 
 speedups = _load_speedups()
+_policy.attach_speedups(speedups, run_eager, run_now, value_for_eager)
 py_record = record          # the pure Python recorder (tests compare the C one against it)
 if speedups is not None:
     Node = speedups.Node

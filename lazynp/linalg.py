@@ -126,7 +126,15 @@ def norm(x, ord=None, axis=None, keepdims=False):
                      meta=lambda n, t: (shape, dt), scalar=True)
 
 
-_LAZY = {name: obj for name, obj in dict(globals()).items()
+def _with_eager(name, fn):
+    """The execution policy: NumPy's own function at once on computed arguments
+    (lazynp/_eager.py); the lazy ``fn`` otherwise."""
+    from ._eager import eager_first
+    return eager_first(getattr(_np.linalg, name), fn, "opaque")
+
+
+_LAZY = {name: (obj if name == "LinAlgError" else _with_eager(name, obj))
+         for name, obj in dict(globals()).items()
          if name in ("inv", "cholesky", "solve", "det", "slogdet", "eigh", "eigvalsh", "norm",
                      "LinAlgError")}
 sys.modules[__name__] = FallbackModule(__name__, _np.linalg, _LAZY)

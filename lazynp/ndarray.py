@@ -1,10 +1,21 @@
 """``lazynp.ndarray``: a handle on a storage Var plus a view geometry.
 
 Shape and dtype are known without computing.  A base array reads its Var's head; a view
-(basic slicing, transpose, reshape, ...) keeps a *shadow*: a NumPy view of an uncommitted
-``np.empty`` buffer of the base's shape, produced by NumPy's own view functions.  The shadow
-gives NumPy's exact shapes, strides, errors and view-vs-copy decisions for free, and its
-byte offset/strides are the geometry realized on the real buffer when the view is read.
+(basic slicing, transpose, reshape, ...) keeps a *shadow*: a NumPy view of an array of the
+base's shape (the head's own buffer when it is computed, else an uncommitted ``np.empty``),
+produced by NumPy's own view functions.  The shadow gives NumPy's exact shapes, strides,
+errors and view-vs-copy decisions for free, and its byte offset/strides are the geometry
+realized on the real buffer when the view is read.
+
+An array computed at once by the execution policy (:mod:`lazynp._policy`) starts
+*detached*: it holds its NumPy value and no Var; the Var (with a computed leaf) is made the
+first time something needs it (a view, a recorded op reading it).
+
+The class is made of two parts.  The *core* (state, construction, metadata, indexing, the
+arithmetic dunders: the hot paths of eager code) is the C type ``lazynp._speedups.ndarray``
+when the extension is built, else :class:`_CoreReference` below (the reference the C one is
+tested against).  The *members* (:class:`_Members` and :mod:`lazynp._methods`) are Python,
+installed on the core type by :func:`_install_methods`.
 """
 from __future__ import annotations
 
@@ -13,8 +24,8 @@ import operator
 
 import numpy as np
 
-from . import graph
-from .graph import Node, Var
+from . import _policy, graph
+from .graph import DONE, Node, Var
 
 
 def _data_offset_py(a: np.ndarray, base: np.ndarray) -> int:
@@ -25,37 +36,98 @@ def _data_offset_py(a: np.ndarray, base: np.ndarray) -> int:
 _data_offset = _data_offset_py if graph.speedups is None else graph.speedups.data_offset
 
 
-class ndarray:
-    """A lazy NumPy array.  Use it exactly like :class:`numpy.ndarray`.
+def _c_contiguous_owned(value: np.ndarray) -> np.ndarray:
+    """``value`` as a buffer an array may own: C-contiguous (lazynp's buffers all are)."""
+    return value if value.flags.c_contiguous else np.ascontiguousarray(value)
 
-    Operations on it are recorded, not run; they run (fused, planned, multi-threaded) when a
-    value is needed: printing, ``float()``, ``numpy.asarray()``, ``lazynp.evaluate()``...
+
+class _CoreReference:
+    """The array's state and hot paths in pure Python (the C core mirrors this).
+
+    ``_v``: the Var (None while detached); ``_val``: the NumPy value while detached;
+    ``_shadow``/``_geom``: the view geometry (None for a base array); ``_scalar``: a 0-d
+    result that NumPy would give as a scalar (only while it is pending or traced: computed
+    ones are NumPy's scalars); ``_ext``: a detached array whose buffer the user holds too
+    (``asarray`` of a NumPy array, or given out by ``__array__``: ops reading or writing
+    it run at once, see :func:`lazynp.graph.run_now`).
     """
 
-    __slots__ = ("_var", "_shadow", "_geom", "_scalar", "__weakref__")
+
+    __slots__ = ("_v", "_val", "_shadow", "_geom", "_scalar", "_ext", "__weakref__")
     __array_priority__ = 100.0
 
-    def __init__(self, *args, **kwargs):
-        raise TypeError("lazynp.ndarray cannot be constructed directly; use lazynp.array, "
-                        "lazynp.zeros, lazynp.empty ...")
+    def __new__(cls, shape=None, dtype=float, buffer=None, offset=0, strides=None,
+                order=None):
+        if shape is None:
+            raise TypeError("ndarray() missing required argument 'shape' (pos 0)")
+        return _construct(cls, shape, dtype, buffer, offset, strides, order)
 
     # --- construction ------------------------------------------------------------------
     @classmethod
-    def _from_node(cls, node: Node, scalar: bool = False) -> "ndarray":
+    def _from_node(cls, node: Node, scalar: bool = False):
+        """The array holding ``node``'s value; NumPy's scalar when ``scalar`` (a 0-d result
+        NumPy gives as a scalar) and the node is computed outside a transform."""
+        if scalar and node.state == DONE and node.value is not None and \
+                not _policy.record_all and node.error is None:
+            return node.value[()]
         self = object.__new__(cls)
-        self._var = Var(node)
+        self._v = Var(node)
+        self._val = None
         self._shadow = None
         self._geom = None
         self._scalar = scalar
+        self._ext = False
         return self
 
-    def _view_of(self, shadow: np.ndarray, off: int | None = None) -> "ndarray":
+    @classmethod
+    def _blank(cls):
+        """A handle with no state yet (set ``_var`` or ``_val`` next)."""
+        self = object.__new__(cls)
+        self._v = self._val = self._shadow = self._geom = None
+        self._scalar = self._ext = False
+        return self
+
+    @classmethod
+    def _from_shared(cls, value: np.ndarray):
+        """A detached computed array on ``value``, a C-contiguous NumPy array the caller
+        keeps (``asarray``): its buffer is shared, as in NumPy."""
+        self = cls._from_value(value)
+        self._ext = True
+        return self
+
+    @classmethod
+    def _from_value(cls, value: np.ndarray):
+        """A detached computed array owning ``value`` (C-contiguous, shared with nothing
+        lazynp holds)."""
+        self = object.__new__(cls)
+        self._v = None
+        self._val = value
+        self._shadow = None
+        self._geom = None
+        self._scalar = self._ext = False
+        return self
+
+    @property
+    def _var(self) -> Var:
+        """The storage Var (a detached array gets one now, holding its value)."""
+        v = self._v
+        if v is None:
+            v = self._v = Var(graph.leaf(self._val, self._ext))
+            self._val = None
+        return v
+
+    @_var.setter
+    def _var(self, var: Var) -> None:
+        self._v = var
+        self._val = None
+
+    def _view_of(self, shadow: np.ndarray, off: int | None = None):
         """A new handle on the same Var with ``shadow``'s geometry (``off``: its byte offset
         in the Var's buffer, when the caller knows it)."""
-        v = object.__new__(ndarray)
-        v._var = self._var
+        v = type(self)._blank()
+        v._v = var = self._var
         if off is None:
-            off = _data_offset(shadow, self._var.shadow)
+            off = _data_offset(shadow, var.shadow)
         v._shadow = shadow
         v._geom = (off, shadow.shape, shadow.strides, shadow.dtype)
         v._scalar = False
@@ -67,26 +139,51 @@ class ndarray:
         var = self._var
         if var.shadow is None:
             h = var.head
-            var.shadow = np.empty(h.shape, h.dtype)
+            # a computed head's own buffer (no allocation; its views are real data), else
+            # an uncommitted buffer of its shape
+            var.shadow = h.value if h.state == DONE and h.value is not None and \
+                h.error is None and type(h.value) is np.ndarray else np.empty(h.shape, h.dtype)
         return var.shadow
 
     # --- reading -----------------------------------------------------------------------
     def _node(self) -> Node:
         """The node holding this array's current value (recording a view if needed)."""
         g = self._geom
+        var = self._var
         if g is None:
-            return self._var.head
-        return graph.view_node(self._var.head, g[0], g[1], g[2], g[3])
+            return var.head
+        return graph.view_node(var.head, g[0], g[1], g[2], g[3])
+
+    def _eager_value(self):
+        """This array's NumPy value when it is computed (a view of the buffer for a view;
+        do not mutate it), else None.  Never forces anything."""
+        v = self._v
+        if v is None:
+            return self._val
+        h = v.head
+        if h.state != DONE or h.value is None or h.error is not None:
+            return None
+        g = self._geom
+        if g is None:
+            return h.value
+        if v.shadow is h.value:
+            return self._shadow
+        return np.ndarray(g[1], g[3], buffer=h.value, offset=g[0], strides=g[2])
 
     def _value(self) -> np.ndarray:
         """Force this array and return its NumPy value (do not mutate it)."""
+        val = self._eager_value()
+        if val is not None:
+            return val
         return graph.materialize(self._node())
 
-    # --- metadata, known without computing -----------------------------------------------
     @property
     def shape(self) -> tuple:
         s = self._shadow
-        return self._var.head.shape if s is None else s.shape
+        if s is not None:
+            return s.shape
+        v = self._v
+        return self._val.shape if v is None else v.head.shape
 
     @shape.setter
     def shape(self, value) -> None:
@@ -94,20 +191,13 @@ class ndarray:
         new.shape = value  # NumPy raises AttributeError when a copy would be needed
         self._rebind_shadow(new)
 
-    def _rebind_shadow(self, shadow: np.ndarray) -> None:
-        if shadow.shape == self._var.head.shape and self._var.shadow is not None and \
-                shadow.strides == self._var.shadow.strides and shadow.dtype == self._var.head.dtype \
-                and _data_offset(shadow, self._var.shadow) == 0:
-            self._shadow = None
-            self._geom = None
-            return
-        v = self._view_of(shadow)
-        self._shadow, self._geom = v._shadow, v._geom
-
     @property
     def dtype(self) -> np.dtype:
         s = self._shadow
-        return self._var.head.dtype if s is None else s.dtype
+        if s is not None:
+            return s.dtype
+        v = self._v
+        return self._val.dtype if v is None else v.head.dtype
 
     @property
     def ndim(self) -> int:
@@ -119,6 +209,58 @@ class ndarray:
         for s in self.shape:
             n *= s
         return n
+
+    def __len__(self) -> int:
+        shape = self.shape
+        if not shape:
+            raise TypeError("len() of unsized object")
+        return shape[0]
+
+    # --- indexing ----------------------------------------------------------------------
+    def __getitem__(self, index):
+        from . import _indexing
+        return _indexing.getitem(self, index)
+
+    def __setitem__(self, index, value) -> None:
+        from . import _indexing
+        _indexing.setitem(self, index, value)
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self.shape[0]))
+
+
+def _construct(cls, shape, dtype, buffer, offset, strides, order):
+    """``lazynp.ndarray(shape, dtype, buffer, offset, strides, order)``: NumPy's
+    constructor (an uninitialized array, or a view of ``buffer`` sharing its memory)."""
+    value = _construct_value(shape, dtype, buffer, offset, strides, order)
+    return cls._from_value(value) if buffer is None else cls._from_shared(value)
+
+
+def _construct_value(shape, dtype=float, buffer=None, offset=0, strides=None, order=None):
+    if isinstance(buffer, _CORE_TYPES):
+        buffer = buffer._value()
+    value = np.ndarray(shape, dtype, buffer=buffer, offset=offset, strides=strides,
+                       order=order)
+    if not value.flags.c_contiguous:
+        value = np.ascontiguousarray(value)   # (lazynp buffers are C-ordered: README)
+    return value
+
+
+class _Members:
+    """The Python members of ``lazynp.ndarray`` (installed on the core type)."""
+
+    def _rebind_shadow(self, shadow: np.ndarray) -> None:
+        var = self._var
+        if shadow.shape == var.head.shape and var.shadow is not None and \
+                shadow.strides == var.shadow.strides and shadow.dtype == var.head.dtype \
+                and _data_offset(shadow, var.shadow) == 0:
+            self._shadow = None
+            self._geom = None
+            return
+        v = self._view_of(shadow)
+        self._shadow, self._geom = v._shadow, v._geom
 
     @property
     def itemsize(self) -> int:
@@ -149,8 +291,8 @@ class ndarray:
 
     @staticmethod
     def _base_handle(var):
-        b = object.__new__(ndarray)
-        b._var, b._shadow, b._geom, b._scalar = var, None, None, False
+        b = ndarray._blank()
+        b._var = var
         return b
 
     @property
@@ -201,9 +343,25 @@ class ndarray:
 
     # --- forcing points ----------------------------------------------------------------
     def __array__(self, dtype=None, copy=None):
+        if self._v is None:            # a detached computed array: its buffer, as NumPy
+            v = self._val
+            if dtype is not None and v.dtype != dtype:
+                return v.astype(dtype)
+            if copy or _policy.record_all:
+                return v.copy()
+            self._ext = True
+            return v
         v = self._value()
-        node = self._var.head
-        node.exported = True
+        if _policy.record_all:
+            # everything is recorded (policy "lazy", or a transform): a snapshot, so that
+            # recorded readers never see the caller's later writes to it
+            v = v.astype(dtype) if dtype is not None and v.dtype != dtype else v
+            return v.copy()
+        h = self._var.head
+        if h.exported is not True:
+            h.exported = True            # shared with the caller from now on: later ops
+            if h.nuse and graph._state.pending_count:   # on it run at once, and readers
+                graph.flush_live()       # recorded before run now (before user writes)
         if dtype is not None and v.dtype != dtype:
             return v.astype(dtype)
         if copy:
@@ -272,16 +430,6 @@ class ndarray:
             return format(v[()], spec)
         return format(v, spec)
 
-    def __len__(self) -> int:
-        if not self.shape:
-            raise TypeError("len() of unsized object")
-        return self.shape[0]
-
-    def __iter__(self):
-        if not self.shape:
-            raise TypeError("iteration over a 0-d array")
-        return (self[i] for i in range(self.shape[0]))
-
     def __contains__(self, item) -> bool:
         from . import _namespace as ns
         return bool(ns.any(self == item))
@@ -324,24 +472,13 @@ class ndarray:
         from . import _fallback
         return _fallback.dispatch_numpy_function(func, args, kwargs)
 
-    # --- indexing ----------------------------------------------------------------------
-    def __getitem__(self, index):
-        from . import _indexing
-        return _indexing.getitem(self, index)
-
-    def __setitem__(self, index, value) -> None:
-        from . import _indexing
-        _indexing.setitem(self, index, value)
-
     # --- writes ------------------------------------------------------------------------
     def _write(self, op, args: tuple, params: dict) -> None:
-        """Record a write into this array's region of its Var: a new head for the Var."""
-        var = self._var
-        old = var.head
+        """Write ``op`` into this array's region of its Var (at once, or recorded: a new
+        head for the Var; see :func:`lazynp.graph.record_write`)."""
         p = {"geom": self._geom}
         p.update(params)
-        node = graph.record(op, (old,) + args, p, old.shape, old.dtype)
-        var.set_head(node)
+        graph.record_write(self._var, op, args, p, self.shape)
 
     def fill(self, value) -> None:
         """Fill the array with a scalar value (in place)."""
@@ -352,7 +489,10 @@ class ndarray:
 
 
 def _unpickle(value, scalar=False):
-    return ndarray._from_node(graph.leaf(np.asarray(value, order="C")), scalar)
+    value = np.asarray(value, order="C")
+    if scalar and value.ndim == 0:
+        return value[()]
+    return ndarray._from_value(value)
 
 
 class _Flat:
@@ -384,11 +524,75 @@ class _Flat:
         return np.asarray(self._arr._value().ravel(), dtype=dtype)
 
 
+_SKIP = frozenset(("__dict__", "__weakref__", "__module__", "__doc__", "__slots__", "__new__",
+                   "__init__"))
+
+
+def _make_class():
+    """``lazynp.ndarray``: the C core type when built, else a Python class on the reference
+    core; either way with the members of :class:`_Members` (and :mod:`lazynp._methods`).
+    Returns ``(class, names its core defines)``."""
+    if graph.speedups is not None:
+        cls = graph.speedups.ndarray
+        core = frozenset(cls.__dict__)
+        install = graph.speedups.install_member
+        for name, value in _CoreReference.__dict__.items():   # the core's cold paths
+            if name not in _SKIP and name not in core:
+                install(cls, name, value)
+    else:
+        cls = type("ndarray", (_CoreReference,), {"__slots__": (), "__module__": "lazynp",
+                                                  "__doc__": _DOC})
+        core = frozenset(_CoreReference.__dict__)
+        install = setattr
+    for name, value in _Members.__dict__.items():
+        if name not in _SKIP and name not in core:
+            install(cls, name, value)
+    return cls, core
+
+
+_DOC = """A lazy NumPy array.  Use it exactly like :class:`numpy.ndarray`.
+
+Small work on computed arrays runs at once on NumPy; large or pending work is recorded and
+runs (fused, planned, multi-threaded) when a value is needed: printing, ``float()``,
+``numpy.asarray()``, ``lazynp.evaluate()``...  ``lazynp.ndarray(shape, dtype, buffer,
+offset, strides, order)`` is NumPy's constructor.
+"""
+
+ndarray, _CORE_NAMES = _make_class()
+
+
+def add_member(name: str, value) -> None:
+    """Set a method or property on :class:`ndarray` (the C type is otherwise immutable)."""
+    if graph.speedups is not None:
+        graph.speedups.install_member(ndarray, name, value)
+    else:
+        setattr(ndarray, name, value)
+_CORE_TYPES = (ndarray,)
+
+
+def _getitem_py(arr, index):
+    from . import _indexing
+    return _indexing.getitem(arr, index)
+
+
+def _setitem_py(arr, index, value):
+    from . import _indexing
+    _indexing.setitem(arr, index, value)
+
+
+def _view_node_now(base, offset, shape, strides, dtype):
+    return graph.view_node(base, offset, shape, strides, dtype)   # (autograd may hook it)
+
+
 def _install_methods():
-    """Methods and dunders that delegate to the namespace (defined in _methods)."""
+    """Methods and dunders that delegate to the namespace (defined in _methods); the C
+    core's Python paths."""
     from . import _methods
-    _methods.install(ndarray)
-
-
-if graph.speedups is not None:
-    graph.speedups.configure_array(ndarray)
+    if graph.speedups is not None:
+        graph.speedups.configure_array(
+            ndarray, leaf=graph.leaf, materialize=graph.materialize, getitem=_getitem_py,
+            setitem=_setitem_py, writable=graph.writable_view, construct=_construct_value,
+            data_offset=_data_offset, view_node=_view_node_now, view_on=graph._view_impl,
+            array=_Members.__array__, array_ufunc=_Members.__array_ufunc__,
+            transpose=lambda a: a.transpose())
+    _methods.install(ndarray, _CORE_NAMES)

@@ -95,10 +95,14 @@ def test_overhead_benchmark_quick_runs_and_memory_is_flat():
     rc, out = _run([OVERHEAD, "--quick"])
     assert rc == 0, out
     assert "Summary" in out
-    assert "(a) 100 ops + force, lazynp/numpy" in out
-    assert "ops recorded: 100," in out
+    for row in ("(a) auto: 100 ops + force, lazynp/numpy", "(a) lazy: 100 ops + force",
+                "(c) scalar loop, lazynp/numpy"):
+        assert row in out
+    assert "policy auto: ops run at once: 100, ops recorded: 0," in out
+    assert "policy lazy: ops recorded: 100," in out
     # deterministic checks (memory flatness, results): must PASS; timing rows are not checked
-    for name in ("(a) result equals NumPy", "(b) lazynp tracemalloc peak growth",
+    for name in ("(a) auto: result equals NumPy", "(a) lazy: result equals NumPy",
+                 "(c) result equals NumPy", "(b) lazynp tracemalloc peak growth",
                  "(b) lazynp peak RSS growth", "(b) result equals NumPy"):
         rows = [ln for ln in out.splitlines() if ln.startswith(name)]
         assert rows, f"no summary row {name!r}:\n{out}"

@@ -287,6 +287,7 @@ def _singular(np):
     return np.array([[1.0, 2.0], [2.0, 4.0]])
 
 
+@pytest.mark.usefixtures("lazy_policy")  # a pending value fails when read
 def test_singular_inv_raises_linalgerror_when_forced_with_site_note():
     a = _singular(lazynp)
     b = lazynp.linalg.inv(a); line = sys._getframe().f_lineno  # noqa: E702
@@ -311,6 +312,7 @@ def test_singular_inv_raises_linalgerror_when_forced_with_site_note():
     assert a.tolist() == [[1.0, 2.0], [2.0, 4.0]]
 
 
+@pytest.mark.usefixtures("lazy_policy")  # a pending value fails when read
 def test_singular_inv_large_threaded_path():
     """Big enough that the flush is not run as one bulk push (per-op scheduling)."""
     a = lazynp.zeros((600, 600))
@@ -324,6 +326,7 @@ def test_singular_inv_large_threaded_path():
     assert float(e.sum()) == 720000.0
 
 
+@pytest.mark.usefixtures("lazy_policy")  # a pending value fails when read
 def test_failure_does_not_poison_unrelated_arrays_in_same_flush():
     bad = lazynp.linalg.inv(_singular(lazynp))
     good = lazynp.arange(3.0) * 2
@@ -332,6 +335,7 @@ def test_failure_does_not_poison_unrelated_arrays_in_same_flush():
     assert good.tolist() == [0.0, 2.0, 4.0]
 
 
+@pytest.mark.usefixtures("lazy_policy")  # a pending value fails when read
 def test_failure_does_not_poison_unrelated_loop_with_bound_flushes():
     """A pending failing op must not break an unrelated long loop (whose graph is flushed
     by the size bound, which flushes every live pending array)."""
@@ -356,6 +360,7 @@ def test_lazy_index_array_oob_raises_indexerror_when_forced():
     assert (a * 2).tolist() == [2.0] * 6
 
 
+@pytest.mark.usefixtures("lazy_policy")  # a pending value fails when read
 def test_runtime_error_in_write_keeps_other_arrays_usable():
     a = lazynp.ones((2, 2))
     bad = lazynp.linalg.inv(_singular(lazynp))
@@ -438,6 +443,7 @@ def test_matmul_shape_error_raised_on_every_call():
     assert (a @ lazynp.ones((4, 2))).shape == (3, 2)
 
 
+@pytest.mark.usefixtures("lazy_policy")  # a pending value fails when read
 def test_run_time_error_read_through_later_ops_names_its_own_line_once():
     """A value-dependent error (singular matrix) read through later operations is raised
     with one note: the line that recorded the failing operation."""
@@ -448,3 +454,17 @@ def test_run_time_error_read_through_later_ops_names_its_own_line_once():
         numpy.asarray(b)
     notes = [n for n in getattr(ei.value, "__notes__", []) if "recorded at" in n]
     assert len(notes) == 1 and f"line {line}," in notes[0], notes
+
+
+def test_value_dependent_errors_of_computed_work_raise_at_the_call():
+    """Small work on computed arrays runs at once (the execution policy): NumPy's error
+    reaches the user's ``try`` around the call, as in NumPy."""
+    a = lazynp.asarray(numpy.ones((3, 3)))
+    try:
+        inv = lazynp.linalg.inv(a)
+    except numpy.linalg.LinAlgError:
+        inv = lazynp.linalg.pinv(a)
+    numpy.testing.assert_allclose(numpy.asarray(inv), numpy.linalg.pinv(numpy.ones((3, 3))))
+    with numpy.errstate(divide="raise"):
+        with pytest.raises(FloatingPointError):
+            lazynp.asarray(numpy.ones(4)) / 0.0

@@ -281,7 +281,10 @@ def test_pickle_round_trip(make):
     e = make(numpy)
     g = make(lazynp)
     g2 = pickle.loads(pickle.dumps(g))
-    assert isinstance(g2, lazynp.ndarray)
+    if isinstance(e, numpy.generic):        # a computed scalar is NumPy's scalar
+        assert type(g) is type(e) and type(g2) is type(e)
+    else:
+        assert isinstance(g2, lazynp.ndarray)
     assert repr(g2) == repr(e)
     n2 = numpy.asarray(g2)
     assert n2.shape == numpy.shape(e) and n2.dtype == numpy.asarray(e).dtype
@@ -400,8 +403,10 @@ def test_numpy_ufunc_out_lazy_array_writes_through():
 def test_mixed_numpy_lazy_operands():
     n = numpy.arange(3.0)
     g = lazynp.arange(3.0)
-    for r in (n + g, g + n, n * g.sum(), numpy.float64(2) * g):
+    for r in (n + g, g + n, numpy.float64(2) * g):
         assert isinstance(r, lazynp.ndarray)
+    # a computed reduction is NumPy's scalar, so NumPy's own arithmetic follows
+    assert type(g.sum()) is numpy.float64 and isinstance(n * g.sum(), numpy.ndarray)
     assert (n + g).tolist() == [0.0, 2.0, 4.0]
     assert (n - g[::-1]).tolist() == [-2.0, 0.0, 2.0]
     n2 = numpy.zeros(3)
@@ -416,6 +421,7 @@ def _executed():
     return lazynp.stats()["nodes_executed"]
 
 
+@pytest.mark.usefixtures("lazy_policy")
 def test_recording_runs_nothing():
     a = lazynp.arange(1000.0)
     before = _executed()
@@ -431,6 +437,7 @@ def test_recording_runs_nothing():
     numpy.testing.assert_allclose(numpy.asarray(b), numpy.arange(1000.0) * 2 + 1)
 
 
+@pytest.mark.usefixtures("lazy_policy")
 def test_forcing_one_does_not_compute_unrelated():
     a = lazynp.arange(100.0)
     b = a * 2 + 1
@@ -449,6 +456,7 @@ def test_forcing_one_does_not_compute_unrelated():
     assert _executed() > n2          # nor d with c
 
 
+@pytest.mark.usefixtures("lazy_policy")
 def test_metadata_does_not_force():
     a = lazynp.arange(100.0) * 2
     n0 = _executed()
@@ -457,6 +465,7 @@ def test_metadata_does_not_force():
     assert _executed() == n0
 
 
+@pytest.mark.usefixtures("lazy_policy")
 def test_evaluate_forces_all_in_one_flush():
     a = lazynp.arange(100.0)
     x = a + 1

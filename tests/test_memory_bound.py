@@ -11,6 +11,7 @@ import textwrap
 import tracemalloc
 
 import numpy
+import pytest
 
 import lazynp
 from lazynp import graph
@@ -29,11 +30,14 @@ def _live_nodes():
     return sum(1 for o in gc.get_objects() if type(o) is graph.Node)
 
 
-def test_100k_iteration_loop_memory_flat_and_bounded():
+@pytest.mark.parametrize("policy", ["lazy", "auto"])
+def test_100k_iteration_loop_memory_flat_and_bounded(policy):
     """100,000 iterations of ``x = x * 1.0001 + 1`` on 1000 elements, in a fresh process so
     that the peak RSS measures this loop only: the peak after 10k iterations and after 100k
     iterations (both forced) differ by a few MB at most, the graph was flushed by its bound,
-    the number of live graph nodes stays bounded, and the value equals NumPy's."""
+    the number of live graph nodes stays bounded, and the value equals NumPy's.  Under the
+    default policy the loop runs at once on NumPy (no graph at all); under ``"lazy"`` it is
+    recorded and flushed by the bound."""
     code = textwrap.dedent("""
         import gc, json, resource
         import lazynp
@@ -69,12 +73,13 @@ def test_100k_iteration_loop_memory_flat_and_bounded():
                           "bound_flushes": lazynp.stats()["bound_flushes"] - b0,
                           "value": val}))
     """)
+    env = dict(os.environ, LAZYNP_POLICY=policy)
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                       timeout=300)
+                       timeout=300, env=env)
     assert p.returncode == 0, p.stderr
     r = json.loads(p.stdout.strip().splitlines()[-1])
     numpy.testing.assert_array_equal(numpy.array(r["value"]), _numpy_loop(100_000))
-    assert r["bound_flushes"] > 0
+    assert (r["bound_flushes"] > 0) if policy == "lazy" else (r["bound_flushes"] == 0)
     assert r["max_live"] < 20_000, f"{r['max_live']} graph nodes alive in a loop"
     growth_mb = (r["rss100_kb"] - r["rss10_kb"]) / 1024
     assert growth_mb < 8, f"peak RSS grew by {growth_mb:.1f} MB between 10k and 100k iterations"
@@ -101,11 +106,13 @@ def _traced_peak(n):
     return peak, v
 
 
-def test_tracemalloc_peak_does_not_grow_with_iterations():
+@pytest.mark.parametrize("policy", ["lazy", "auto"])
+def test_tracemalloc_peak_does_not_grow_with_iterations(policy):
     """Same loop under tracemalloc (slow, so fewer iterations): the peak of a 4x longer
     loop is at most a few MB above the shorter one's."""
-    p_short, v_short = _traced_peak(3_000)
-    p_long, v_long = _traced_peak(12_000)
+    with lazynp.policy(policy):
+        p_short, v_short = _traced_peak(3_000)
+        p_long, v_long = _traced_peak(12_000)
     numpy.testing.assert_array_equal(v_short, _numpy_loop(3_000))
     numpy.testing.assert_array_equal(v_long, _numpy_loop(12_000))
     growth = (p_long - p_short) / 2**20
@@ -113,6 +120,7 @@ def test_tracemalloc_peak_does_not_grow_with_iterations():
                        f" MB, long {p_long / 2**20:.1f} MB)"
 
 
+@pytest.mark.usefixtures("lazy_policy")
 def test_unforced_loop_keeps_live_nodes_bounded():
     b0 = lazynp.stats()["bound_flushes"]
     gc.collect()

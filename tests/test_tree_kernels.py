@@ -8,6 +8,9 @@ import pytest
 import lazynp
 from lazynp.kernels import cpu
 
+# these tests study the graph machinery: every operation is recorded
+pytestmark = pytest.mark.usefixtures("lazy_policy")
+
 
 def run_twice(f, *arrays):
     """Run ``f`` on lazy copies of ``arrays`` until its tree kernel is compiled, then once

@@ -1,0 +1,189 @@
+"""Running a call at once on NumPy, when the execution policy (:mod:`lazynp._policy`) says so.
+
+An eager call is NumPy's own function applied to the computed values of its lazy
+arguments: its result (values, dtype, scalar type), errors and warnings are NumPy's, at the
+user's line.  Only functions that return fresh data are run this way (a function that
+returns a view of its argument, or writes into one, must go through lazynp's view and write
+machinery, which keeps the storage shared).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from . import _policy
+from ._operands import NOT_EAGER, eager_operand, value_for_eager
+from . import graph as _graph
+from .graph import STATS
+from .ndarray import ndarray
+
+__all__ = ["NOT_EAGER", "try_call", "wrap", "eager_first", "try_method"]
+
+
+def _unwrap(x, acc: list):
+    """``x`` with computed lazy arrays replaced by their values; records the largest
+    array size seen in ``acc[0]``; NOT_EAGER when a large lazy array is pending (a small
+    one is computed now)."""
+    if isinstance(x, ndarray):
+        v = value_for_eager(x)
+        if v is None:
+            return NOT_EAGER
+        if v.size > acc[0]:
+            acc[0] = v.size
+        acc.append(v)
+        return v
+    t = type(x)
+    if t is np.ndarray:
+        if x.size > acc[0]:
+            acc[0] = x.size
+        acc.append(x)
+        return x
+    if (t is list or t is tuple) and x and any(isinstance(v, (ndarray, list, tuple)) for v in x):
+        out = []
+        for v in x:
+            u = _unwrap(v, acc)
+            if u is NOT_EAGER:
+                return NOT_EAGER
+            out.append(u)
+        return out if t is list else tuple(out)
+    return x
+
+
+def try_call(fn, args: tuple, kwargs: dict, kind: str = "opaque", base=None):
+    """``fn(*args, **kwargs)`` run now by NumPy when the policy allows it (every lazy
+    argument computed, the work small for ``kind``); NOT_EAGER when it must be recorded.
+    A lazy ``out=`` is not taken here (the recorded path writes it).  ``base``: a NumPy
+    array ``fn`` is a method of (a result sharing its memory is copied)."""
+    if _policy.record_all:
+        return NOT_EAGER
+    acc = [0] if base is None else [base.size, base]
+    vals = []
+    for a in args:
+        v = _unwrap(a, acc)
+        if v is NOT_EAGER:
+            return NOT_EAGER
+        vals.append(v)
+    kw = kwargs
+    if kwargs:
+        kw = {}
+        for k, a in kwargs.items():
+            if k == "out" and a is not None:
+                return NOT_EAGER
+            v = _unwrap(a, acc)
+            if v is NOT_EAGER:
+                return NOT_EAGER
+            kw[k] = v
+    if not _policy.sized_ok(kind, acc[0]):
+        return NOT_EAGER
+    res = fn(*vals, **kw)
+    _count()
+    return wrap(res, acc[1:])
+
+
+def _count() -> None:
+    STATS["ops_eager"] += 1
+
+
+def try_ufunc(uf, args: tuple, out, kw: dict):
+    """NumPy ufunc ``uf(*args, out=out, **kw)`` at once, or NOT_EAGER.  A lazy ``out`` (or
+    tuple of them) is written through :func:`lazynp.graph.writable_view` and returned as
+    NumPy returns its ``out``."""
+    if out is None:
+        return try_call(uf, args, kw, "elementwise")
+    from . import graph
+    outs = out if type(out) is tuple else (out,)
+    acc = [0]
+    vals = []
+    for a in args:
+        v = _unwrap(a, acc)
+        if v is NOT_EAGER:
+            return NOT_EAGER
+        vals.append(v)
+    kwv = {}
+    for k, a in kw.items():
+        v = _unwrap(a, acc)
+        if v is NOT_EAGER:
+            return NOT_EAGER
+        kwv[k] = v
+    size = acc[0]
+    for o in outs:
+        if o is not None and isinstance(o, ndarray) and o.size > size:
+            size = o.size
+    if not _policy.sized_ok("elementwise", size):
+        return NOT_EAGER
+    targets = []
+    for o in outs:
+        if isinstance(o, ndarray):
+            t = graph.writable_view(o, o.size)
+            if t is None:
+                return NOT_EAGER
+            targets.append(t)
+        else:
+            targets.append(o)
+    uf(*vals, out=tuple(targets), **kwv)
+    _count()
+    return out
+
+
+def try_method(arr, name: str, args: tuple, kwargs: dict, kind: str):
+    """``arr.name(*args, **kwargs)`` by NumPy's own method on ``arr``'s value, or NOT_EAGER."""
+    if _policy.record_all:
+        return NOT_EAGER
+    v = value_for_eager(arr)
+    if v is None or not _policy.sized_ok(kind, v.size):
+        return NOT_EAGER
+    if args or kwargs:
+        return try_call(getattr(v, name), args, kwargs, "opaque", v)
+    res = getattr(v, name)()
+    _count()
+    return wrap(res, (v,))
+
+
+def wrap(res, inputs=()):
+    """A NumPy result computed at once, as lazynp returns it: arrays as computed lazynp
+    arrays owning a C-ordered buffer (copied when NumPy's result shares memory with an
+    input or is not C-ordered), NumPy scalars and other objects as they are; tuples, lists
+    and named tuples element by element."""
+    t = type(res)
+    if t is np.ndarray:
+        if not res.flags.c_contiguous:
+            res = np.ascontiguousarray(res)
+        elif res.base is not None:
+            for v in inputs:
+                if type(v) is np.ndarray and np.may_share_memory(res, v):
+                    res = res.copy()
+                    break
+        return ndarray._from_value(res)
+    if t is tuple:
+        return tuple(wrap(r, inputs) for r in res)
+    if t is list:
+        return [wrap(r, inputs) for r in res]
+    if isinstance(res, tuple) and hasattr(res, "_fields"):
+        return t(*[wrap(r, inputs) for r in res])
+    return res
+
+
+def eager_first(np_fn, lazy_fn, kind: str = "opaque"):
+    """``lazy_fn`` behind a first attempt to run NumPy's ``np_fn`` at once (for functions
+    that return fresh data)."""
+    @functools.wraps(lazy_fn)
+    def f(*args, **kwargs):
+        if not _policy.record_all:
+            r = eager_call(np_fn, args, kwargs, kind)
+            if r is not NOT_EAGER:
+                return r
+        return lazy_fn(*args, **kwargs)
+    f._lazynp_eager = np_fn
+    return f
+
+
+# The C versions of try_call and try_method (same decisions; they hand the cases they do not
+# take to the Python versions above).
+eager_call = try_call
+eager_method = try_method
+if _graph.speedups is not None:
+    _graph.speedups.configure_eager(not_eager=NOT_EAGER, try_call=try_call,
+                                    try_method=try_method, wrap=wrap)
+    eager_call = _graph.speedups.eager_call
+    eager_method = _graph.speedups.eager_method

@@ -1,0 +1,125 @@
+"""The execution policy: for every call, run it now on NumPy or record it.
+
+Laziness is a means, not the goal: lazynp must never be slower than NumPy.  This module is
+the one place that decides when work runs.  An operation is
+
+* **recorded** (lazy) when its work is large enough for fusion and threads to pay
+  (elementwise, reduction and write ops of at least :data:`EAGER_MAX_ELEMS` elements,
+  counting the largest operand: it joins the graph of its pending inputs), and always
+  while a transform records (``grad``, ``vjp``, ``jvp``, ``jit``,
+  ``trace``, ``autograd.record()``: they need the graph), or under ``set_policy("lazy")``;
+* **run at once** on NumPy otherwise: small work, and every operation that fusion cannot
+  improve (matmul, linalg, sorting, creation...).  Pending inputs of such an op are
+  computed first (one flush: a small op gains nothing from joining their graph).  Its result is a computed array, errors and warnings come from NumPy at the
+  call, and where NumPy returns a scalar the result is NumPy's scalar.
+
+The decision itself is a few comparisons; the C fast paths (``lazynp._speedups``) make the
+same decision from the same numbers, pushed to them by :func:`_sync`.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+
+#: Kinds of op whose work fusion or threads can speed up: below the size bound they run
+#: at once (when their inputs are computed), from it they are recorded.
+SIZED_KINDS = frozenset(("elementwise", "reduction", "write"))
+
+#: Elementwise/reduction/write work on computed inputs of fewer elements than this runs
+#: at once on NumPy.  Measured on this machine (benchmarks/policy_threshold.py): below it a
+#: recorded op, even fused into a chain with its neighbours, costs more than NumPy's call.
+EAGER_MAX_ELEMS = int(os.environ.get("LAZYNP_EAGER_MAX_ELEMS", str(1 << 16)))
+
+MODES = ("auto", "lazy")
+_mode = os.environ.get("LAZYNP_POLICY", "auto").strip().lower() or "auto"
+if _mode not in MODES:
+    raise ValueError(f"LAZYNP_POLICY={_mode!r}: expected one of {MODES}")
+
+#: > 0 while something must record every operation (transforms, lazy mode).  Read by the
+#: recorder on every call: kept as a module global (and mirrored in C) for speed.
+record_all = 1 if _mode == "lazy" else 0
+_transforms = 0
+_c = None          # lazynp._speedups, once graph.py has loaded it
+_run_eager = None  # graph.run_eager (the C recorder calls it)
+_run_now = None    # graph.run_now (the C recorder's path for pending arguments)
+_value_for_eager = None   # graph.value_for_eager (the C fast paths' pending operands)
+
+
+def _sync() -> None:
+    global record_all
+    record_all = (_mode == "lazy") + _transforms
+    if _c is not None:
+        _c.set_policy(record_all, EAGER_MAX_ELEMS, SIZED_KINDS, _run_eager, _run_now,
+                      _value_for_eager)
+
+
+def attach_speedups(mod, run_eager, run_now, value_for_eager) -> None:
+    """Called by graph.py with the C extension (or None), which mirrors the policy, the
+    function that runs an op at once, the decision for ops on pending arguments and the
+    value of a pending operand."""
+    global _c, _run_eager, _run_now, _value_for_eager
+    _c = mod
+    _run_eager = run_eager
+    _run_now = run_now
+    _value_for_eager = value_for_eager
+    _sync()
+
+
+def enter_transform() -> None:
+    """A transform starts recording (``graph.keeping_graph``): record everything."""
+    global _transforms
+    _transforms += 1
+    _sync()
+
+
+def exit_transform() -> None:
+    global _transforms
+    _transforms -= 1
+    _sync()
+
+
+def get_policy() -> str:
+    """The current policy: ``"auto"`` (run small work at once) or ``"lazy"``."""
+    return _mode
+
+
+def set_policy(mode: str) -> None:
+    """Choose when work runs.
+
+    Parameters
+    ----------
+    mode : {"auto", "lazy"}
+        ``"auto"`` (the default): small work on computed arrays runs at once on NumPy,
+        large or pending work is recorded and fused.  ``"lazy"``: every operation is
+        recorded (lazynp's behaviour before the policy existed; useful to study graphs).
+    """
+    global _mode
+    mode = str(mode).strip().lower()
+    if mode not in MODES:
+        raise ValueError(f"lazynp policy must be one of {MODES}, not {mode!r}")
+    _mode = mode
+    _sync()
+
+
+@contextlib.contextmanager
+def policy(mode: str):
+    """Context manager form of :func:`set_policy`."""
+    old = _mode
+    set_policy(mode)
+    try:
+        yield
+    finally:
+        set_policy(old)
+
+
+def set_eager_max_elems(n: int) -> None:
+    """Change :data:`EAGER_MAX_ELEMS` (measurement scripts and tests)."""
+    global EAGER_MAX_ELEMS
+    EAGER_MAX_ELEMS = int(n)
+    _sync()
+
+
+def sized_ok(kind: str, size: int) -> bool:
+    """May an op of ``kind`` whose largest operand or result has ``size`` elements run at
+    once (its inputs being computed)?"""
+    return kind not in SIZED_KINDS or size < EAGER_MAX_ELEMS
