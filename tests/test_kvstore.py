@@ -192,6 +192,36 @@ def test_push_snapshots_the_value_and_pull_makes_out_pending():
     numpy.testing.assert_array_equal(numpy.asarray(g), numpy_g + 100.0)
 
 
+def test_pull_into_a_view_is_recorded_and_into_a_shared_buffer_reaches_its_numpy_alias():
+    kv = kvstore.create("local")
+    kv.init("w", numpy.zeros(6))
+    kv.push("w", numpy.arange(6.0))
+    big = np.zeros((2, 6))                    # small: the policy would run a write at once
+    kv.pull("w", out=big[1])
+    assert big._node().state == graph.PENDING   # the write into the view waits for the pull
+    numpy.testing.assert_array_equal(numpy.asarray(big),
+                                     numpy.stack([numpy.zeros(6), numpy.arange(6.0)]))
+    base = numpy.zeros(6)
+    shared = np.asarray(base)                 # shares base's memory
+    kv.pull("w", out=shared)
+    numpy.testing.assert_array_equal(base, numpy.arange(6.0))
+    numpy.testing.assert_array_equal(numpy.asarray(shared), numpy.arange(6.0))
+
+
+def test_push_of_an_array_sharing_a_numpy_buffer_is_a_snapshot():
+    kv = kvstore.create("local")
+    kv.init("g", numpy.zeros(4))
+    a = numpy.ones(4)
+    kv.push("g", np.asarray(a))               # lazynp array on a's memory
+    a[:] = 50.0                               # a write through the NumPy alias right after
+    numpy.testing.assert_array_equal(numpy.asarray(kv.pull("g")), numpy.ones(4))
+    b = np.full(4, 2.0)
+    nb = numpy.asarray(b)                     # b's buffer given out to NumPy
+    kv.push("g", b)
+    nb[:] = 9.0
+    numpy.testing.assert_array_equal(numpy.asarray(kv.pull("g")), numpy.full(4, 2.0))
+
+
 def test_push_sends_when_the_value_is_ready_without_waiting_for_it():
     kv = kvstore.create("local")
     kv.init("w", numpy.zeros(3))

@@ -20,6 +20,10 @@ adapted in one place when the core changes.  What it relies on, exactly:
   ``lazynp.ops.registry.register(Op(name, "opaque", impl))``; when it runs,
   ``impl(*arg_values, **params)`` returns its NumPy value, and an exception it raises is
   raised where the array is read.  ``ndarray._from_node(node)`` wraps a node as an array.
+* ``lazynp._policy``: the execution policy runs small work at once; ``enter_transform()`` /
+  ``exit_transform()`` make every operation recorded in between (as a transform does).  A
+  pull's node and its write into ``out`` must be recorded (run at once, they would wait for
+  the server at the call), so they are recorded inside :func:`_recorded`.
 * Writing ``out[...] = x`` into a lazynp array records a write that reads ``x``; and, to
   avoid that copy for a whole array (``out._geom is None``), ``out._var.set_head(node)``
   makes ``node`` the new version of the array's storage, as every write does: reads
@@ -38,9 +42,11 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+import contextlib
+
 import numpy as np
 
-from .. import engine, graph
+from .. import _policy, engine, graph
 from . import buffers
 from ..ndarray import ndarray as _lazy_ndarray
 from ..ops.registry import OPS, Op, register
@@ -51,6 +57,16 @@ def _pull_impl(token: np.ndarray, produce: Callable[[], np.ndarray]) -> np.ndarr
 
 
 PULL_OP = OPS.get("kvstore_pull") or register(Op("kvstore_pull", "opaque", _pull_impl))
+
+
+@contextlib.contextmanager
+def _recorded():
+    """Record every operation inside (never run at once by the execution policy)."""
+    _policy.enter_transform()
+    try:
+        yield
+    finally:
+        _policy.exit_transform()
 
 
 def is_lazy(x: Any) -> bool:
@@ -115,9 +131,15 @@ def when_ready(value: Any, clock: KeyClock, send: Callable[[np.ndarray | None,
         engine.push(lambda: send(snap, None), (), (clock.var,))
         return
     node = value._node()
+    root = node.args[0] if node.op is graph.VIEW else node
+    if copy and root.exported is True and root.state == graph.DONE:
+        # a computed array whose buffer the caller shares with NumPy: snapshot it now, as a
+        # NumPy array is (the caller may write through its NumPy alias right after the call)
+        snap = buffers.copy(graph.materialize(node))
+        engine.push(lambda: send(snap, None), (), (clock.var,))
+        return
     if node.state == graph.PENDING:
         graph.flush([node], wait=False)
-    root = node.args[0] if node.op is graph.VIEW else node
     reads = (root.evar,) if root.evar is not None else ()
 
     def op() -> None:
@@ -135,8 +157,9 @@ def when_ready(value: Any, clock: KeyClock, send: Callable[[np.ndarray | None,
 def pending_value(shape: tuple[int, ...], dtype: np.dtype, clock: KeyClock,
                   produce: Callable[[], np.ndarray]) -> _lazy_ndarray:
     """A lazy array whose value is ``produce()``, run after ``clock``'s earlier pushes."""
-    node = graph.record(PULL_OP, (clock.token,), {"produce": produce}, tuple(shape),
-                        np.dtype(dtype))
+    with _recorded():
+        node = graph.record(PULL_OP, (clock.token,), {"produce": produce}, tuple(shape),
+                            np.dtype(dtype))
     return _lazy_ndarray._from_node(node)
 
 
@@ -146,14 +169,21 @@ def write(out: Any, value: _lazy_ndarray, only: bool) -> None:
 
     A whole lazynp array that is the pull's only output gets ``value``'s node as the new
     version of its storage (what any write does, without the copy of a write into the old
-    buffer); a view, or one of several outputs, gets ``out[...] = value``.
+    buffer); a view, or one of several outputs, gets ``out[...] = value``, recorded.  An
+    array whose buffer the caller shares with NumPy (``asarray`` of a NumPy array, or given
+    out by ``numpy.asarray``) is written in that buffer, at once (waiting for the value), as
+    the policy does for every write into a shared buffer: the NumPy alias sees the pull.
     """
     if is_lazy(out):
-        if only and out._geom is None and out.shape == value.shape and \
-                out.dtype == value.dtype:
-            out._var.set_head(value._node())
-        else:
+        var = out._var
+        if var.head.exported is True:
             out[...] = value
+        elif only and out._geom is None and out.shape == value.shape and \
+                out.dtype == value.dtype:
+            var.set_head(value._node())
+        else:
+            with _recorded():
+                out[...] = value
     else:
         np.copyto(out, np.asarray(value), casting="no")
 
