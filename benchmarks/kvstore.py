@@ -6,7 +6,10 @@
    ``run_workers``), so that the arrays cross between two worker processes.  Interleaved
    repetitions, medians.  Goal: >= 0.8x the bare actor.  The KVStore figure is the API as a
    training loop uses it: push a NumPy array (copied at the call), pull into a lazynp array
-   (the pulled value is written into it), read it.
+   (the pulled value becomes its contents), wait for it (``lazynp.evaluate``, as reading
+   it in lazynp code does).  Not ``numpy.asarray(out)``: that gives ``out``'s buffer to
+   NumPy for good, and a pull into a shared buffer is written at once, with a copy, so
+   that the NumPy alias sees it (the execution policy's rule for shared buffers).
 2. Epoch time of ``python -m lazynp train`` (the MLP on digits) with 1 and 2 workers.
 3. Overlap of communication with the backward pass: in one rank, a 4-layer MLP's backward
    pass alone (lazy gradients forced), push+pull of the same gradients alone, and a step that
@@ -61,13 +64,14 @@ def _throughput_rank(kv, rank, bare, sizes, repeat):
         def via_kv():
             kv.push(key, x)
             kv.pull(key, out=o)
-            return nu.asarray(o)
+            lnp.evaluate(o)
+            return o
 
         def via_actor():
             bare.put(x).result()
             return bare.get().result()
 
-        assert nu.array_equal(via_kv(), x) and nu.array_equal(via_actor(), x)
+        assert nu.array_equal(via_kv().copy(), x) and nu.array_equal(via_actor(), x)
         samples = {"kv": [], "actor": []}
         for _ in range(repeat):
             for name, fn in (("kv", via_kv), ("actor", via_actor)):
