@@ -66,6 +66,10 @@ def _rounds_then_die(kv, rank, kill_step):
     w = np.empty(4)
     for step in range(10):
         if rank == 1 and step == kill_step:
+            # pushes are sent in the background: without this wait, the push of "v" of the
+            # last round could still be unsent when the process dies (its round then never
+            # completes, and the count of rounds below would depend on timing)
+            kv.wait()
             os.kill(os.getpid(), signal.SIGKILL)
         kv.push("w", np.full(4, float(rank + 1)))
         kv.push("v", np.full(2, 1.0))
