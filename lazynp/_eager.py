@@ -110,8 +110,8 @@ def try_ufunc(uf, args: tuple, out, kw: dict):
     for o in outs:
         if o is not None and isinstance(o, ndarray) and o.size > size:
             size = o.size
-    if not _policy.sized_ok("elementwise", size):
-        return NOT_EAGER
+    if not _policy.sized_ok("elementwise", size) and not all(_shared(o) for o in outs):
+        return NOT_EAGER     # (a write into a buffer the caller holds runs now: shared)
     targets = []
     for o in outs:
         if isinstance(o, ndarray):
@@ -124,6 +124,14 @@ def try_ufunc(uf, args: tuple, out, kw: dict):
     uf(*vals, out=tuple(targets), **kwv)
     _count()
     return out
+
+
+def _shared(o) -> bool:
+    """``o`` is a lazynp array whose buffer the caller holds too (see graph.run_now)."""
+    if not isinstance(o, ndarray):
+        return False
+    v = o._v
+    return bool(o._ext) if v is None else v.head.exported is True
 
 
 def try_method(arr, name: str, args: tuple, kwargs: dict, kind: str):
