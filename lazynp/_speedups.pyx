@@ -820,9 +820,9 @@ cdef object _wrap(r):
     scalars as they are, tuples element by element."""
     global _n_eager
     if type(r) is _ndarray_np:
-        if not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>r):
-            r = _ascontig_fn(r)
         _n_eager += 1
+        if not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>r):
+            return _wrap_py(r, ())       # NumPy's memory layout kept (lazynp._eager.wrap)
         return _new_detached(r)
     if type(r) is tuple:
         return tuple([_wrap(x) for x in <tuple>r])
