@@ -302,3 +302,35 @@ def test_argument_and_allocation_errors_are_numpys_at_the_call():
         with pytest.raises(type(want.value)):
             f(lazynp)
     assert a.sum() == 6.0
+
+
+def test_temporary_elision_never_changes_a_value_someone_holds():
+    """Large results run at once reuse a temporary's buffer (NumPy's elision); only
+    temporaries the interpreter alone refers to are reused."""
+    import functools
+    import operator
+    rng = numpy.random.default_rng(3)
+    n1, n2 = rng.random((300, 300)), rng.random((300, 300))
+    a, b = lazynp.array(n1), lazynp.array(n2)
+    lst = [a + b, a * 2.0]
+    s = sum(lst)
+    r = functools.reduce(operator.add, [a + b, a - b])
+    named = a + b
+    t = named * 2.0
+    exported = a * 3.0
+    e = numpy.asarray(exported)
+    u = exported + 1.0
+    v = (a + b)[10:] * 2.0
+    w = 1.0 - (a + b) / 2.0 * (b - a)
+    numpy.testing.assert_array_equal(numpy.asarray(lst[0]), n1 + n2)
+    numpy.testing.assert_array_equal(numpy.asarray(lst[1]), n1 * 2.0)
+    numpy.testing.assert_array_equal(numpy.asarray(s), (n1 + n2) + n1 * 2.0)
+    numpy.testing.assert_array_equal(numpy.asarray(r), (n1 + n2) + (n1 - n2))
+    numpy.testing.assert_array_equal(numpy.asarray(named), n1 + n2)
+    numpy.testing.assert_array_equal(numpy.asarray(t), (n1 + n2) * 2.0)
+    numpy.testing.assert_array_equal(e, n1 * 3.0)
+    numpy.testing.assert_array_equal(numpy.asarray(u), n1 * 3.0 + 1.0)
+    numpy.testing.assert_array_equal(numpy.asarray(v), (n1 + n2)[10:] * 2.0)
+    numpy.testing.assert_array_equal(numpy.asarray(w), 1.0 - (n1 + n2) / 2.0 * (n2 - n1))
+    numpy.testing.assert_array_equal(numpy.asarray(a), n1)
+    numpy.testing.assert_array_equal(numpy.asarray(b), n2)
