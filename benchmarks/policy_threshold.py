@@ -11,10 +11,11 @@ of work run both ways in the same process (NumPy itself as the reference):
 
 Policy ``auto`` with the bound set above every size ("eager") against policy ``lazy``
 ("recorded").  The bound that pays is the smallest size from which the recorded run is no
-slower than the eager one for every piece of work, at that size and all larger ones.  The
-summary compares it with the current bound: a bound within a factor of 4 of the measured
-crossing passes (below the crossing small work is slowed down by recording; far above it
-large work misses fusion and threads).
+slower than the eager one for a piece of work, at that size and all larger ones; the
+crossing is the geometric mean of the three (work whose recording never pays counts as twice
+the largest size).  The summary compares it with the current bound: a bound within a factor
+of 4 of the measured crossing passes (below the crossing small work is slowed down by
+recording; far above it large work misses fusion and threads).
 
 Usage::
 
@@ -97,7 +98,7 @@ def main(argv=None) -> int:
     header("recorded (policy lazy) vs run at once (policy auto, bound above the size)")
     print_table(rows, ("elements", "work", "numpy", "at once", "recorded",
                        "recorded / at once"))
-    crossing = None
+    starts = []
     for name, rs in ratios.items():
         start = None
         for n, r in rs:                  # the smallest size from which recording never loses
@@ -108,10 +109,10 @@ def main(argv=None) -> int:
         faster_from[name] = start
         print(f"{name}: recording pays from {start:,} elements" if start else
               f"{name}: recording never paid up to {rs[-1][0]:,} elements")
-        if start is None:
-            start = rs[-1][0] * 2
-        crossing = start if crossing is None else max(crossing, start)
-    print(f"measured crossing (all work): {crossing:,} elements; current bound {current:,}")
+        starts.append(start if start is not None else rs[-1][0] * 2)
+    crossing = int(round(float(numpy.exp(numpy.mean(numpy.log(starts))))))
+    print(f"measured crossing (geometric mean over the work): {crossing:,} elements; "
+          f"current bound {current:,}")
     summary = Summary()
     ok = crossing / 4 <= current <= crossing * 4
     summary.add("EAGER_MAX_ELEMS within 4x of the measured crossing",

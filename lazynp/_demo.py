@@ -244,14 +244,15 @@ def run_program(prog: DemoProgram, repeat: int = 5, timing: bool = True,
 INTRO = """\
 lazynp demo
 ===========
-lazynp is a lazy drop-in replacement for NumPy: `import lazynp as np`.  Every NumPy call is
-only *recorded* into a dependency graph; the graph runs (fused, planned, multi-threaded) when
-a value is actually needed -- printing, float(), numpy.asarray(), a Python `if` -- or when it
-grows too large.  Anything lazynp has no lazy version of runs NumPy instead (a "fallback").
+lazynp is a drop-in replacement for NumPy: `import lazynp as np`.  Small work runs at once on
+NumPy (element access gives NumPy's scalars); large elementwise, reduction and write work is
+*recorded* into a dependency graph that runs (fused, planned, multi-threaded) when a value is
+needed -- printing, float(), numpy.asarray(), a Python `if` -- or when it grows too large.
+Anything lazynp has no lazy version of runs NumPy instead (a "fallback").
 
 Below, each program is written once as `def program(np)` and run with numpy and with lazynp.
 Columns:
-  ops       NumPy operations lazynp recorded into its graph
+  ops       NumPy operations lazynp recorded into its graph (the rest ran at once)
   flushes   times the graph was executed (each forcing of a value, or the size bound)
   nodes     graph nodes that actually ran (unused results are never computed)
   in-place  writes (a[...] = v, a += b) applied in place to an existing buffer
@@ -260,8 +261,8 @@ Columns:
   fallback  calls that ran plain NumPy (names listed below the table)
   max|diff| largest absolute difference from the NumPy result; check = OK or MISMATCH
   time      lazynp time / NumPy time for the whole program (median of {repeat} runs,
-            after a first untimed run); > 1 means slower than NumPy.  Small arrays pay
-            lazynp's per-operation bookkeeping; that is what fusion and jit are for.
+            after a first untimed run); > 1 means slower than NumPy.  Small work runs at
+            once on NumPy (a wrapper's cost per call); large work is fused.
   The counters are those of the last lazynp run.
 """
 

@@ -110,8 +110,8 @@ def try_ufunc(uf, args: tuple, out, kw: dict):
     for o in outs:
         if o is not None and isinstance(o, ndarray) and o.size > size:
             size = o.size
-    if not _policy.sized_ok("elementwise", size):
-        return NOT_EAGER
+    if not _policy.sized_ok("elementwise", size) and not all(_shared(o) for o in outs):
+        return NOT_EAGER     # (a write into a buffer the caller holds runs now: shared)
     targets = []
     for o in outs:
         if isinstance(o, ndarray):
@@ -124,6 +124,14 @@ def try_ufunc(uf, args: tuple, out, kw: dict):
     uf(*vals, out=tuple(targets), **kwv)
     _count()
     return out
+
+
+def _shared(o) -> bool:
+    """``o`` is a lazynp array whose buffer the caller holds too (see graph.run_now)."""
+    if not isinstance(o, ndarray):
+        return False
+    v = o._v
+    return bool(o._ext) if v is None else v.head.exported is True
 
 
 def try_method(arr, name: str, args: tuple, kwargs: dict, kind: str):
@@ -147,13 +155,13 @@ def wrap(res, inputs=()):
     and named tuples element by element."""
     t = type(res)
     if t is np.ndarray:
-        if not res.flags.c_contiguous:
-            res = np.ascontiguousarray(res)
-        elif res.base is not None:
+        if res.base is not None:
             for v in inputs:
                 if type(v) is np.ndarray and np.may_share_memory(res, v):
                     res = res.copy()
                     break
+        if not res.flags.c_contiguous:
+            return _in_numpys_layout(res)
         return ndarray._from_value(res)
     if t is tuple:
         return tuple(wrap(r, inputs) for r in res)
@@ -162,6 +170,24 @@ def wrap(res, inputs=()):
     if isinstance(res, tuple) and hasattr(res, "_fields"):
         return t(*[wrap(r, inputs) for r in res])
     return res
+
+
+def _in_numpys_layout(res: np.ndarray):
+    """A result NumPy laid out in another order (``np.exp(a.T)`` keeps ``a.T``'s strides):
+    when its memory is one block in some axis order, the lazynp array is a view of that
+    block with NumPy's strides (no copy; ``strides`` and ``flags`` as NumPy's); otherwise a
+    C-ordered copy."""
+    st = res.strides
+    if res.base is None and res.size > 1 and all(s > 0 for s in st):
+        perm = sorted(range(res.ndim), key=lambda i: -st[i])
+        block = res.transpose(perm)
+        if block.flags.c_contiguous:
+            base = ndarray._from_value(block)
+            inv = [0] * len(perm)
+            for i, p in enumerate(perm):
+                inv[p] = i
+            return base._view_of(base._get_shadow().transpose(inv))
+    return ndarray._from_value(np.ascontiguousarray(res))
 
 
 def eager_first(np_fn, lazy_fn, kind: str = "opaque"):

@@ -25,10 +25,12 @@ import os
 #: at once (when their inputs are computed), from it they are recorded.
 SIZED_KINDS = frozenset(("elementwise", "reduction", "write"))
 
-#: Elementwise/reduction/write work on computed inputs of fewer elements than this runs
-#: at once on NumPy.  Measured on this machine (benchmarks/policy_threshold.py): below it a
-#: recorded op, even fused into a chain with its neighbours, costs more than NumPy's call.
-EAGER_MAX_ELEMS = int(os.environ.get("LAZYNP_EAGER_MAX_ELEMS", str(1 << 16)))
+#: Elementwise/reduction/write work of fewer elements than this runs at once on NumPy.
+#: Measured on the 2-core reference machine (benchmarks/policy_threshold.py, 2026-12-04):
+#: recording a 5-op chain pays from about 2^19 elements, a stencil from 2^15, a softmax row
+#: not up to 2^21 (geometric mean about 2^18.6); on 41 ordinary programs (dropin.py) 2^19
+#: beat 2^16.
+EAGER_MAX_ELEMS = int(os.environ.get("LAZYNP_EAGER_MAX_ELEMS", str(1 << 19)))
 
 MODES = ("auto", "lazy")
 _mode = os.environ.get("LAZYNP_POLICY", "auto").strip().lower() or "auto"

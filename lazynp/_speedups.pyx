@@ -44,6 +44,25 @@ cdef extern from *:
         return r;
     }
     static Py_ssize_t lz_refcnt(PyObject *o) { return Py_REFCNT(o); }
+    /* True when the innermost Python frame is executing a BINARY_OP instruction: the
+       operands of the operator being evaluated are then the interpreter's stack entries
+       (not borrowed from a list, as in builtin sum, or held by a C caller). */
+    static int lz_binop_opcode = -1;
+    static int lz_in_binary_op(void) {
+        if (lz_binop_opcode < 0) return 0;
+        PyFrameObject *f = PyEval_GetFrame();
+        if (f == NULL) return 0;
+        int lasti = PyFrame_GetLasti(f);
+        PyCodeObject *co = PyFrame_GetCode(f);
+        PyObject *code = PyCode_GetCode(co);
+        Py_DECREF(co);
+        if (code == NULL) { PyErr_Clear(); return 0; }
+        int ok = lasti >= 0 && lasti < PyBytes_GET_SIZE(code) &&
+            ((unsigned char *)PyBytes_AS_STRING(code))[lasti] == lz_binop_opcode;
+        Py_DECREF(code);
+        return ok;
+    }
+    static void lz_set_binop_opcode(int op) { lz_binop_opcode = op; }
     /* the array type is lazynp.ndarray to users (repr, __module__, pickling) */
     static void lz_name_array(PyObject *type) {
         ((PyTypeObject *)type)->tp_name = "lazynp.ndarray";
@@ -99,6 +118,8 @@ cdef extern from *:
     """
     int lz_type_setattr(object type, object name, object value)
     Py_ssize_t lz_refcnt "lz_refcnt"(object o)
+    int lz_in_binary_op "lz_in_binary_op"()
+    void lz_set_binop_opcode "lz_set_binop_opcode"(int op)
     void lz_name_array(object type)
     object lz_user_code(object pkg, int *lasti)
 
@@ -820,9 +841,9 @@ cdef object _wrap(r):
     scalars as they are, tuples element by element."""
     global _n_eager
     if type(r) is _ndarray_np:
-        if not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>r):
-            r = _ascontig_fn(r)
         _n_eager += 1
+        if not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>r):
+            return _wrap_py(r, ())       # NumPy's memory layout kept (lazynp._eager.wrap)
         return _new_detached(r)
     if type(r) is tuple:
         return tuple([_wrap(x) for x in <tuple>r])
@@ -1132,19 +1153,78 @@ cdef object _inplace_op(int k, a, b):
 cdef object _binop(int k, x, y):
     """``x (op) y`` with ``x`` or ``y`` a lazynp array: at once on the values when the
     policy allows it (matmul at any size), else the recorded path."""
-    cdef object vx, vy
+    cdef object vx, vy, r
     cdef bint sized = k != K_MATMUL
     if not _record_all:
         vx = _eager_arg(x, sized)
         if vx is not _NE:
             vy = _eager_arg(y, sized)
             if vy is not _NE:
+                if k <= K_TRUEDIV:
+                    r = _elide(k, x, y, vx, vy)
+                    if r is not None:
+                        return r
                 return _wrap(_number_op(k, vx, vy))
     if isinstance(x, ndarray):
         f = _fwd[k]
         return f(x, y) if f is not None else NotImplemented
     f = _rev[k]
     return f(y, x) if f is not None else NotImplemented
+
+
+cdef Py_ssize_t _ELIDE_MIN = 32768   # elements: NumPy elides temporaries from 256 KiB
+import opcode as _opcode
+lz_set_binop_opcode(_opcode.opmap.get("BINARY_OP", -1))
+
+
+cdef object _elide(int k, x, y, vx, vy):
+    """NumPy's temporary elision for ``x (op) y`` run at once: when one operand is a
+    temporary lazynp array (only the interpreter's stack refers to it, its buffer only to
+    it) of the result's dtype and shape, the result is written into that buffer and the
+    temporary returned (no new allocation: for large arrays a fresh one costs page faults).
+    add, sub, mul, truediv on inexact dtypes; None when it does not apply."""
+    cdef ndarray t
+    cdef object other, tv
+    cdef bint left
+    if type(x) is ndarray and (<ndarray>x)._v_ is None and lz_refcnt(x) == 1:
+        t, tv, other, left = <ndarray>x, vx, vy, True
+    elif type(y) is ndarray and (<ndarray>y)._v_ is None and lz_refcnt(y) == 1 and \
+            (k == K_ADD or k == K_MUL):
+        t, tv, other, left = <ndarray>y, vy, vx, False
+    else:
+        return None
+    if t._ext or t._isview or lz_refcnt(tv) != 2 or \
+            cnp.PyArray_SIZE(<cnp.ndarray>tv) < _ELIDE_MIN or \
+            not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>tv) or not lz_in_binary_op():
+        return None
+    dk = (<cnp.ndarray>tv).dtype.kind
+    if dk != "f" and dk != "c":
+        return None
+    to = type(other)
+    if to is float or to is int:
+        pass
+    elif to is complex:
+        if dk != "c":
+            return None
+    elif to is _ndarray_np:
+        if (<cnp.ndarray>other).dtype is not (<cnp.ndarray>tv).dtype and \
+                (<cnp.ndarray>other).dtype != (<cnp.ndarray>tv).dtype:
+            return None
+        if (<cnp.ndarray>other).shape != (<cnp.ndarray>tv).shape:
+            return None
+    else:
+        return None
+    global _n_eager
+    if k == K_ADD:
+        PyNumber_InPlaceAdd(tv, other)
+    elif k == K_MUL:
+        PyNumber_InPlaceMultiply(tv, other)
+    elif k == K_SUB:
+        PyNumber_InPlaceSubtract(tv, other)
+    else:
+        PyNumber_InPlaceTrueDivide(tv, other)
+    _n_eager += 1
+    return t
 
 
 cdef object _inplace(int k, ndarray self, y):

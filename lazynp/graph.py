@@ -395,9 +395,11 @@ def record_write(var: "Var", op: Op, args: tuple, params: dict, region: tuple) -
     if not _policy.record_all and (run_now(op, args, region) or _into_shared(var, args)) and \
             (computed(var.head) or compute_now([var.head])):
         h = var.head
-        refs = getrefcount(h)
+        # references: var.head, h, getrefcount's argument, and this op's own arguments
+        # (``a += b`` reads the head it writes: it runs now, so that is no other reader)
+        refs = getrefcount(h) - sum(1 for a in args if a is h)
         del h
-        if refs <= 3:           # var.head, h, getrefcount's argument
+        if refs <= 3:
             buf = var.head.value
             STATS["inplace_writes"] += 1
         elif _policy.sized_ok(op.kind, _prod(var.head.shape)):

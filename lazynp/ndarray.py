@@ -333,13 +333,15 @@ class _Members:
     def device(self) -> str:
         return "cpu"
 
+    # ``data`` and ``ctypes`` give out the buffer itself (as NumPy): from then on it is
+    # shared with the caller, like ``numpy.asarray(a)`` (see ``__array__``)
     @property
     def data(self):
-        return self._value().data
+        return self.__array__().data
 
     @property
     def ctypes(self):
-        return np.asarray(self._value(), order="C").ctypes
+        return np.asarray(self.__array__(), order="C").ctypes
 
     # --- forcing points ----------------------------------------------------------------
     def __array__(self, dtype=None, copy=None):
@@ -361,7 +363,9 @@ class _Members:
         if h.exported is not True:
             h.exported = True            # shared with the caller from now on: later ops
             if h.nuse and graph._state.pending_count:   # on it run at once, and readers
-                graph.flush_live()       # recorded before run now (before user writes)
+                live = graph._live_pending_heads()       # recorded before run now (and
+                if live:                                 # finish) before the caller writes
+                    graph.flush(live)
         if dtype is not None and v.dtype != dtype:
             return v.astype(dtype)
         if copy:

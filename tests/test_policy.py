@@ -262,3 +262,75 @@ def test_policy_api():
     assert type(lazynp.arange(3.0).sum()) is numpy.float64
     with pytest.raises(ValueError, match="policy"):
         lazynp.set_policy("sometimes")
+
+
+# --- issue 19: buffers handed out, object arrays, argument and allocation errors ---------------
+
+@pytest.mark.parametrize("n", [5, 600_000])
+def test_writes_through_handed_out_buffers_are_seen_as_numpy_sees_them(n):
+    import ctypes
+    for hand_out in ("asarray", "ctypes"):
+        a = lazynp.arange(float(n)) * 1.0
+        b = a * 2                        # pending (large) or computed (small)
+        c = b + 1
+        if hand_out == "asarray":
+            numpy.asarray(a)[0] = 100.0
+        else:
+            ptr = a.ctypes.data
+            numpy.ctypeslib.as_array((ctypes.c_double * 1).from_address(ptr))[0] = 100.0
+        assert float(b[0]) == 0.0 and float(c[0]) == 1.0      # NumPy: computed before
+        assert float(a[0]) == 100.0                            # NumPy: the same memory
+        d = a * 3                                              # after: sees the write
+        assert float(d[0]) == 300.0
+
+
+def test_object_arrays_run_numpys_object_loops():
+    from fractions import Fraction
+    a = lazynp.array([Fraction(1, 3), Fraction(1, 6)], dtype=object)
+    assert a.sum() == Fraction(1, 2) and type(a.sum()) is Fraction
+    lists = numpy.empty(2, dtype=object)
+    lists[0], lists[1] = [1], [2, 3]
+    assert lazynp.asarray(lists).sum() == [1, 2, 3]
+
+
+def test_argument_and_allocation_errors_are_numpys_at_the_call():
+    a = lazynp.arange(4.0)
+    for f in (lambda m: m.ones(10 ** 13), lambda m: m.zeros((2 ** 40, 2 ** 40)),
+              lambda m: m.arange(4.0).sum(keepdims="x")):
+        with pytest.raises(Exception) as want:
+            f(numpy)
+        with pytest.raises(type(want.value)):
+            f(lazynp)
+    assert a.sum() == 6.0
+
+
+def test_temporary_elision_never_changes_a_value_someone_holds():
+    """Large results run at once reuse a temporary's buffer (NumPy's elision); only
+    temporaries the interpreter alone refers to are reused."""
+    import functools
+    import operator
+    rng = numpy.random.default_rng(3)
+    n1, n2 = rng.random((300, 300)), rng.random((300, 300))
+    a, b = lazynp.array(n1), lazynp.array(n2)
+    lst = [a + b, a * 2.0]
+    s = sum(lst)
+    r = functools.reduce(operator.add, [a + b, a - b])
+    named = a + b
+    t = named * 2.0
+    exported = a * 3.0
+    e = numpy.asarray(exported)
+    u = exported + 1.0
+    v = (a + b)[10:] * 2.0
+    w = 1.0 - (a + b) / 2.0 * (b - a)
+    numpy.testing.assert_array_equal(numpy.asarray(lst[0]), n1 + n2)
+    numpy.testing.assert_array_equal(numpy.asarray(lst[1]), n1 * 2.0)
+    numpy.testing.assert_array_equal(numpy.asarray(s), (n1 + n2) + n1 * 2.0)
+    numpy.testing.assert_array_equal(numpy.asarray(r), (n1 + n2) + (n1 - n2))
+    numpy.testing.assert_array_equal(numpy.asarray(named), n1 + n2)
+    numpy.testing.assert_array_equal(numpy.asarray(t), (n1 + n2) * 2.0)
+    numpy.testing.assert_array_equal(e, n1 * 3.0)
+    numpy.testing.assert_array_equal(numpy.asarray(u), n1 * 3.0 + 1.0)
+    numpy.testing.assert_array_equal(numpy.asarray(v), (n1 + n2)[10:] * 2.0)
+    numpy.testing.assert_array_equal(numpy.asarray(w), 1.0 - (n1 + n2) / 2.0 * (n2 - n1))
+    numpy.testing.assert_array_equal(numpy.asarray(a), n1)
+    numpy.testing.assert_array_equal(numpy.asarray(b), n2)
