@@ -50,6 +50,24 @@ def _unwrap(x, acc: list):
     return x
 
 
+def _unwrap_call(args: tuple, kwargs: dict, acc: list):
+    """``(values of args, values of kwargs)`` for a call run at once (see :func:`_unwrap`),
+    or NOT_EAGER."""
+    vals = []
+    for a in args:
+        v = _unwrap(a, acc)
+        if v is NOT_EAGER:
+            return NOT_EAGER
+        vals.append(v)
+    kw = {}
+    for k, a in kwargs.items():
+        v = _unwrap(a, acc)
+        if v is NOT_EAGER:
+            return NOT_EAGER
+        kw[k] = v
+    return vals, kw
+
+
 def try_call(fn, args: tuple, kwargs: dict, kind: str = "opaque", base=None):
     """``fn(*args, **kwargs)`` run now by NumPy when the policy allows it (every lazy
     argument computed, the work small for ``kind``); NOT_EAGER when it must be recorded.
@@ -57,25 +75,13 @@ def try_call(fn, args: tuple, kwargs: dict, kind: str = "opaque", base=None):
     array ``fn`` is a method of (a result sharing its memory is copied)."""
     if _policy.record_all:
         return NOT_EAGER
-    acc = [0] if base is None else [base.size, base]
-    vals = []
-    for a in args:
-        v = _unwrap(a, acc)
-        if v is NOT_EAGER:
-            return NOT_EAGER
-        vals.append(v)
-    kw = kwargs
-    if kwargs:
-        kw = {}
-        for k, a in kwargs.items():
-            if k == "out" and a is not None:
-                return NOT_EAGER
-            v = _unwrap(a, acc)
-            if v is NOT_EAGER:
-                return NOT_EAGER
-            kw[k] = v
-    if not _policy.sized_ok(kind, acc[0]):
+    if kwargs.get("out") is not None:
         return NOT_EAGER
+    acc = [0] if base is None else [base.size, base]
+    unwrapped = _unwrap_call(args, kwargs, acc)
+    if unwrapped is NOT_EAGER or not _policy.sized_ok(kind, acc[0]):
+        return NOT_EAGER
+    vals, kw = unwrapped
     res = fn(*vals, **kw)
     _count()
     return wrap(res, acc[1:])
@@ -94,18 +100,10 @@ def try_ufunc(uf, args: tuple, out, kw: dict):
     from . import graph
     outs = out if type(out) is tuple else (out,)
     acc = [0]
-    vals = []
-    for a in args:
-        v = _unwrap(a, acc)
-        if v is NOT_EAGER:
-            return NOT_EAGER
-        vals.append(v)
-    kwv = {}
-    for k, a in kw.items():
-        v = _unwrap(a, acc)
-        if v is NOT_EAGER:
-            return NOT_EAGER
-        kwv[k] = v
+    unwrapped = _unwrap_call(args, kw, acc)
+    if unwrapped is NOT_EAGER:
+        return NOT_EAGER
+    vals, kwv = unwrapped
     size = acc[0]
     for o in outs:
         if o is not None and isinstance(o, ndarray) and o.size > size:

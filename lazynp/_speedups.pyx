@@ -405,44 +405,27 @@ cdef class ndarray:
     offset, strides, order)`` is NumPy's constructor.
     """
 
-    cdef object _v_, _val_, _shadow_, _geom_
-    cdef bint _isview, _sc, _ext
+    # _v: the Var (None while detached); _val: the NumPy value while detached; _shadow
+    # and _geom_: a view's geometry; _scalar: a 0-d result NumPy gives as a scalar; _ext:
+    # a detached array whose buffer the caller holds too (asarray of a NumPy array, or
+    # given out by __array__): ops reading or writing it run at once
+    cdef public object _v, _val, _shadow
+    cdef object _geom_
+    cdef public bint _scalar, _ext
+    cdef bint _isview
     cdef object __weakref__
 
     def __init__(self, shape, dtype=float, buffer=None, offset=0, strides=None, order=None):
-        self._val_ = _construct_py(shape, dtype, buffer, offset, strides, order)
-        self._v_ = None
+        self._val = _construct_py(shape, dtype, buffer, offset, strides, order)
+        self._v = None
+        self._ext = buffer is not None      # a view of the caller's buffer: shared
 
     # --- state ------------------------------------------------------------------------
     @property
-    def _v(self):
-        return self._v_
-
-    @_v.setter
-    def _v(self, value):
-        self._v_ = value
-
-    @property
-    def _val(self):
-        return self._val_
-
-    @_val.setter
-    def _val(self, value):
-        self._val_ = value
-
-    @property
-    def _shadow(self):
-        return self._shadow_
-
-    @_shadow.setter
-    def _shadow(self, value):
-        self._shadow_ = value
-
-    @property
     def _geom(self):
         if self._isview and self._geom_ is None:
-            sh = self._shadow_
-            self._geom_ = (_data_offset_fn(sh, (<Var>self._v_).shadow), sh.shape, sh.strides,
+            sh = self._shadow
+            self._geom_ = (_data_offset_fn(sh, (<Var>self._v).shadow), sh.shape, sh.strides,
                            sh.dtype)
         return self._geom_
 
@@ -452,31 +435,13 @@ cdef class ndarray:
         self._isview = value is not None
 
     @property
-    def _ext(self):
-        """A detached array whose buffer the user holds too (``asarray`` of a NumPy
-        array, or exported by ``__array__``): ops reading or writing it run at once."""
-        return self._ext
-
-    @_ext.setter
-    def _ext(self, value):
-        self._ext = value
-
-    @property
-    def _scalar(self):
-        return self._sc
-
-    @_scalar.setter
-    def _scalar(self, value):
-        self._sc = value
-
-    @property
     def _var(self):
         return _attach(self)
 
     @_var.setter
     def _var(self, value):
-        self._v_ = value
-        self._val_ = None
+        self._v = value
+        self._val = None
 
     # --- construction -----------------------------------------------------------------
     @classmethod
@@ -509,11 +474,11 @@ cdef class ndarray:
 
     @property
     def shape(self):
-        if self._shadow_ is not None:
-            return self._shadow_.shape
-        if self._v_ is None:
-            return self._val_.shape
-        return (<Node>(<Var>self._v_).head).shape
+        if self._shadow is not None:
+            return self._shadow.shape
+        if self._v is None:
+            return self._val.shape
+        return (<Node>(<Var>self._v).head).shape
 
     @shape.setter
     def shape(self, value):
@@ -523,11 +488,11 @@ cdef class ndarray:
 
     @property
     def dtype(self):
-        if self._shadow_ is not None:
-            return self._shadow_.dtype
-        if self._v_ is None:
-            return self._val_.dtype
-        return (<Node>(<Var>self._v_).head).dtype
+        if self._shadow is not None:
+            return self._shadow.dtype
+        if self._v is None:
+            return self._val.dtype
+        return (<Node>(<Var>self._v).head).dtype
 
     @property
     def ndim(self):
@@ -584,9 +549,9 @@ cdef class ndarray:
         _setitem_py(self, index, value)
 
     def __array__(self, dtype=None, copy=None):
-        if self._v_ is None and dtype is None and not copy and not _record_all:
+        if self._v is None and dtype is None and not copy and not _record_all:
             self._ext = True                 # a detached computed array: its buffer,
-            return self._val_                # now shared with the caller
+            return self._val                # now shared with the caller
         return _array_py(self, dtype, copy)
 
     @property
@@ -595,8 +560,8 @@ cdef class ndarray:
         if _record_all:
             return _transpose_py(self)
         if len(self.shape) < 2:
-            return _view_handle(self, _shadow_of(self)[...]) if self._shadow_ is None \
-                else _view_handle(self, self._shadow_)
+            return _view_handle(self, _shadow_of(self)[...]) if self._shadow is None \
+                else _view_handle(self, self._shadow)
         return _view_handle(self, _shadow_of(self).T)
 
     def __array_ufunc__(self, uf, method, *inputs, **kwargs):
@@ -793,16 +758,16 @@ cdef inline bint _basic(index):
 
 cdef inline object _evalue(ndarray a):
     """``a``'s NumPy value when computed (a view's: a view of the buffer), else None."""
-    if a._v_ is None:
-        return a._val_
-    cdef Var v = <Var>a._v_
+    if a._v is None:
+        return a._val
+    cdef Var v = <Var>a._v
     cdef Node h = <Node>v.head
     if h.state != DONE or h.value is None or h.error is not None:
         return None
     if not a._isview:
         return h.value
     if v.shadow is h.value:
-        return a._shadow_
+        return a._shadow
     g = a._geom
     return _view_on_fn(h.value, g[0], g[1], g[2], g[3])
 
@@ -988,7 +953,7 @@ cdef bint _has_lazy_big(tuple args, dict kwargs):
 
 cdef object _new_detached(value):
     cdef ndarray a = ndarray.__new__(ndarray)
-    a._val_ = value
+    a._val = value
     return a
 
 
@@ -1003,27 +968,27 @@ cdef object _new_array(Node node, bint scalar):
     if node.state == PENDING:
         pending_vars.append(PyWeakref_NewRef(v, None))
     cdef ndarray a = ndarray.__new__(ndarray)
-    a._v_ = v
-    a._sc = scalar
+    a._v = v
+    a._scalar = scalar
     return a
 
 
 cdef Var _attach(ndarray a):
     """``a``'s Var; a detached array gets one now (a computed leaf holding its value)."""
     cdef Var v
-    if a._v_ is None:
+    if a._v is None:
         v = Var.__new__(Var)
-        v.head = _leaf_fn(a._val_, a._ext)
-        a._v_ = v
-        a._val_ = None
-    return <Var>a._v_
+        v.head = _leaf_fn(a._val, a._ext)
+        a._v = v
+        a._val = None
+    return <Var>a._v
 
 
 cdef object _shadow_of(ndarray a):
     """``a._get_shadow()``: a view's own shadow, else its Var's (the computed head's
     buffer, else an uncommitted array of its shape)."""
-    if a._shadow_ is not None:
-        return a._shadow_
+    if a._shadow is not None:
+        return a._shadow
     cdef Var v = _attach(a)
     cdef Node h
     if v.shadow is None:
@@ -1039,8 +1004,8 @@ cdef object _view_handle(ndarray base, sh):
     """A view of ``base`` with NumPy view ``sh`` of its shadow (geometry computed when
     asked for)."""
     cdef ndarray r = ndarray.__new__(ndarray)
-    r._v_ = _attach(base)
-    r._shadow_ = sh
+    r._v = _attach(base)
+    r._shadow = sh
     r._isview = True
     return r
 
@@ -1061,14 +1026,14 @@ cdef object _writable(ndarray a, Py_ssize_t region):
     global _n_inplace
     if _record_all:
         return None
-    if a._v_ is None:
+    if a._v is None:
         if region >= _eager_max and not a._ext:
             return None
         _n_inplace += 1
-        return a._val_
+        return a._val
     if region >= _eager_max:
         return _writable_py(a, region)     # (a buffer shared with the user: at once)
-    cdef Var v = <Var>a._v_
+    cdef Var v = <Var>a._v
     cdef Node h = <Node>v.head
     if h.state != DONE and h.error is None:
         return _writable_py(a, region)     # (computes the pending array first)
@@ -1077,7 +1042,7 @@ cdef object _writable(ndarray a, Py_ssize_t region):
         return None
     if lz_refcnt(h) > 2:
         return _writable_py(a, region)     # (copy-on-write)
-    sh = a._shadow_
+    sh = a._shadow
     if sh is not None and v.shadow is not h.value:
         # a view made while its base was pending (its shadow is not the buffer): the
         # same geometry on the buffer, read-only where the view is
@@ -1186,9 +1151,9 @@ cdef object _elide(int k, x, y, vx, vy):
     cdef ndarray t
     cdef object other, tv
     cdef bint left
-    if type(x) is ndarray and (<ndarray>x)._v_ is None and lz_refcnt(x) == 1:
+    if type(x) is ndarray and (<ndarray>x)._v is None and lz_refcnt(x) == 1:
         t, tv, other, left = <ndarray>x, vx, vy, True
-    elif type(y) is ndarray and (<ndarray>y)._v_ is None and lz_refcnt(y) == 1 and \
+    elif type(y) is ndarray and (<ndarray>y)._v is None and lz_refcnt(y) == 1 and \
             (k == K_ADD or k == K_MUL):
         t, tv, other, left = <ndarray>y, vy, vx, False
     else:
@@ -1453,7 +1418,7 @@ def binary_dunder(uf, bint reflected, bint sequence_aware, result_dtypes, check_
             kb = (<Node>nb).dtype
             sb = (<Node>nb).shape
         else:
-            if sequence_aware and (<ndarray>a)._sc and \
+            if sequence_aware and (<ndarray>a)._scalar and \
                     (tb is list or tb is tuple or tb is str):
                 return NotImplemented
             return uf(b, a) if reflected else uf(a, b)
