@@ -63,7 +63,8 @@ def _ufunc_at_impl(base, *vals, geom, index, ufunc, has_b):
 
 
 GETITEM = register(Op("getitem", "index", _getitem_impl))
-_COPY_ELEMENT = register(Op("element", "index", lambda x: np.array(x, copy=True)))
+_COPY_ELEMENT = register(Op("element", "index", lambda x: np.array(x, copy=True),
+                            raises_on_values=False))
 SETITEM = register(Op("setitem", "write", _setitem_impl, inplace=(0,)))
 UFUNC_AT = register(Op("ufunc_at", "write", _ufunc_at_impl, inplace=(0,)))
 

@@ -46,7 +46,7 @@ def _creation(name: str, np_fn):
     def impl(shape, dtype, **kw):
         return np_fn(shape, dtype=dtype, **kw)
     impl.__name__ = name
-    return register(Op(name, "creation", impl))
+    return register(Op(name, "creation", impl, raises_on_values=False))
 
 
 _ZEROS = _creation("zeros", np.zeros)
@@ -56,11 +56,13 @@ _FULL = register(Op("full", "creation", lambda shape, dtype, fill_value:
                     np.full(shape, fill_value, dtype=dtype)))
 _EYE = register(Op("eye", "creation", lambda N, M, k, dtype: np.eye(N, M, k, dtype=dtype)))
 _COPY = register(Op("copy", "elementwise", lambda x: np.array(x, copy=True), expr="{0}",
-                    inplace=(0,), impl_out=lambda out, x: np.copyto(out, x)))
+                    inplace=(0,), impl_out=lambda out, x: np.copyto(out, x),
+                    raises_on_values=False))
 _ASTYPE = register(Op("astype", "elementwise", lambda x, dtype: x.astype(dtype), expr="{0}"))
-_WHERE = register(Op("where", "elementwise", np.where, expr="({1} if {0} else {2})"))
+_WHERE = register(Op("where", "elementwise", np.where, expr="({1} if {0} else {2})",
+                     raises_on_values=False))
 _CLIP = register(Op("clip", "elementwise", lambda x, lo, hi: np.clip(x, lo, hi),
-                    expr="min(max({0}, {1}), {2})"))
+                    expr="min(max({0}, {1}), {2})", raises_on_values=False))
 
 
 def _new(op, shape, dtype, **params):

@@ -15,11 +15,22 @@ the one place that decides when work runs.  An operation is
 
 The decision itself is a few comparisons; the C fast paths (``lazynp._speedups``) make the
 same decision from the same numbers, pushed to them by :func:`_sync`.
+
+One more rule keeps NumPy's errors and warnings where the user handles them: an op that can
+raise or warn on its values (``Op.raises_on_values``) and would be recorded **runs at the
+call** (:func:`run_at_call`) when the user's line calling it lies inside a ``try`` or
+``with`` block (``except LinAlgError``, ``np.errstate``, ``warnings.catch_warnings``,
+``pytest.raises``...), or when the ``np.errstate`` in force raises or calls back on an error.
 """
 from __future__ import annotations
 
 import contextlib
+import dis
 import os
+import sys
+
+import numpy as _np
+from numpy._core.umath import _extobj_contextvar as _extobj_var
 
 #: Kinds of op whose work fusion or threads can speed up: below the size bound they run
 #: at once (when their inputs are computed), from it they are recorded.
@@ -125,3 +136,76 @@ def sized_ok(kind: str, size: int) -> bool:
     """May an op of ``kind`` whose largest operand or result has ``size`` elements run at
     once (its inputs being computed)?"""
     return kind not in SIZED_KINDS or size < EAGER_MAX_ELEMS
+
+
+# --- errors and warnings at the call ----------------------------------------------------------
+
+_protected: dict = {}         # code object -> offsets (start, end, start, end...) of try/with
+
+
+def protected_ranges(code) -> tuple:
+    """Byte offsets ``(start0, end0, start1, end1, ...)`` of the instructions of ``code``
+    inside a ``try`` or ``with`` block (an except/finally body too): the ranges of its
+    exception table (Python >= 3.11; before, none are known).  A generator's whole-body
+    entry (3.12: StopIteration -> RuntimeError) is no user handler and is left out."""
+    hit = _protected.get(code)
+    if hit is not None:
+        return hit
+    ranges: list = []
+    if sys.version_info >= (3, 11):
+        bc = dis.Bytecode(code)
+        entries = bc.exception_entries
+        if entries:
+            targets = {i.offset: i for i in bc}
+            for e in entries:
+                t = targets.get(e.target)
+                if t is not None and t.opname == "CALL_INTRINSIC_1" and \
+                        "STOPITERATION" in str(t.argrepr):
+                    continue
+                ranges += (e.start, e.end)
+    if len(_protected) > 4096:     # (code made at run time, by exec: keep the cache bounded)
+        _protected.clear()
+    hit = _protected[code] = tuple(ranges)
+    return hit
+
+
+def in_handler_block(code, lasti: int) -> bool:
+    """True when bytecode offset ``lasti`` of ``code`` lies inside a try/with block."""
+    r = _protected.get(code)
+    if r is None:
+        r = protected_ranges(code)
+    for i in range(0, len(r), 2):
+        if r[i] <= lasti < r[i + 1]:
+            return True
+    return False
+
+
+_traps: dict = {}       # np.errstate object -> does it raise or call back on an error?
+
+
+def errstate_traps(ext) -> bool:
+    """True when the ``np.errstate`` object ``ext`` makes an error raise, call a function or
+    log (anything but ignore and warn): NumPy acts at the call, so lazynp runs there."""
+    hit = _traps.get(ext)
+    if hit is None:
+        token = _extobj_var.set(ext)
+        try:
+            hit = any(v not in ("ignore", "warn") for v in _np.geterr().values())
+        finally:
+            _extobj_var.reset(token)
+        if len(_traps) > 256:       # (each ``with np.errstate`` makes a new object)
+            _traps.clear()
+        _traps[ext] = hit
+    return hit
+
+
+def run_at_call(op, site, ext) -> bool:
+    """Must ``op``, about to be recorded at ``site`` (``(code, bytecode offset)`` of the
+    user's line) under the errstate object ``ext`` (None: NumPy's default), run at once?
+    True for an op that can raise or warn on values, called inside a try/with block or
+    under an errstate that raises: its error or warning must reach the user's handler."""
+    if not op.raises_on_values:
+        return False
+    if site is not None and in_handler_block(site[0], site[1]):
+        return True
+    return ext is not None and errstate_traps(ext)

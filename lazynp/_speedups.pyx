@@ -115,6 +115,33 @@ cdef extern from *:
         }
         Py_RETURN_NONE;
     }
+
+    /* Is bytecode offset ``lasti`` of ``code`` inside a try/with block?  The ranges come
+       from lazynp._policy.protected_ranges (a tuple start0, end0, start1, end1...), cached
+       by code address like lz_code_seen.  -1 with an exception set on failure. */
+    #define LZ_PROT_CACHE 256
+    static PyObject *lz_prot_code[LZ_PROT_CACHE];
+    static PyObject *lz_prot_ranges[LZ_PROT_CACHE];
+
+    static int lz_in_handler_block(PyObject *code, int lasti, PyObject *ranges_fn) {
+        size_t slot = ((size_t)code >> 4) % LZ_PROT_CACHE;
+        if (lz_prot_code[slot] != code) {
+            PyObject *r = PyObject_CallOneArg(ranges_fn, code);
+            if (r == NULL) return -1;
+            if (!PyTuple_Check(r)) { Py_DECREF(r); PyErr_SetString(PyExc_TypeError, "ranges"); return -1; }
+            Py_INCREF(code);
+            Py_XSETREF(lz_prot_code[slot], code);
+            Py_XSETREF(lz_prot_ranges[slot], r);
+        }
+        PyObject *t = lz_prot_ranges[slot];
+        Py_ssize_t n = PyTuple_GET_SIZE(t);
+        for (Py_ssize_t i = 0; i + 1 < n; i += 2) {
+            long start = PyLong_AsLong(PyTuple_GET_ITEM(t, i));
+            long end = PyLong_AsLong(PyTuple_GET_ITEM(t, i + 1));
+            if (start <= lasti && lasti < end) return 1;
+        }
+        return 0;
+    }
     """
     int lz_type_setattr(object type, object name, object value)
     Py_ssize_t lz_refcnt "lz_refcnt"(object o)
@@ -122,6 +149,7 @@ cdef extern from *:
     void lz_set_binop_opcode "lz_set_binop_opcode"(int op)
     void lz_name_array(object type)
     object lz_user_code(object pkg, int *lasti)
+    int lz_in_handler_block(object code, int lasti, object ranges_fn) except -1
 
 DEF PENDING = 0
 DEF SCHEDULED = 1
@@ -132,7 +160,7 @@ cdef class Node:
     """One recorded value: ``op(*args, **params)`` with known shape and dtype."""
 
     cdef public object op, args, params, shape, dtype, value, evar, exported, error
-    cdef public object fl, pos, uses, rem, needed, ext
+    cdef public object fl, pos, uses, rem, needed, ext, wstate
     cdef public int state
     cdef public Py_ssize_t nuse
     cdef object __weakref__
@@ -223,14 +251,57 @@ state = RecordState()
 # set once by configure(): objects of graph.py, kernels/tree.py and ndarray.py
 cdef object _bound_flush, _extobj_var, _default_ext, _pkg
 cdef object _tree_ids, _tree_structure, _merge_inputs, _graph_dict
+# errors and warnings at the call (graph.run_at_call, lazynp._policy.run_at_call,
+# lazynp._late_warnings)
+cdef object _protected_ranges = None, _errstate_traps = None, _run_at_call_fn = None
+cdef object _warnings_state_fn = None, _log_default = None, _issue_caught = None
+cdef dict _w_dict = None, _caught = None
+cdef object _w_lst = None, _w_first = None, _w_state = None
+cdef Py_ssize_t _w_n = -1
+cdef dict _raises_ops = {}     # op -> Op.raises_on_values
+
+
+cdef inline bint _raises_on_values(op):
+    known = _raises_ops.get(op)
+    if known is None:
+        known = _raises_ops[op] = bool(op.raises_on_values)
+    return known is True
+
+
+cdef object _current_wstate():
+    """lazynp._late_warnings.state(): the same object while ``warnings.filters`` is the same
+    list, of the same length, with the same first filter."""
+    global _w_lst, _w_first, _w_state, _w_n
+    lst = _w_dict.get("filters")
+    if lst is _w_lst and type(lst) is list:
+        if len(<list>lst) == _w_n and ((<list>lst)[0] if _w_n else None) is _w_first:
+            return _w_state
+    st = _warnings_state_fn()
+    _w_lst = st.lst
+    _w_n = st.n
+    _w_first = st.first
+    _w_state = st
+    return st
 cdef Py_ssize_t _max_tree = 0
 
 
 def configure(*, bound_flush, extobj_var, default_ext, pkg, tree_ids,
-              tree_structure, merge_inputs, max_tree, graph_dict, max_pending):
+              tree_structure, merge_inputs, max_tree, graph_dict, max_pending,
+              protected_ranges, errstate_traps, run_at_call, warnings_state, warnings_dict,
+              log_default, caught, issue_caught):
     """Hand the recorder graph.py's objects (called once, when graph.py is imported)."""
     global _bound_flush, _extobj_var, _default_ext, _pkg, _tree_ids
     global _tree_structure, _merge_inputs, _max_tree, _graph_dict
+    global _protected_ranges, _errstate_traps, _run_at_call_fn, _warnings_state_fn
+    global _w_dict, _log_default, _caught, _issue_caught
+    _protected_ranges = protected_ranges
+    _errstate_traps = errstate_traps
+    _run_at_call_fn = run_at_call
+    _warnings_state_fn = warnings_state
+    _w_dict = warnings_dict
+    _log_default = log_default
+    _caught = caught
+    _issue_caught = issue_caught
     _bound_flush = bound_flush
     _extobj_var = extobj_var
     _default_ext = default_ext
@@ -1325,6 +1396,13 @@ cpdef Node record(op, args, params, shape, dtype):
     state.n_recorded += 1
     if state.pending_count >= state.max_pending:
         _bound_flush()
+    if _raises_on_values(op):
+        # (lazynp._policy.run_at_call)
+        if (code is not None and lz_in_handler_block(code, n.site_lasti, _protected_ranges)) \
+                or (ext is not _default_ext and _errstate_traps(ext)):
+            _run_at_call_fn(n)
+        else:
+            n.wstate = _current_wstate()
     return n
 
 
@@ -1690,8 +1768,11 @@ def run_bulk(list items, epoch, run_item, item_failed):
         try:
             if type(it) is tuple and not it[1]:
                 n = <Node>(it[0])
-                want = n.ext if n.ext is not None else _default_ext
-                if get_value(_extobj_var) is want and run_node(n, epoch):
+                # (run under the logging default errstate: graph._run_item)
+                if n.ext is None and get_value(_extobj_var) is _log_default and \
+                        run_node(n, epoch):
+                    if _caught:
+                        _issue_caught(n)
                     continue
             run_item(it, epoch)
         except BaseException as exc:

@@ -33,7 +33,7 @@ def _tuple_get_impl(t, i):
     return t[i]
 
 
-TUPLE_GET = register(Op("tuple_get", "index", _tuple_get_impl))
+TUPLE_GET = register(Op("tuple_get", "index", _tuple_get_impl, raises_on_values=False))
 
 
 def _call_impl(*vals, ufunc, kw, has_where):

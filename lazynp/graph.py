@@ -23,7 +23,7 @@ from sys import _getframe, getrefcount
 
 import numpy as np
 
-from . import _config, _policy, _site, engine
+from . import _config, _late_warnings, _policy, _site, engine
 from numpy._core.umath import _extobj_contextvar as _extobj_var
 
 from .kernels import fused as _fused
@@ -43,7 +43,7 @@ class Node:
 
     __slots__ = ("op", "args", "params", "shape", "dtype", "value", "state", "nuse", "evar",
                  "site", "exported", "error", "fl", "pos", "uses", "rem", "needed", "ext",
-                 "fx", "__weakref__")
+                 "fx", "wstate", "__weakref__")
 
     def __init__(self, op: Op, args: tuple, params: dict | None, shape: tuple, dtype: np.dtype):
         self.op = op
@@ -62,6 +62,7 @@ class Node:
         self.needed = False
         self.ext = None
         self.fx = None          # tree-kernel structure (kernels/tree.py), elementwise only
+        self.wstate = None      # the warnings filters at the call (_late_warnings.py)
 
     def __repr__(self) -> str:
         st = ("pending", "scheduled", "done")[self.state]
@@ -130,15 +131,15 @@ def _leaf_impl():  # pragma: no cover - leaves are never executed
     raise AssertionError("a leaf node is never executed")
 
 
-LEAF = register(Op("leaf", "creation", _leaf_impl))
-PLACEHOLDER = register(Op("placeholder", "creation", _placeholder_impl))
+LEAF = register(Op("leaf", "creation", _leaf_impl, raises_on_values=False))
+PLACEHOLDER = register(Op("placeholder", "creation", _placeholder_impl, raises_on_values=False))
 
 
 def _view_impl(base, offset, shape, strides, dtype):
     return np.ndarray(shape, dtype, buffer=base, offset=offset, strides=strides)
 
 
-VIEW = register(Op("view", "view", _view_impl))
+VIEW = register(Op("view", "view", _view_impl, raises_on_values=False))
 
 
 def leaf(value: np.ndarray, exported: bool = False) -> Node:
@@ -223,7 +224,21 @@ def record(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> Nod
     st.n_recorded += 1
     if st.pending_count >= st.max_pending:
         _bound_flush()
+    if op.raises_on_values:
+        if _policy.run_at_call(op, n.site, n.ext):
+            run_at_call(n)
+        else:
+            n.wstate = _warnings_state()
     return n
+
+
+def run_at_call(n: Node) -> None:
+    """Compute ``n``, just recorded, before its call returns (the policy's
+    :func:`lazynp._policy.run_at_call`): its error is raised and its warnings issued now,
+    in the user's ``try``/``with`` block.  Work that has no value yet (a traced
+    placeholder behind it) stays recorded."""
+    if not symbolic([n]):
+        flush([n])
 
 
 def _tree_structure(n: Node, op: Op, args: tuple, shape: tuple, count_uses: bool) -> int:
@@ -287,6 +302,9 @@ def _tree_structure(n: Node, op: Op, args: tuple, shape: tuple, count_uses: bool
 
 
 _in_package: dict = {}     # code object -> defined inside lazynp (skipped for error sites)
+_caught = _late_warnings.caught
+_LOG_DEFAULT = _late_warnings.LOG_DEFAULT
+_warnings_state = _late_warnings.state
 _MAX_TREE = _tree.MAX_TREE
 _tree_ids = _tree.structure_ids
 
@@ -376,7 +394,21 @@ def run_eager(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> 
     """Run ``op`` now with NumPy's reference implementation; a computed node (errors and
     warnings come from NumPy, here, under the caller's ``np.errstate``)."""
     vals = [_value_of(a) if type(a) is Node else a for a in args]
-    out = op.impl(*vals, **params) if params else op.impl(*vals)
+    if op.raises_on_values:
+        # NumPy's warnings name the user's line, not this file (_late_warnings.py)
+        cur = _extobj_var.get()
+        token = _extobj_var.set(_LOG_DEFAULT if cur is _DEFAULT_EXT else
+                                _late_warnings.logging_ext(cur))
+        try:
+            out = op.impl(*vals, **params) if params else op.impl(*vals)
+        finally:
+            _extobj_var.reset(token)
+            if _caught:
+                msgs = _late_warnings.take()
+                if msgs:
+                    _late_warnings.issue(msgs, None)
+    else:
+        out = op.impl(*vals, **params) if params else op.impl(*vals)
     STATS["ops_eager"] += 1
     if not isinstance(out, tuple):
         out = own_result(out, shape, dtype, vals)
@@ -814,26 +846,49 @@ def _run_item(item, epoch: int) -> None:
     """Run one work item: a ``(node, inplace)`` pair or a fused group.  A failure is stored
     on the item's nodes (raised when they are read) and re-raised."""
     first = item[0] if type(item) is tuple else item.members[0]
-    want = first.ext if first.ext is not None else _DEFAULT_EXT
+    # the errstate of the recording line, its warnings logged for _late_warnings to issue
+    want = _LOG_DEFAULT if first.ext is None else _late_warnings.logging_ext(first.ext)
     token = _extobj_var.set(want) if _extobj_var.get() is not want else None
     try:
         _run_item_in_state(item, epoch)
     finally:
         if token is not None:
             _extobj_var.reset(token)
+        if _caught:
+            _issue_caught(first)
+
+
+def _issue_caught(n: Node) -> None:
+    """Issue the warnings NumPy logged in this thread while ``n`` ran, at ``n``'s recording
+    line through the warnings filters of its call.  A filter that turns them into errors
+    makes ``n`` fail, as the call would have in NumPy."""
+    msgs = _late_warnings.take()
+    if msgs:
+        try:
+            _late_warnings.issue(msgs, n.site, n.wstate)
+        except BaseException as exc:
+            _node_failed(n, exc)
+            n.value = None
+            raise
 
 
 def _run_item_in_state(item, epoch: int) -> None:
     if type(item) is tuple:
         n, inplace = item
         if not inplace and _run_node is not None and _run_node(n, epoch):
+            if _caught:
+                _issue_caught(n)
             return      # (the C version of the lines below, for a plain node)
         try:
             _run(n, inplace)
         except BaseException as exc:
+            if _caught:
+                _issue_caught(n)
             _node_failed(n, exc)
             raise
         _after_run(n, epoch)
+        if _caught:
+            _issue_caught(n)
         return
     nodes = item.nodes()
     try:
@@ -882,12 +937,16 @@ def _run_group_numpy(group, epoch: int) -> None:
                 out = _pool.empty(m.shape, m.dtype)
             op.ufunc(*vals, out=out)
         except BaseException as exc:
+            if _caught:
+                _issue_caught(m)
             _add_site_note(exc, m)
             m.error = exc
             m.state = DONE
             raise
         m.value = out
         m.state = DONE
+        if _caught:
+            _issue_caught(m)
         for a in m.args:
             if type(a) is Node:
                 left[id(a)] -= 1
@@ -960,14 +1019,20 @@ def _push_bulk(eng, plan: _Plan, items, wait: bool = False) -> None:
         # A failing item marks only its own nodes; items reading them fail in turn when
         # they read the value; unrelated items still run.  Nothing is raised to the engine,
         # which would mark the shared var of every node in the bulk.
-        if _run_bulk is not None:     # (the C version of the loop below)
-            _run_bulk(items, epoch, _run_item, _bulk_item_failed)
-            return
-        for it in items:
-            try:
-                _run_item(it, epoch)
-            except BaseException as exc:
-                _bulk_item_failed(it, exc)
+        token = _extobj_var.set(_LOG_DEFAULT) if _extobj_var.get() is not _LOG_DEFAULT \
+            else None       # (what most nodes run under: set once for the whole bulk)
+        try:
+            if _run_bulk is not None:     # (the C version of the loop below)
+                _run_bulk(items, epoch, _run_item, _bulk_item_failed)
+                return
+            for it in items:
+                try:
+                    _run_item(it, epoch)
+                except BaseException as exc:
+                    _bulk_item_failed(it, exc)
+        finally:
+            if token is not None:
+                _extobj_var.reset(token)
 
     if wait and eng.idle():
         run_all()
@@ -1094,7 +1159,11 @@ def _load_speedups():
         bound_flush=_bound_flush, extobj_var=_extobj_var, default_ext=_DEFAULT_EXT,
         pkg=_PKG, tree_ids=_tree_ids,
         tree_structure=_tree.structure, merge_inputs=_tree.merge_inputs, max_tree=_MAX_TREE,
-        graph_dict=globals(), max_pending=_state.max_pending)
+        graph_dict=globals(), max_pending=_state.max_pending,
+        protected_ranges=_policy.protected_ranges, errstate_traps=_policy.errstate_traps,
+        run_at_call=run_at_call, warnings_state=_late_warnings.state,
+        warnings_dict=vars(_late_warnings.warnings), log_default=_LOG_DEFAULT,
+        caught=_caught, issue_caught=_issue_caught)
     return _speedups
 
 

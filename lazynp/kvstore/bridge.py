@@ -56,7 +56,8 @@ def _pull_impl(token: np.ndarray, produce: Callable[[], np.ndarray]) -> np.ndarr
     return produce()
 
 
-PULL_OP = OPS.get("kvstore_pull") or register(Op("kvstore_pull", "opaque", _pull_impl))
+PULL_OP = OPS.get("kvstore_pull") or register(Op("kvstore_pull", "opaque", _pull_impl,
+                                                       raises_on_values=False))
 
 
 @contextlib.contextmanager

@@ -51,6 +51,16 @@ BINARY = {
     "left_shift": "({0} << {1})", "right_shift": "({0} >> {1})",
     "bitwise_left_shift": "({0} << {1})", "bitwise_right_shift": "({0} >> {1})",
 }
+#: Ufuncs that never warn or raise whatever their input values (comparisons, logic, bits,
+#: rounding, sign tests, NaN-aware extrema); every other ufunc can (overflow, divide by zero,
+#: invalid value: ``Op.raises_on_values``).
+SILENT = frozenset({
+    "negative", "positive", "fabs", "sign", "conjugate", "floor", "ceil", "rint", "trunc",
+    "isnan", "isinf", "isfinite", "signbit", "isnat", "logical_not", "invert",
+    "bitwise_count", "copysign", "nextafter", "heaviside", "maximum", "minimum", "fmax",
+    "fmin", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+    "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
+    "left_shift", "right_shift"})
 # Ufuncs with two outputs, evaluated as one op returning a tuple (elementwise, not fused yet).
 MULTI_OUTPUT = {"divmod": None, "modf": None, "frexp": None}
 
@@ -90,7 +100,7 @@ def _register_ufuncs() -> dict[str, Op]:
                 continue
             op = register(Op(name=key, kind="elementwise", impl=_ufunc_impl(uf), expr=expr,
                              ufunc=uf, inplace=(0,) if uf.nin >= 1 else (),
-                             impl_out=ufunc_impl_out(uf)))
+                             impl_out=ufunc_impl_out(uf), raises_on_values=key not in SILENT))
             table[key] = op
             table[name] = op
     for alias, target in _ALIASES.items():

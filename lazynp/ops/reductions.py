@@ -41,7 +41,12 @@ def _call(fn):
     return impl
 
 
-REDUCTION_OPS = {name: register(Op(name, "reduction", _call(fn), extra={"epilogue": epi}))
+#: reductions that never warn or raise on values (sums overflow, means of empty or all-NaN
+#: slices warn, ``nanargmax`` of an all-NaN slice raises: ``Op.raises_on_values``)
+SILENT = frozenset({"all", "any", "argmax", "argmin", "count_nonzero", "max", "min"})
+
+REDUCTION_OPS = {name: register(Op(name, "reduction", _call(fn), extra={"epilogue": epi},
+                                   raises_on_values=name not in SILENT))
                  for name, (fn, epi) in REDUCTIONS.items()}
 SCAN_OPS = {name: register(Op(name, "reduction", _call(fn))) for name, fn in SCANS.items()}
 

@@ -41,6 +41,12 @@ class Op:
         ``impl_out(out, *arg_values, **params)`` writes the result into ``out``, a C-contiguous
         array of the node's shape and dtype: lets the executor give large results a pooled
         buffer (no fresh page faults for repeated work).
+    raises_on_values : bool
+        True when the op can raise or warn depending on its input *values* (floating-point
+        warnings such as divide by zero or overflow, integer division by zero,
+        ``LinAlgError``, cast warnings, out-of-bounds lazy indices).  Recorded where the
+        user's code handles errors or warnings (a ``try``/``with`` block), such an op runs
+        at the call, as in NumPy (the decision: :func:`lazynp._policy.run_at_call`).
     """
 
     name: str
@@ -53,6 +59,7 @@ class Op:
     data_dependent: bool = False
     ufunc: Any = None
     impl_out: Callable[..., Any] | None = None
+    raises_on_values: bool = True
     extra: dict = field(default_factory=dict)
 
     def __repr__(self) -> str:
