@@ -199,13 +199,15 @@ def errstate_traps(ext) -> bool:
     return hit
 
 
-def run_at_call(op, site, ext) -> bool:
+def run_at_call(op, site, ext, wstate) -> bool:
     """Must ``op``, about to be recorded at ``site`` (``(code, bytecode offset)`` of the
-    user's line) under the errstate object ``ext`` (None: NumPy's default), run at once?
-    True for an op that can raise or warn on values, called inside a try/with block or
-    under an errstate that raises: its error or warning must reach the user's handler."""
+    user's line) under the errstate object ``ext`` (None: NumPy's default) and the warnings
+    state ``wstate`` (``_late_warnings.WarningsState``), run at once?  True for an op that
+    can raise or warn on values, called inside a try/with block, under an errstate that
+    raises or a warnings filter that makes RuntimeWarning an error: its error or warning
+    must reach the user's handler (or stop the program at the user's line)."""
     if not op.raises_on_values:
         return False
     if site is not None and in_handler_block(site[0], site[1]):
         return True
-    return ext is not None and errstate_traps(ext)
+    return wstate.traps or (ext is not None and errstate_traps(ext))

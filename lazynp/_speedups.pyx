@@ -258,6 +258,7 @@ cdef object _warnings_state_fn = None, _log_default = None, _issue_caught = None
 cdef dict _w_dict = None, _caught = None
 cdef object _w_lst = None, _w_first = None, _w_state = None
 cdef Py_ssize_t _w_n = -1
+cdef bint _w_traps = False
 cdef dict _raises_ops = {}     # op -> Op.raises_on_values
 
 
@@ -271,7 +272,7 @@ cdef inline bint _raises_on_values(op):
 cdef object _current_wstate():
     """lazynp._late_warnings.state(): the same object while ``warnings.filters`` is the same
     list, of the same length, with the same first filter."""
-    global _w_lst, _w_first, _w_state, _w_n
+    global _w_lst, _w_first, _w_state, _w_n, _w_traps
     lst = _w_dict.get("filters")
     if lst is _w_lst and type(lst) is list:
         if len(<list>lst) == _w_n and ((<list>lst)[0] if _w_n else None) is _w_first:
@@ -281,6 +282,7 @@ cdef object _current_wstate():
     _w_n = st.n
     _w_first = st.first
     _w_state = st
+    _w_traps = st.traps
     return st
 cdef Py_ssize_t _max_tree = 0
 
@@ -1398,11 +1400,12 @@ cpdef Node record(op, args, params, shape, dtype):
         _bound_flush()
     if _raises_on_values(op):
         # (lazynp._policy.run_at_call)
+        ws = _current_wstate()
         if (code is not None and lz_in_handler_block(code, n.site_lasti, _protected_ranges)) \
-                or (ext is not _default_ext and _errstate_traps(ext)):
+                or _w_traps or (ext is not _default_ext and _errstate_traps(ext)):
             _run_at_call_fn(n)
         else:
-            n.wstate = _current_wstate()
+            n.wstate = ws
     return n
 
 

@@ -225,10 +225,11 @@ def record(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> Nod
     if st.pending_count >= st.max_pending:
         _bound_flush()
     if op.raises_on_values:
-        if _policy.run_at_call(op, n.site, n.ext):
+        ws = _warnings_state()
+        if _policy.run_at_call(op, n.site, n.ext, ws):
             run_at_call(n)
         else:
-            n.wstate = _warnings_state()
+            n.wstate = ws
     return n
 
 
