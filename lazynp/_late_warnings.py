@@ -69,7 +69,7 @@ LOG_DEFAULT = logging_ext(DEFAULT_EXT)
 class WarningsState:
     """The ``warnings`` module's state at a call: its filters and where shown warnings go."""
 
-    __slots__ = ("lst", "n", "first", "filters", "impl", "show", "traps")
+    __slots__ = ("lst", "n", "first", "filters", "impl", "show", "traps", "ignores")
 
     def __init__(self, lst: list):
         self.lst = lst
@@ -78,23 +78,25 @@ class WarningsState:
         self.filters = tuple(lst)
         self.impl = getattr(warnings, "_showwarnmsg_impl", None)
         self.show = warnings.showwarning
-        self.traps = _traps(self.filters)
+        self.traps = _first_catch_all(self.filters) == "error"
+        self.ignores = _first_catch_all(self.filters) == "ignore"
 
     def same_as(self, other: "WarningsState") -> bool:
         return self is other or (self.filters == other.filters and self.impl is other.impl
                                  and self.show is other.show)
 
 
-def _traps(filters) -> bool:
-    """True when a RuntimeWarning may be turned into an error by ``filters`` (the first
-    filter that could match it is an ``"error"`` one): NumPy then raises at the call."""
+def _first_catch_all(filters) -> str | None:
+    """What ``filters`` do with a RuntimeWarning: ``"error"`` when the first filter that may
+    match one is an error filter (NumPy may then raise at the call), else the action of the
+    first filter matching every RuntimeWarning (None when none does)."""
     for action, msg, cat, mod, lineno in filters:
         if issubclass(RuntimeWarning, cat):
             if action == "error":
-                return True
+                return "error"
             if msg is None and mod is None and not lineno:
-                return False        # (it matches every RuntimeWarning: it decides)
-    return False
+                return action       # (it matches every RuntimeWarning: it decides)
+    return None
 
 
 _current = WarningsState(warnings.filters)

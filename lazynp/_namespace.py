@@ -58,7 +58,8 @@ _EYE = register(Op("eye", "creation", lambda N, M, k, dtype: np.eye(N, M, k, dty
 _COPY = register(Op("copy", "elementwise", lambda x: np.array(x, copy=True), expr="{0}",
                     inplace=(0,), impl_out=lambda out, x: np.copyto(out, x),
                     raises_on_values=False))
-_ASTYPE = register(Op("astype", "elementwise", lambda x, dtype: x.astype(dtype), expr="{0}"))
+_ASTYPE = register(Op("astype", "elementwise", lambda x, dtype: x.astype(dtype), expr="{0}",
+                     fp_errors_only=True))
 _WHERE = register(Op("where", "elementwise", np.where, expr="({1} if {0} else {2})",
                      raises_on_values=False))
 _CLIP = register(Op("clip", "elementwise", lambda x, lo, hi: np.clip(x, lo, hi),

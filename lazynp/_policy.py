@@ -180,23 +180,33 @@ def in_handler_block(code, lasti: int) -> bool:
     return False
 
 
-_traps: dict = {}       # np.errstate object -> does it raise or call back on an error?
+_errstates: dict = {}   # np.errstate object -> (traps, ignores all)
+
+
+def _classify_errstate(ext) -> tuple:
+    hit = _errstates.get(ext)
+    if hit is None:
+        token = _extobj_var.set(ext)
+        try:
+            modes = set(_np.geterr().values())
+        finally:
+            _extobj_var.reset(token)
+        hit = (bool(modes - {"ignore", "warn"}), modes == {"ignore"})
+        if len(_errstates) > 256:       # (each ``with np.errstate`` makes a new object)
+            _errstates.clear()
+        _errstates[ext] = hit
+    return hit
 
 
 def errstate_traps(ext) -> bool:
     """True when the ``np.errstate`` object ``ext`` makes an error raise, call a function or
     log (anything but ignore and warn): NumPy acts at the call, so lazynp runs there."""
-    hit = _traps.get(ext)
-    if hit is None:
-        token = _extobj_var.set(ext)
-        try:
-            hit = any(v not in ("ignore", "warn") for v in _np.geterr().values())
-        finally:
-            _extobj_var.reset(token)
-        if len(_traps) > 256:       # (each ``with np.errstate`` makes a new object)
-            _traps.clear()
-        _traps[ext] = hit
-    return hit
+    return _classify_errstate(ext)[0]
+
+
+def errstate_ignores(ext) -> bool:
+    """True when the ``np.errstate`` object ``ext`` ignores every floating-point error."""
+    return _classify_errstate(ext)[1]
 
 
 def run_at_call(op, site, ext, wstate) -> bool:
@@ -208,6 +218,11 @@ def run_at_call(op, site, ext, wstate) -> bool:
     must reach the user's handler (or stop the program at the user's line)."""
     if not op.raises_on_values:
         return False
-    if site is not None and in_handler_block(site[0], site[1]):
+    if wstate.traps or (ext is not None and errstate_traps(ext)):
         return True
-    return wstate.traps or (ext is not None and errstate_traps(ext))
+    if site is None or not in_handler_block(site[0], site[1]):
+        return False
+    # in a try/with block: nothing to see when only floating-point errors can arise and
+    # they are ignored (``np.errstate(all="ignore")``, ``simplefilter("ignore")``): recorded
+    return not (op.fp_errors_only and
+                (wstate.ignores or (ext is not None and errstate_ignores(ext))))

@@ -258,21 +258,32 @@ cdef object _warnings_state_fn = None, _log_default = None, _issue_caught = None
 cdef dict _w_dict = None, _caught = None
 cdef object _w_lst = None, _w_first = None, _w_state = None
 cdef Py_ssize_t _w_n = -1
-cdef bint _w_traps = False
-cdef dict _raises_ops = {}     # op -> Op.raises_on_values
+cdef bint _w_traps = False, _w_ignores = False
+cdef object _errstate_ignores = None
+cdef dict _raises_ops = {}     # op -> 0 (silent), 1 (floating-point errors only), 2 (any)
 
 
-cdef inline bint _raises_on_values(op):
+cdef inline int _raises_on_values(op):
     known = _raises_ops.get(op)
     if known is None:
-        known = _raises_ops[op] = bool(op.raises_on_values)
-    return known is True
+        known = _raises_ops[op] = (2 - bool(op.fp_errors_only)) if op.raises_on_values else 0
+    return <int>known
+
+
+cdef bint _run_at_call(int raises, code, int lasti, ext) except -1:
+    """lazynp._policy.run_at_call (``ws``: _current_wstate() was just called)."""
+    if _w_traps or (ext is not _default_ext and _errstate_traps(ext)):
+        return True
+    if code is None or not lz_in_handler_block(code, lasti, _protected_ranges):
+        return False
+    return not (raises == 1 and
+                (_w_ignores or (ext is not _default_ext and _errstate_ignores(ext))))
 
 
 cdef object _current_wstate():
     """lazynp._late_warnings.state(): the same object while ``warnings.filters`` is the same
     list, of the same length, with the same first filter."""
-    global _w_lst, _w_first, _w_state, _w_n, _w_traps
+    global _w_lst, _w_first, _w_state, _w_n, _w_traps, _w_ignores
     lst = _w_dict.get("filters")
     if lst is _w_lst and type(lst) is list:
         if len(<list>lst) == _w_n and ((<list>lst)[0] if _w_n else None) is _w_first:
@@ -283,19 +294,21 @@ cdef object _current_wstate():
     _w_first = st.first
     _w_state = st
     _w_traps = st.traps
+    _w_ignores = st.ignores
     return st
 cdef Py_ssize_t _max_tree = 0
 
 
 def configure(*, bound_flush, extobj_var, default_ext, pkg, tree_ids,
               tree_structure, merge_inputs, max_tree, graph_dict, max_pending,
-              protected_ranges, errstate_traps, run_at_call, warnings_state, warnings_dict,
+              protected_ranges, errstate_traps, errstate_ignores, run_at_call, warnings_state, warnings_dict,
               log_default, caught, issue_caught):
     """Hand the recorder graph.py's objects (called once, when graph.py is imported)."""
     global _bound_flush, _extobj_var, _default_ext, _pkg, _tree_ids
     global _tree_structure, _merge_inputs, _max_tree, _graph_dict
     global _protected_ranges, _errstate_traps, _run_at_call_fn, _warnings_state_fn
-    global _w_dict, _log_default, _caught, _issue_caught
+    global _w_dict, _log_default, _caught, _issue_caught, _errstate_ignores
+    _errstate_ignores = errstate_ignores
     _protected_ranges = protected_ranges
     _errstate_traps = errstate_traps
     _run_at_call_fn = run_at_call
@@ -1398,11 +1411,10 @@ cpdef Node record(op, args, params, shape, dtype):
     state.n_recorded += 1
     if state.pending_count >= state.max_pending:
         _bound_flush()
-    if _raises_on_values(op):
-        # (lazynp._policy.run_at_call)
+    cdef int raises = _raises_on_values(op)
+    if raises:
         ws = _current_wstate()
-        if (code is not None and lz_in_handler_block(code, n.site_lasti, _protected_ranges)) \
-                or _w_traps or (ext is not _default_ext and _errstate_traps(ext)):
+        if _run_at_call(raises, code, n.site_lasti, ext):
             _run_at_call_fn(n)
         else:
             n.wstate = ws

@@ -1162,6 +1162,7 @@ def _load_speedups():
         tree_structure=_tree.structure, merge_inputs=_tree.merge_inputs, max_tree=_MAX_TREE,
         graph_dict=globals(), max_pending=_state.max_pending,
         protected_ranges=_policy.protected_ranges, errstate_traps=_policy.errstate_traps,
+        errstate_ignores=_policy.errstate_ignores,
         run_at_call=run_at_call, warnings_state=_late_warnings.state,
         warnings_dict=vars(_late_warnings.warnings), log_default=_LOG_DEFAULT,
         caught=_caught, issue_caught=_issue_caught)

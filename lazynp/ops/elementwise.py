@@ -100,7 +100,8 @@ def _register_ufuncs() -> dict[str, Op]:
                 continue
             op = register(Op(name=key, kind="elementwise", impl=_ufunc_impl(uf), expr=expr,
                              ufunc=uf, inplace=(0,) if uf.nin >= 1 else (),
-                             impl_out=ufunc_impl_out(uf), raises_on_values=key not in SILENT))
+                             impl_out=ufunc_impl_out(uf), raises_on_values=key not in SILENT,
+                             fp_errors_only=True))
             table[key] = op
             table[name] = op
     for alias, target in _ALIASES.items():

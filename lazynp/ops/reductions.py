@@ -44,11 +44,16 @@ def _call(fn):
 #: reductions that never warn or raise on values (sums overflow, means of empty or all-NaN
 #: slices warn, ``nanargmax`` of an all-NaN slice raises: ``Op.raises_on_values``)
 SILENT = frozenset({"all", "any", "argmax", "argmin", "count_nonzero", "max", "min"})
+#: reductions whose value-dependent warnings are only floating-point ones (np.errstate)
+FP_ONLY = frozenset({"sum", "prod", "cumsum", "cumprod", "nansum", "nanprod", "nancumsum",
+                     "nancumprod", "ptp", "mean", "std", "var"})
 
 REDUCTION_OPS = {name: register(Op(name, "reduction", _call(fn), extra={"epilogue": epi},
-                                   raises_on_values=name not in SILENT))
+                                   raises_on_values=name not in SILENT,
+                                   fp_errors_only=name in FP_ONLY))
                  for name, (fn, epi) in REDUCTIONS.items()}
-SCAN_OPS = {name: register(Op(name, "reduction", _call(fn))) for name, fn in SCANS.items()}
+SCAN_OPS = {name: register(Op(name, "reduction", _call(fn), fp_errors_only=name in FP_ONLY))
+            for name, fn in SCANS.items()}
 
 _GENERIC: dict = {}
 

@@ -47,6 +47,10 @@ class Op:
         ``LinAlgError``, cast warnings, out-of-bounds lazy indices).  Recorded where the
         user's code handles errors or warnings (a ``try``/``with`` block), such an op runs
         at the call, as in NumPy (the decision: :func:`lazynp._policy.run_at_call`).
+    fp_errors_only : bool
+        True when the only value-dependent errors and warnings of the op are NumPy's
+        floating-point ones, which ``np.errstate`` governs (ufuncs, casts, sums): where they
+        are ignored, the op is recorded even inside a try/with block.
     """
 
     name: str
@@ -60,6 +64,7 @@ class Op:
     ufunc: Any = None
     impl_out: Callable[..., Any] | None = None
     raises_on_values: bool = True
+    fp_errors_only: bool = False
     extra: dict = field(default_factory=dict)
 
     def __repr__(self) -> str:
