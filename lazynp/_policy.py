@@ -20,7 +20,8 @@ One more rule keeps NumPy's errors and warnings where the user handles them: an 
 raise or warn on its values (``Op.raises_on_values``) and would be recorded **runs at the
 call** (:func:`run_at_call`) when the user's line calling it lies inside a ``try`` or
 ``with`` block (``except LinAlgError``, ``np.errstate``, ``warnings.catch_warnings``,
-``pytest.raises``...), or when the ``np.errstate`` in force raises or calls back on an error.
+``pytest.raises``...; not while a transform records), or when the ``np.errstate`` in force
+raises or calls back on an error, or a warnings filter makes RuntimeWarning an error.
 """
 from __future__ import annotations
 
@@ -64,6 +65,7 @@ def _sync() -> None:
     if _c is not None:
         _c.set_policy(record_all, EAGER_MAX_ELEMS, SIZED_KINDS, _run_eager, _run_now,
                       _value_for_eager)
+        _c.set_transforms(_transforms)
 
 
 def attach_speedups(mod, run_eager, run_now, value_for_eager) -> None:
@@ -220,7 +222,9 @@ def run_at_call(op, site, ext, wstate) -> bool:
         return False
     if wstate.traps or (ext is not None and errstate_traps(ext)):
         return True
-    if site is None or not in_handler_block(site[0], site[1]):
+    if _transforms or site is None or not in_handler_block(site[0], site[1]):
+        # (a transform records its function's graph, and its own ops name the user's line
+        # calling it: run when the transform's result is read, as before)
         return False
     # in a try/with block: nothing to see when only floating-point errors can arise and
     # they are ignored (``np.errstate(all="ignore")``, ``simplefilter("ignore")``): recorded

@@ -270,11 +270,21 @@ cdef inline int _raises_on_values(op):
     return <int>known
 
 
+cdef Py_ssize_t _transforms = 0
+
+
+def set_transforms(Py_ssize_t n):
+    """How many transforms record now (lazynp._policy._transforms)."""
+    global _transforms
+    _transforms = n
+
+
 cdef bint _run_at_call(int raises, code, int lasti, ext) except -1:
     """lazynp._policy.run_at_call (``ws``: _current_wstate() was just called)."""
     if _w_traps or (ext is not _default_ext and _errstate_traps(ext)):
         return True
-    if code is None or not lz_in_handler_block(code, lasti, _protected_ranges):
+    if _transforms or code is None or \
+            not lz_in_handler_block(code, lasti, _protected_ranges):
         return False
     return not (raises == 1 and
                 (_w_ignores or (ext is not _default_ext and _errstate_ignores(ext))))
