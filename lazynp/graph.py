@@ -225,8 +225,15 @@ def record(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> Nod
     if st.pending_count >= st.max_pending:
         _bound_flush()
     if op.raises_on_values:
-        ws = _warnings_state()
-        if _policy.run_at_call(op, n.site, n.ext, ws):
+        ws = _late_warnings._current            # (_late_warnings.state(), inlined)
+        lst = _warnings.filters
+        if lst is not ws.lst or len(lst) != ws.n or (lst[0] if lst else None) is not ws.first:
+            ws = _warnings_state()
+        site = n.site
+        # (the policy's answer is False without asking when nothing can make it True: no
+        # trap, default errstate, a caller without try/with blocks)
+        if (ws.traps or n.ext is not None or site is None or
+                _protected.get(site[0]) != ()) and _policy.run_at_call(op, site, n.ext, ws):
             run_at_call(n)
         else:
             n.wstate = ws
@@ -306,6 +313,8 @@ _in_package: dict = {}     # code object -> defined inside lazynp (skipped for e
 _caught = _late_warnings.caught
 _LOG_DEFAULT = _late_warnings.LOG_DEFAULT
 _warnings_state = _late_warnings.state
+_warnings = _late_warnings.warnings
+_protected = _policy._protected
 _MAX_TREE = _tree.MAX_TREE
 _tree_ids = _tree.structure_ids
 
