@@ -1,8 +1,10 @@
 """``lazynp.linalg``: lazy ``inv``, ``solve``, ``det``, ``slogdet``, ``cholesky``, ``eigh``,
 ``eigvalsh``, ``norm`` (NumPy's LAPACK through NumPy); the rest falls back to NumPy.
 
-Errors that depend on the values (``LinAlgError: Singular matrix``) are raised when the
-result is forced, with the recording line in the message (see the README).
+Errors that depend on the values (``LinAlgError: Singular matrix``) are NumPy's, at the call:
+these functions run at once under the default policy, and where they are recorded (the
+``lazy`` policy) inside a ``try``/``with`` block they run at the call too; otherwise the
+error is raised when the result is read, with the recording line in a note (README).
 """
 from __future__ import annotations
 
