@@ -42,6 +42,11 @@ def _compare(uf):
             return uf(self, other)
         except (TypeError, ValueError) as exc:
             if uf.__name__ in ("equal", "not_equal") and isinstance(exc, TypeError):
+                if self.dtype.kind == "V":
+                    # structured arrays: NumPy's ``==`` compares field by field (no ufunc)
+                    from ._fallback import call_numpy
+                    op = operator.eq if uf.__name__ == "equal" else operator.ne
+                    return call_numpy(op, f"ndarray.__{op.__name__}__", (self, other), {})
                 return NotImplemented
             raise
     return f

@@ -515,11 +515,15 @@ cdef class ndarray:
             v = _evalue(self)
             if v is not None:
                 t = type(index)
+                # (a structured element, a numpy.void viewing the buffer, takes the
+                # Python path, which shares the buffer with the caller)
                 if t is int or isinstance(index, _np_integer):
-                    if cnp.PyArray_NDIM(<cnp.ndarray>v) == 1:
+                    if cnp.PyArray_NDIM(<cnp.ndarray>v) == 1 and \
+                            cnp.PyArray_TYPE(<cnp.ndarray>v) != cnp.NPY_VOID:
                         return v[index]              # NumPy's scalar (or its IndexError)
                 elif t is tuple and _all_ints(<tuple>index) and \
-                        len(<tuple>index) == cnp.PyArray_NDIM(<cnp.ndarray>v):
+                        len(<tuple>index) == cnp.PyArray_NDIM(<cnp.ndarray>v) and \
+                        cnp.PyArray_TYPE(<cnp.ndarray>v) != cnp.NPY_VOID:
                     return v[index]
                 if _basic(index):
                     sh = _shadow_of(self)[index]
