@@ -138,26 +138,9 @@ def _element(arr, basic):
     first).  A structured element (``numpy.void``) is a view into the buffer, as in NumPy,
     so the buffer is shared with the caller from then on (even under recording)."""
     if arr.dtype.kind == "V":
-        return _shared_value(arr)[basic]
+        from ._views import shared_value
+        return shared_value(arr)[basic]
     return arr._value()[basic]
-
-
-def _shared_value(arr) -> np.ndarray:
-    """``arr``'s buffer (a view of it for a view), given out to the caller: later writes
-    into it run at once and pending readers run first, as for ``numpy.asarray(arr)`` under
-    the default policy (see ``ndarray.__array__``)."""
-    if arr._v is None:
-        arr._ext = True
-        return arr._val
-    val = arr._value()
-    head = arr._var.head
-    if head.exported is not True:
-        head.exported = True
-        if head.nuse and graph._state.pending_count:
-            live = graph._live_pending_heads()
-            if live:
-                graph.flush(live)
-    return val
 
 
 def getitem(arr, index):

@@ -1,6 +1,7 @@
 """``ndarray`` dunders and methods, each delegating to the lazy namespace."""
 from __future__ import annotations
 
+import builtins
 import operator
 
 import numpy as np
@@ -100,9 +101,23 @@ def _sort(self, axis=-1, kind=None, order=None, stable=None):
 
 
 def _view(self, dtype=None, type=None):
+    """NumPy's ``ndarray.view``.  ``type`` (or ``dtype`` given a class) an ndarray subclass:
+    NumPy's object of that class on this array's buffer, as NumPy returns it (a counted
+    fallback; the buffer is shared with it from then on)."""
+    from . import _views
+    lazy = builtins.type(self)
+    if type is None and isinstance(dtype, builtins.type) and \
+            issubclass(dtype, (np.ndarray, lazy)):
+        dtype, type = None, dtype
+    if type is not None and type is not lazy:
+        if not (isinstance(type, builtins.type) and issubclass(type, np.ndarray)):
+            raise TypeError("Type must be a sub-type of ndarray type")
+        from ._fallback import _note
+        _note("ndarray.view")
+        buffer = _views.shared_value(self)
+        return buffer.view(type) if dtype is None else buffer.view(dtype, type)
     if dtype is None:
         return self[...]
-    from . import _views
     return _views.view(self, np.ndarray.view, np.dtype(dtype))
 
 

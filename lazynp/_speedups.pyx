@@ -388,6 +388,27 @@ def install_member(cls, name, value):
         raise AttributeError(name)
 
 
+cdef extern from *:
+    """
+    /* A static type's metaclass (its ob_type) set after PyType_Ready: a subclass of type
+       with no fields of its own, so the layout is type's.  The static type is never freed,
+       so it keeps its reference to the metaclass. */
+    static void lz_set_metatype(PyObject *type, PyObject *meta) {
+        Py_INCREF(meta);
+        Py_SET_TYPE(type, (PyTypeObject *)meta);
+    }
+    """
+    void lz_set_metatype(object type, object meta)
+
+
+def set_metatype(type cls, type meta):
+    """Make ``meta`` (a subclass of ``type`` adding no fields) the metaclass of ``cls``,
+    this module's static array type (Cython cannot declare one)."""
+    if meta.__basicsize__ != type.__basicsize__ or not issubclass(meta, type):
+        raise TypeError("the metaclass must be a subclass of type without fields")
+    lz_set_metatype(cls, meta)
+
+
 cdef inline Py_ssize_t _size_of(shape):
     cdef Py_ssize_t n = 1
     for s in shape:

@@ -528,6 +528,23 @@ class _Flat:
         return np.asarray(self._arr._value().ravel(), dtype=dtype)
 
 
+class _ArrayType(type):
+    """The metaclass of :class:`lazynp.ndarray`: a class statement deriving from it makes a
+    *NumPy* subclass (``numpy.ndarray`` takes its place among the bases).
+
+    User code written against ``np.ndarray`` (which ``import lazynp as np`` makes lazynp's)
+    thereby keeps NumPy's subclass semantics: ``__array_finalize__``, view casting,
+    ``super().__new__(cls, shape, ...)``, results of operations keeping the subclass.
+    """
+
+    def __new__(mcls, name, bases, namespace, **kwargs):
+        lazy = globals().get("ndarray")
+        if lazy is not None and lazy in bases:
+            bases = tuple(np.ndarray if b is lazy else b for b in bases)
+            return type(name, bases, namespace, **kwargs)
+        return super().__new__(mcls, name, bases, namespace, **kwargs)
+
+
 _SKIP = frozenset(("__dict__", "__weakref__", "__module__", "__doc__", "__slots__", "__new__",
                    "__init__"))
 
@@ -538,14 +555,15 @@ def _make_class():
     Returns ``(class, names its core defines)``."""
     if graph.speedups is not None:
         cls = graph.speedups.ndarray
+        graph.speedups.set_metatype(cls, _ArrayType)
         core = frozenset(cls.__dict__)
         install = graph.speedups.install_member
         for name, value in _CoreReference.__dict__.items():   # the core's cold paths
             if name not in _SKIP and name not in core:
                 install(cls, name, value)
     else:
-        cls = type("ndarray", (_CoreReference,), {"__slots__": (), "__module__": "lazynp",
-                                                  "__doc__": _DOC})
+        cls = _ArrayType("ndarray", (_CoreReference,), {"__slots__": (), "__module__": "lazynp",
+                                                        "__doc__": _DOC})
         core = frozenset(_CoreReference.__dict__)
         install = setattr
     for name, value in _Members.__dict__.items():
