@@ -111,7 +111,7 @@ def _view(self, dtype=None, type=None):
         dtype, type = None, dtype
     if type is not None and type is not lazy:
         if not (isinstance(type, builtins.type) and issubclass(type, np.ndarray)):
-            raise TypeError("Type must be a sub-type of ndarray type")
+            raise ValueError("Type must be a sub-type of ndarray type")
         from ._fallback import _note
         _note("ndarray.view")
         buffer = _views.shared_value(self)

@@ -10,7 +10,7 @@ import numpy as np
 
 from .ndarray import _data_offset, ndarray
 
-from . import graph
+from . import _policy, graph
 
 
 def _in_shadow(var, sh: np.ndarray) -> bool:
@@ -99,8 +99,10 @@ def reshape(arr, shape, order="C", copy=None):
 
 def shared_value(arr) -> np.ndarray:
     """``arr``'s buffer (a view of it for a view), given out to the caller: later writes
-    into it run at once and pending readers run first, as for ``numpy.asarray(arr)`` under
-    the default policy (see ``ndarray.__array__``)."""
+    into it run at once and pending readers run first, as for ``numpy.asarray(arr)`` (see
+    ``ndarray.__array__``; when everything is recorded, a snapshot, as there)."""
+    if _policy.record_all:
+        return arr._value().copy()
     if arr._v is None:
         arr._ext = True
         return arr._val
