@@ -19,7 +19,15 @@ import matplotlib
 import numpy
 import pandas as pd
 import pytest
-import scipy
+import scipy.fft
+import scipy.interpolate
+import scipy.linalg
+import scipy.optimize
+import scipy.signal
+import scipy.sparse
+import scipy.spatial.distance
+import scipy.special
+import scipy.stats
 
 import lazynp
 
@@ -95,15 +103,15 @@ def test_series_from_a_lazy_array_sees_later_writes_like_numpy():
 # --- SciPy: __array__, __array_ufunc__ (scipy.special), __array_namespace__ ------------------
 
 @pytest.mark.parametrize("fn", [
-    lambda x, k, X: __import__("scipy.linalg").linalg.inv(X[:2] + numpy.eye(2)),
-    lambda x, k, X: __import__("scipy.stats").stats.zscore(x),
-    lambda x, k, X: __import__("scipy.special").special.erf(x / 6),
-    lambda x, k, X: __import__("scipy.signal").signal.convolve(x, k),
-    lambda x, k, X: __import__("scipy.interpolate").interpolate.interp1d(x, k)(2.5),
-    lambda x, k, X: __import__("scipy.sparse").sparse.csr_matrix(X).toarray(),
-    lambda x, k, X: __import__("scipy.spatial").spatial.distance.cdist(X, X),
-    lambda x, k, X: __import__("scipy.fft").fft.fft(x),
-    lambda x, k, X: __import__("scipy.optimize").optimize.minimize(
+    lambda x, k, X: scipy.linalg.inv(X[:2] + numpy.eye(2)),
+    lambda x, k, X: scipy.stats.zscore(x),
+    lambda x, k, X: scipy.special.erf(x / 6),
+    lambda x, k, X: scipy.signal.convolve(x, k),
+    lambda x, k, X: scipy.interpolate.interp1d(x, k)(2.5),
+    lambda x, k, X: scipy.sparse.csr_matrix(X).toarray(),
+    lambda x, k, X: scipy.spatial.distance.cdist(X, X),
+    lambda x, k, X: scipy.fft.fft(x),
+    lambda x, k, X: scipy.optimize.minimize(
         lambda v: ((v - x[:2]) ** 2).sum(), numpy.zeros(2)).x.round(4),
 ])
 def test_scipy_takes_lazy_arrays(fn):
