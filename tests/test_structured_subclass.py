@@ -10,6 +10,7 @@ import tomllib
 from pathlib import Path
 
 import numpy
+import numpy.lib.recfunctions
 import pytest
 
 import lazynp
@@ -89,6 +90,11 @@ def _nested(np):
     lambda d: d.dtype.names,
     lambda d: d.tolist(),
     lambda d: d["a"].sum(),
+    lambda d: d[["b"]].copy(),                  # keeps the multi-field view's offsets
+    lambda d: d[["a", "b"]][1:],
+    lambda d: d[[0, 2]],
+    lambda d: numpy.lib.recfunctions.structured_to_unstructured(d[["b"]]),
+    lambda d: numpy.lib.recfunctions.repack_fields(d[["b"]]),
 ])
 def test_field_reads_equal_numpy(policy, read):
     both(lambda np: read(_simple(np)))
