@@ -40,6 +40,13 @@ def __getattr__(name: str):
         obj = getattr(_np, name)
     except AttributeError:
         raise AttributeError(f"module 'lazynp' has no attribute {name!r}") from None
+    if isinstance(obj, _np.ufunc):
+        # an alias set on numpy by another library (numexpr sets numpy.expm1x = expm1)
+        from ._ufunc import UFUNCS
+        lazy = UFUNCS.get(obj.__name__)
+        if lazy is not None and lazy._np is obj:
+            globals()[name] = lazy
+            return lazy
     wrapped = _fallback.fallback_attr(obj, name)
     globals()[name] = wrapped
     return wrapped
