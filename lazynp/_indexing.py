@@ -136,10 +136,10 @@ def field_view(arr, key):
 def _element(arr, basic):
     """``arr[basic]`` for a full integer index: NumPy's scalar (a pending array is computed
     first).  A structured element (``numpy.void``) is a view into the buffer, as in NumPy,
-    so the buffer is shared with the caller from then on (even under recording)."""
+    so the buffer is given out as by ``numpy.asarray(arr)`` (shared with the caller from then
+    on; a snapshot where everything is recorded)."""
     if arr.dtype.kind == "V":
-        from ._views import shared_value
-        return shared_value(arr)[basic]
+        return arr.__array__()[basic]
     return arr._value()[basic]
 
 

@@ -103,8 +103,7 @@ def _sort(self, axis=-1, kind=None, order=None, stable=None):
 def _view(self, dtype=None, type=None):
     """NumPy's ``ndarray.view``.  ``type`` (or ``dtype`` given a class) an ndarray subclass:
     NumPy's object of that class on this array's buffer, as NumPy returns it (a counted
-    fallback; the buffer is shared with it from then on)."""
-    from . import _views
+    fallback; the buffer is given out as by ``numpy.asarray``: shared from then on)."""
     lazy = builtins.type(self)
     if type is None and isinstance(dtype, builtins.type) and \
             issubclass(dtype, (np.ndarray, lazy)):
@@ -114,10 +113,11 @@ def _view(self, dtype=None, type=None):
             raise ValueError("Type must be a sub-type of ndarray type")
         from ._fallback import _note
         _note("ndarray.view")
-        buffer = _views.shared_value(self)
+        buffer = self.__array__()
         return buffer.view(type) if dtype is None else buffer.view(dtype, type)
     if dtype is None:
         return self[...]
+    from . import _views
     return _views.view(self, np.ndarray.view, np.dtype(dtype))
 
 

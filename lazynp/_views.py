@@ -10,7 +10,7 @@ import numpy as np
 
 from .ndarray import _data_offset, ndarray
 
-from . import _policy, graph
+from . import graph
 
 
 def _in_shadow(var, sh: np.ndarray) -> bool:
@@ -95,23 +95,3 @@ def reshape(arr, shape, order="C", copy=None):
     if r.size == 0:
         return _empty_like_shadow(r)
     return arr._view_of(r)
-
-
-def shared_value(arr) -> np.ndarray:
-    """``arr``'s buffer (a view of it for a view), given out to the caller: later writes
-    into it run at once and pending readers run first, as for ``numpy.asarray(arr)`` (see
-    ``ndarray.__array__``; when everything is recorded, a snapshot, as there)."""
-    if _policy.record_all:
-        return arr._value().copy()
-    if arr._v is None:
-        arr._ext = True
-        return arr._val
-    val = arr._value()
-    head = arr._var.head
-    if head.exported is not True:
-        head.exported = True
-        if head.nuse and graph._state.pending_count:
-            live = graph._live_pending_heads()
-            if live:
-                graph.flush(live)
-    return val
