@@ -242,7 +242,9 @@ def test_sort_by_order_equal_numpy(policy, order):
 # --- record arrays ---------------------------------------------------------------------------
 
 def test_rec_array_and_recarray_are_numpys():
+    lazynp.reset_stats()
     r = lazynp.rec.array([(1, 2.0), (3, 4.0)], dtype=SIMPLE)
+    assert lazynp.stats()["fallbacks"] == {"rec.array": 1}
     ref = numpy.rec.array([(1, 2.0), (3, 4.0)], dtype=SIMPLE)
     assert type(r) is numpy.recarray and type(r[0]) is numpy.record
     assert r.a.tolist() == ref.a.tolist() and r.b.dtype == ref.b.dtype
