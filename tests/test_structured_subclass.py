@@ -12,8 +12,12 @@ from pathlib import Path
 import numpy
 import numpy.lib.recfunctions
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import lazynp
+from strategies import SETTINGS
 
 POLICIES = ["auto", "lazy"]
 
@@ -135,6 +139,57 @@ def test_bad_field_names_raise_numpys_errors():
         assert str(got.value) == str(ref.value)
     with pytest.raises(IndexError):
         lazynp.arange(3)["a"]
+
+
+_FIELD_TYPES = ["i1", "i4", "u2", "f4", "f8", "c16", "?", "U2", ("f8", (2,)), ("i2", (2, 1))]
+
+
+@st.composite
+def _structured(draw):
+    """A structured dtype (possibly nested), an array of it, a field key and a value."""
+    n = draw(st.integers(1, 4))
+    kinds = draw(st.lists(st.sampled_from(range(len(_FIELD_TYPES))), min_size=n, max_size=n))
+    fields = [(f"f{i}",) + ((t,) if isinstance(t := _FIELD_TYPES[k], str) else t)
+              for i, k in enumerate(kinds)]
+    if draw(st.booleans()):
+        fields.append(("sub", [("p", "i4"), ("q", "f8")]))
+    dtype = numpy.dtype(fields)
+    shape = draw(hnp.array_shapes(min_dims=1, max_dims=2, min_side=1, max_side=4))
+    base = numpy.frombuffer(draw(st.binary(min_size=dtype.itemsize * int(numpy.prod(shape)),
+                                           max_size=dtype.itemsize * int(numpy.prod(shape)))),
+                            dtype=numpy.uint8)
+    data = base.view(dtype).reshape(shape)
+    names = list(dtype.names)
+    key = draw(st.sampled_from(names) | st.lists(st.sampled_from(names), min_size=1,
+                                                 max_size=len(names), unique=True))
+    return data, key
+
+
+@settings(SETTINGS, max_examples=25)
+@given(case=_structured(), policy=st.sampled_from(POLICIES))
+def test_random_structured_field_views_equal_numpy(case, policy):
+    data, key = case
+    with lazynp.policy(policy):
+        def run(np):
+            d = np.array(data.copy())
+            view = d[key]
+            first = view[0].copy() if view.ndim else view.copy()
+            d[...] = d[::-1].copy()              # the view sees writes to the base
+            zeros = np.zeros(view.shape, view.dtype)
+            view[...] = zeros                    # and the base sees writes to the view
+            return first, d, d[key]
+        expected, got = run(numpy), run(lazynp)
+        for e, g in zip(expected, got):
+            e, g = numpy.asarray(e), numpy.asarray(_plain(g))
+            assert g.dtype == e.dtype and g.shape == e.shape
+            # the fields' bytes (NaN-safe; a copy's padding bytes are unspecified)
+            assert _field_bytes(g) == _field_bytes(e)
+
+
+def _field_bytes(a: numpy.ndarray) -> bytes:
+    if a.dtype.names is None:
+        return a.tobytes()
+    return numpy.lib.recfunctions.repack_fields(a.reshape(-1)).tobytes()
 
 
 # --- views and writes ------------------------------------------------------------------------
