@@ -581,6 +581,10 @@ cdef class ndarray:
         # with the caller exactly as numpy.asarray(a) shares it.  view.obj is that NumPy
         # array (its buffer is released through NumPy); Cython's placeholder is dropped.
         cdef PyObject *placeholder = <PyObject*>view.obj
+        dtype = self.dtype
+        if dtype.kind == "V":
+            from lazynp.ndarray import check_buffer_dtype
+            check_buffer_dtype(dtype)
         value = self.__array__()
         PyObject_GetBuffer(value, view, flags)
         Py_XDECREF(placeholder)

@@ -43,6 +43,39 @@ def _c_contiguous_owned(value: np.ndarray) -> np.ndarray:
     return value if value.flags.c_contiguous else np.ascontiguousarray(value)
 
 
+_EXACT_EXPORTS: dict = {}
+
+
+class _Interface:
+    def __init__(self, value: np.ndarray):
+        self.__array_interface__ = value.__array_interface__
+
+
+def _exports_exactly(dtype: np.dtype, protocol: str) -> bool:
+    """Whether NumPy reads ``dtype`` back unchanged through ``protocol`` ("buffer": PEP
+    3118, or "interface": ``__array_interface__``).  Not so for some structured dtypes
+    (fields out of offset order, the gaps a multi-field view leaves...)."""
+    exact = _EXACT_EXPORTS.get((dtype, protocol))
+    if exact is None:
+        probe = np.zeros(1, dtype)
+        try:
+            via = memoryview(probe) if protocol == "buffer" else _Interface(probe)
+            exact = np.asarray(via).dtype == dtype
+        except (BufferError, ValueError, TypeError, RuntimeError, NotImplementedError):
+            exact = False
+        _EXACT_EXPORTS[(dtype, protocol)] = exact
+    return exact
+
+
+def check_buffer_dtype(dtype: np.dtype) -> None:
+    """Raise for a structured dtype PEP 3118 cannot carry exactly (NumPy's own error where
+    NumPy refuses it, else BufferError): NumPy, which tries the buffer protocol first, then
+    reads the array another way."""
+    if not _exports_exactly(dtype, "buffer"):
+        memoryview(np.zeros(1, dtype))          # NumPy's error, when NumPy raises one
+        raise BufferError(f"lazynp: dtype {dtype} has no exact PEP 3118 buffer format")
+
+
 class _CoreReference:
     """The array's state and hot paths in pure Python (the C core mirrors this).
 
@@ -221,6 +254,8 @@ class _CoreReference:
     if sys.version_info >= (3, 12):
         def __buffer__(self, flags: int) -> memoryview:
             """The buffer protocol (the C core has it on every Python version)."""
+            if self.dtype.kind == "V":
+                check_buffer_dtype(self.dtype)
             return memoryview(self.__array__())
 
     # --- indexing ----------------------------------------------------------------------
@@ -382,7 +417,11 @@ class _Members:
     @property
     def __array_interface__(self) -> dict:
         """NumPy's array interface of the value (forced): its memory is shared with the
-        caller as by ``numpy.asarray(a)``, and kept alive as long as this array is."""
+        caller as by ``numpy.asarray(a)``, and kept alive as long as this array is.  Absent
+        for a structured dtype the interface cannot carry exactly (NumPy then reads the
+        array through ``__array__``)."""
+        if self.dtype.kind == "V" and not _exports_exactly(self.dtype, "interface"):
+            raise AttributeError("__array_interface__")
         value = self.__array__()
         key = id(self)
         if key not in _interface_values:

@@ -6,6 +6,7 @@ memory with their base exactly where NumPy's do.
 """
 from __future__ import annotations
 
+import sys
 import tomllib
 from pathlib import Path
 
@@ -271,6 +272,30 @@ def test_void_write_is_not_seen_by_work_recorded_before_it():
     (e1, e2), (g1, g2) = run(numpy), run(lazynp)
     assert_same(e1, g1)
     assert_same(e2, g2)
+
+
+def test_buffer_protocol_of_structured_arrays_like_numpy():
+    """A buffer whose PEP 3118 format NumPy would misread is refused (NumPy, which tries the
+    buffer first, then reads the array through __array__, dtype intact)."""
+    for key in (None, ["b"], ["b", "a"]):
+        def run(np):
+            d = _simple(np)
+            v = d if key is None else d[key]
+            try:
+                fmt = memoryview(v).format
+            except (BufferError, ValueError) as exc:
+                fmt = type(exc).__name__
+            except TypeError:           # the pure Python core before Python 3.12: no buffer
+                assert np is lazynp and lazynp._graph.speedups is None and \
+                    sys.version_info < (3, 12)
+                fmt = None
+            return fmt, numpy.asarray(v)
+        (efmt, eval_), (gfmt, gval) = run(numpy), run(lazynp)
+        assert gfmt == efmt or gfmt is None
+        assert gval.dtype == eval_.dtype and gval.tolist() == eval_.tolist()
+    one_byte = numpy.dtype([("f0", "i1"), ("f1", "i1")])
+    v = lazynp.zeros(2, one_byte)[["f0"]]
+    assert numpy.asarray(v).dtype == numpy.zeros(2, one_byte)[["f0"]].dtype
 
 
 def test_structured_equality_equal_numpy(policy):
