@@ -1593,6 +1593,9 @@ def run_node(Node n, epoch):
                     r.rem -= 1
                     if r.rem == 0 and not r.needed:
                         r.value = None
+    if n.has_fx:            # (its tree inputs, kept alive by it, chain back without end)
+        n.has_fx = False
+        n.fx_ins = n.fx_kf = n.fx_ki = None
     if not _graph_dict["keep_graph"]:
         n.params = None
         n.args = ()
