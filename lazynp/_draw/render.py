@@ -264,7 +264,8 @@ def _node_svg(i: int, n, b, colours) -> str:
         parts.append(f'<rect x="{_f(x0 - 3)}" y="{_f(y0 - 3)}" width="{_f(b.w + 6)}" '
                      f'height="{_f(b.h + 6)}" rx="{_f(rx + 3)}" fill="none" '
                      f'stroke="{stroke}" stroke-width="1"/>')
-    parts.append(f'<rect x="{_f(x0)}" y="{_f(y0)}" width="{_f(b.w)}" height="{_f(b.h)}" '
+    parts.append(f'<rect class="box" x="{_f(x0)}" y="{_f(y0)}" width="{_f(b.w)}" '
+                 f'height="{_f(b.h)}" '
                  f'rx="{_f(rx)}" fill="{fill}" stroke="{stroke}" stroke-width="{sw}"{dash}/>')
     parts.append(f'<text x="{_f(b.x)}" y="{_f(b.y - 3)}" text-anchor="middle" '
                  f'font-weight="bold">{escape(n.title)}</text>')
