@@ -207,11 +207,21 @@ class Explanation:
 
     def __init__(self, arrays):
         from .symbol import Symbol
-        snap = _Snapshot(arrays)
-        self.symbol = Symbol(snap.entries, snap.outputs)
-        self._info = snap.info
-        self.num_pending = sum(1 for i in snap.info if i["state"] == "pending" and
-                               i["node"] is not None and i["node"].op is not _graph.VIEW)
+        if len(arrays) == 1 and isinstance(arrays[0], Symbol):
+            self.symbol = arrays[0]
+            self.is_symbol = True
+            self._info = [{"state": {"placeholder": "input", "leaf": "constant"}.get(
+                e.op, "symbolic"), "marks": set(), "site": None, "node": None, "title": None}
+                for e in self.symbol.nodes]
+            self.num_pending = sum(1 for e in self.symbol.nodes
+                                   if e.op not in ("placeholder", "leaf", "view"))
+        else:
+            snap = _Snapshot(arrays)
+            self.symbol = Symbol(snap.entries, snap.outputs)
+            self.is_symbol = False
+            self._info = snap.info
+            self.num_pending = sum(1 for i in snap.info if i["state"] == "pending" and
+                                   i["node"] is not None and i["node"].op is not _graph.VIEW)
         entries = self.symbol.nodes
         self.kernels, self.flush_note = self._fusion() if self.num_pending else ([], "")
         self.memory = self.symbol.memory_plan()
@@ -222,7 +232,7 @@ class Explanation:
             if s is not None and s not in colours:
                 colours[s] = len(colours)
         self.rows = []
-        for i, (e, inf) in enumerate(zip(entries, snap.info)):
+        for i, (e, inf) in enumerate(zip(entries, self._info)):
             is_op = e.op != "placeholder"
             title = inf["title"] or e.op
             if e.op == "placeholder" and inf["title"] is None:
@@ -230,7 +240,8 @@ class Explanation:
             self.rows.append({
                 "index": i, "op": title, "shape": e.shape, "dtype": str(e.dtype),
                 "state": inf["state"],
-                "policy": _policy_decision(e, entries) if is_op and e.op != "view" else "",
+                "policy": _policy_decision(e, entries) if is_op and e.op != "view" and
+                not self.is_symbol else "",
                 "kernel": group_of.get(i, ""),
                 "buffer": colours.get(self.memory.storage_of.get(i), ""),
                 "site": _short_site(inf["site"]),
@@ -243,7 +254,7 @@ class Explanation:
         nodes = pipeline.to_nodes(self.symbol)
         pos = {id(g): i for i, g in enumerate(nodes)}
         work = [(g, False) for g, inf in zip(nodes, self._info)
-                if inf["state"] == "pending" and g.op is not _graph.VIEW]
+                if inf["state"] in ("pending", "symbolic") and g.op is not _graph.VIEW]
         max_elems = max((_prod(g.shape) for g, _ in work), default=0)
         threshold = 4 * _graph._MIN_FUSED_WORK
         items = fuse(work, type(nodes[0]))
@@ -251,11 +262,12 @@ class Explanation:
         for it in items:
             if type(it) is FusedGroup:
                 members = [pos[id(m)] for m in it.nodes()]
-                if _prod(it.shape) * len(members) < _graph._MIN_KERNEL_WORK:
+                if not self.is_symbol and \
+                        _prod(it.shape) * len(members) < _graph._MIN_KERNEL_WORK:
                     small += 1
                     continue
                 kernels.append(members)
-        if max_elems < threshold:
+        if max_elems < threshold and not self.is_symbol:
             return [], (f"small flush (largest op {max_elems:,} < {threshold:,} elements): it "
                         f"runs op by op on NumPy or as cached small tree kernels, without the "
                         f"fusion pass")
@@ -298,10 +310,14 @@ class Explanation:
 
     def summary(self) -> list:
         """The report's headline lines."""
-        m = self.memory
         ops = sum(1 for e in self.symbol.nodes if e.op not in ("placeholder", "view"))
         at_once = sum(1 for r in self.rows if r["state"] == "pending" and
                       r["policy"].startswith("at once"))
+        if self.is_symbol:
+            return [f"lazynp.explain: Symbol with {self.num_pending} op(s), inputs "
+                    f"{self.symbol.inputs}, {len(self.symbol.output_refs)} output(s)",
+                    f"fusion: {self.flush_note}"] + self._kernel_lines() + [
+                    self._memory_line(ops)]
         lines = [f"lazynp.explain: {self.num_pending} pending op(s) behind "
                  f"{len(self.symbol.output_refs)} array(s); policy "
                  f"{_policy.get_policy()!r}, EAGER_MAX_ELEMS={_policy.EAGER_MAX_ELEMS:,}"]
@@ -311,14 +327,19 @@ class Explanation:
         lines.append(f"execution policy: {at_once} of the pending op(s) are small enough "
                      f"to run at once on computed inputs")
         lines.append(f"fusion: {self.flush_note}")
-        for k, g in enumerate(self.kernels):
-            e = self.symbol.nodes
-            lines.append(f"  kernel {k + 1}: " + ", ".join(e[i].op for i in g) +
-                         f"  ({'x'.join(map(str, e[g[0]].shape)) or 'scalar'})")
-        lines.append(f"memory plan ({ops} op(s), one buffer each before fusion): "
-                     f"{_nbytes(m.planned_bytes)} in {m.num_buffers} buffer(s) vs "
-                     f"{_nbytes(m.naive_bytes)} naive, {len(m.inplace)} in-place")
-        return lines
+        return lines + self._kernel_lines() + [self._memory_line(ops)]
+
+    def _kernel_lines(self) -> list:
+        e = self.symbol.nodes
+        return [f"  kernel {k + 1}: " + ", ".join(e[i].op for i in g) +
+                f"  ({'x'.join(map(str, e[g[0]].shape)) or 'scalar'})"
+                for k, g in enumerate(self.kernels)]
+
+    def _memory_line(self, ops: int) -> str:
+        m = self.memory
+        return (f"memory plan ({ops} op(s), one buffer each before fusion): "
+                f"{_nbytes(m.planned_bytes)} in {m.num_buffers} buffer(s) vs "
+                f"{_nbytes(m.naive_bytes)} naive, {len(m.inplace)} in-place")
 
     def text(self) -> str:
         return "\n".join(self.summary() + ["", text_table(self._HEADERS, self._table_rows())])
@@ -341,8 +362,9 @@ def explain(*arrays) -> Explanation:
 
     Parameters
     ----------
-    *arrays : lazynp.ndarray
-        Arrays whose pending graph to explain (NumPy values count as computed inputs).
+    *arrays : lazynp.ndarray or one lazynp.Symbol
+        Arrays whose pending graph to explain (NumPy values count as computed inputs), or
+        a Symbol (its fusion groups and memory plan).
 
     Returns
     -------

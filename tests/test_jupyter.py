@@ -230,3 +230,16 @@ def test_layout_keeps_boxes_apart_and_groups_around_their_members(dag):
             inside = any(_inside(c, poly) for poly in outlines)
             assert inside == (i in members)
     ET.fromstring(_draw.to_svg(d, engine="python"))
+
+
+def test_explain_of_a_symbol_gives_its_kernels_and_memory_table():
+    sym = np.trace(lambda x: np.tanh(x * 2.0 + 1.0).sum(axis=1), numpy.ones((4, 3)))
+    ex = np.explain(sym)
+    assert ex.is_symbol and ex.symbol is sym
+    assert [[sym.nodes[i].op for i in g] for g in ex.kernels] == \
+        [["multiply", "add", "tanh", "sum"]]
+    plan = sym.memory_plan()
+    assert ex.memory.planned_bytes == plan.planned_bytes
+    assert all(r["policy"] == "" for r in ex.rows)
+    assert str(ex).startswith("lazynp.explain: Symbol with 4 op(s), inputs ['x']")
+    ET.fromstring(ex._repr_html_())
