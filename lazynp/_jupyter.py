@@ -159,17 +159,24 @@ class _Snapshot:
         return index[id(head)]
 
 
-def _policy_decision(snode, entries) -> str:
+def _policy_decision(snode, entries, info) -> str:
     """What the execution policy does with this op when its inputs are computed."""
     from .ops.registry import OPS
+    from .symbol import Ref
     op = OPS.get(snode.op)
     kind = op.kind if op is not None else "opaque"
     size = _prod(snode.shape)
+    shared = False
     for a in snode.args:
-        if type(a).__name__ == "Ref":
+        if type(a) is Ref:
             size = max(size, _prod(entries[int(a)].shape))
+            node = info[int(a)]["node"]
+            if node is not None and node.state == _graph.DONE and node.exported is True:
+                shared = True
     if _policy.get_policy() == "lazy":
         return "record (policy 'lazy')"
+    if shared:
+        return "at once (reads a buffer NumPy shares)"
     if kind not in _policy.SIZED_KINDS:
         return f"at once ({kind}: fusion cannot improve it)"
     if _policy.sized_ok(kind, size):
@@ -240,7 +247,7 @@ class Explanation:
             self.rows.append({
                 "index": i, "op": title, "shape": e.shape, "dtype": str(e.dtype),
                 "state": inf["state"],
-                "policy": _policy_decision(e, entries) if is_op and e.op != "view" and
+                "policy": _policy_decision(e, entries, self._info) if is_op and e.op != "view" and
                 not self.is_symbol else "",
                 "kernel": group_of.get(i, ""),
                 "buffer": colours.get(self.memory.storage_of.get(i), ""),
@@ -251,6 +258,10 @@ class Explanation:
         """Fused kernels a flush of this graph would run, and a note on its size."""
         from .passes import pipeline
         from .passes.fusion import FusedGroup, fuse
+        if self.is_symbol:
+            kernels = [g for g in pipeline.fusion(self.symbol) if len(g) > 1]
+            return kernels, f"{len(kernels)} fused kernel(s) of two ops or more, as " \
+                            f"lazynp.jit groups them (reductions run on their own)"
         nodes = pipeline.to_nodes(self.symbol)
         pos = {id(g): i for i, g in enumerate(nodes)}
         work = [(g, False) for g, inf in zip(nodes, self._info)
@@ -262,12 +273,11 @@ class Explanation:
         for it in items:
             if type(it) is FusedGroup:
                 members = [pos[id(m)] for m in it.nodes()]
-                if not self.is_symbol and \
-                        _prod(it.shape) * len(members) < _graph._MIN_KERNEL_WORK:
+                if _prod(it.shape) * len(members) < _graph._MIN_KERNEL_WORK:
                     small += 1
                     continue
                 kernels.append(members)
-        if max_elems < threshold and not self.is_symbol:
+        if max_elems < threshold:
             return [], (f"small flush (largest op {max_elems:,} < {threshold:,} elements): it "
                         f"runs op by op on NumPy or as cached small tree kernels, without the "
                         f"fusion pass")
@@ -469,6 +479,9 @@ class JitExplanation(str):
         self._plans = plans or {}
         self._name = name
         return self
+
+    def __repr__(self) -> str:
+        return str.__str__(self)
 
     def _repr_html_(self) -> str:
         if not self._log:
