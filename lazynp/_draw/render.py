@@ -119,7 +119,7 @@ def dot_svg(drawing) -> str | None:
     if res.returncode != 0:
         return None
     svg = res.stdout.decode("utf-8", "replace")
-    return svg[svg.find("<svg"):]
+    return svg[svg.find("<svg"):].replace("<svg", '<svg class="lazynp-graph"', 1)
 
 
 # --- SVG (own layout) --------------------------------------------------------------------
