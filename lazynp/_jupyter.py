@@ -19,6 +19,9 @@ from . import graph as _graph
 
 __all__ = ["explain", "Explanation", "Stats", "JitExplanation", "plan_drawing"]
 
+#: Jupyter shows the graph picture of reports up to this many nodes (tables always)
+MAX_DRAWN_NODES = 300
+
 #: computed nodes made by a NumPy fallback -> the NumPy name (see _fallback.call_numpy)
 FALLBACK_NODES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
@@ -362,7 +365,12 @@ class Explanation:
 
     def _repr_html_(self) -> str:
         head = "".join(f"<div>{html.escape(s)}</div>" for s in self.summary())
-        pic = self.svg() if self.symbol.nodes else ""
+        n = len(self.symbol.nodes)
+        if n > MAX_DRAWN_NODES:
+            pic = (f"<div><i>{n} nodes: too many to draw here (the picture of "
+                   f"<code>.svg()</code> draws them all)</i></div>")
+        else:
+            pic = self.svg() if n else ""
         return (f'<div class="lazynp-explain">{head}<div>{pic}</div>'
                 f"{html_table(self._HEADERS, self._table_rows(), 'nodes')}</div>")
 

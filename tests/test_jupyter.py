@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import xml.etree.ElementTree as ET
 
 import numpy
@@ -253,3 +254,25 @@ def test_explain_of_a_symbol_gives_its_kernels_and_memory_table():
     assert all(r["policy"] == "" for r in ex.rows)
     assert str(ex).startswith("lazynp.explain: Symbol with 4 op(s), inputs ['x']")
     ET.fromstring(ex._repr_html_())
+
+
+def test_large_graphs_show_their_table_without_a_picture():
+    with np.policy("lazy"):
+        x = np.ones(10)
+        for _ in range(np._jupyter.MAX_DRAWN_NODES):
+            x = x + 1.0
+    ex = np.explain(x)
+    root = ET.fromstring(ex._repr_html_())
+    assert not list(root.iter(SVG + "svg")) and "too many to draw" in ex._repr_html_()
+    assert len(list(root.iter("tr"))) == len(ex.rows) + 1
+    assert float(x[0]) == 1.0 + np._jupyter.MAX_DRAWN_NODES
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
+def test_graphviz_pictures_parse_and_box_the_kernels():
+    sym = np.trace(lambda x: np.tanh(x * 2.0 + 1.0).sum(axis=1) * 3.0, numpy.ones((4, 3)))
+    root = ET.fromstring(_draw.to_svg(sym.drawing(), engine="dot"))
+    clusters = [g for g in root.iter(SVG + "g") if g.get("class") == "cluster"]
+    nodes = [g for g in root.iter(SVG + "g") if g.get("class") == "node"]
+    assert len(clusters) == len(sym.drawing().groups) == 1
+    assert len(nodes) == len(sym.nodes)

@@ -20,6 +20,7 @@ PALETTE = ("#fde68a", "#bbf7d0", "#bfdbfe", "#fbcfe8", "#ddd6fe", "#fed7aa", "#a
            "#d9f99d", "#fecaca", "#c7d2fe", "#e9d5ff", "#99f6e4")
 INPUT_FILL, INPUT_STROKE = "#dbeafe", "#1d4ed8"
 PLAIN_FILL = "#f5f5f5"
+COMPUTED_FILL = "#e5e7eb"
 GROUP_COLOR = "#7c3aed"
 FORCED_COLOR = "#dc2626"
 FALLBACK_COLOR = "#ea580c"
@@ -58,15 +59,16 @@ def _dot_str(s: str) -> str:
 def to_dot(drawing, name: str = "lazynp") -> str:
     """Graphviz DOT source: fusion groups are clusters, fill colours are buffers."""
     colours = _colour_index(drawing)
-    lines = [f"digraph {json.dumps(name)} {{", "  rankdir=TB;",
+    lines = [f"digraph {json.dumps(name)} {{", '  rankdir=TB; fontname="Helvetica";',
              f'  node [fontname="Helvetica", fontsize=10, shape=box, style="rounded,filled", '
              f'fillcolor="{PLAIN_FILL}"];', '  edge [color="#666666", arrowsize=0.7];']
     if drawing.title:
         lines.append(f"  label={_dot_str(drawing.title)}; labelloc=t;")
 
     def node_line(i, n):
-        attrs = [f"label={_dot_str(n.title + chr(10) + n.detail)}",
-                 f'fillcolor="{_fill(n, colours)}"']
+        fill = COMPUTED_FILL if ("computed" in n.marks and n.kind == "input") else \
+            _fill(n, colours)
+        attrs = [f"label={_dot_str(n.title + chr(10) + n.detail)}", f'fillcolor="{fill}"']
         style = ["filled"]
         if n.kind == "input":
             attrs.append("shape=ellipse")
@@ -228,7 +230,7 @@ def _legend_swatch(kind: str, x: float, y: float) -> str:
     elif kind == "fallback":
         stroke, dash = FALLBACK_COLOR, ' stroke-dasharray="3,2"'
     elif kind == "computed":
-        fill = "#e5e7eb"
+        fill = COMPUTED_FILL
     elif kind == "buffer":
         return "".join(f'<rect x="{_f(x + 6 * k)}" y="{_f(y)}" width="6" height="12" '
                        f'fill="{PALETTE[k]}"/>' for k in range(3))
@@ -255,7 +257,8 @@ def _node_svg(i: int, n, b, colours) -> str:
         stroke, sw = FORCED_COLOR, 2.5
     if "fallback" in n.marks:
         stroke, sw, dash = FALLBACK_COLOR, 2.5, ' stroke-dasharray="5,3"'
-    fill = "#e5e7eb" if ("computed" in n.marks and n.kind == "input") else _fill(n, colours)
+    fill = COMPUTED_FILL if ("computed" in n.marks and n.kind == "input") else \
+        _fill(n, colours)
     tip = n.note or f"{n.title} {n.detail}"
     if n.buffer is not None:
         tip += f" (buffer {colours[n.buffer]})"
