@@ -25,6 +25,7 @@ GROUP_COLOR = "#7c3aed"
 FORCED_COLOR = "#dc2626"
 FALLBACK_COLOR = "#ea580c"
 FONT = "Helvetica, Arial, sans-serif"
+LABEL_ROOM = 7.0      # above a fused group's first row: its "fused kernel k" label
 
 
 def _colour_index(drawing) -> dict:
@@ -145,7 +146,7 @@ def _group_outline(members, boxes, pad: float = 7.0) -> list:
     runs.append(run)
     outlines = []
     for run in runs:
-        top = {layer: ys[layer] - half - (pad if k == 0 else gap / 2)
+        top = {layer: ys[layer] - half - (pad + LABEL_ROOM if k == 0 else gap / 2)
                for k, layer in enumerate(run)}
         bot = {layer: ys[layer] + half + (pad if k == len(run) - 1 else gap / 2)
                for k, layer in enumerate(run)}
@@ -202,7 +203,7 @@ def layout_svg(drawing) -> str:
                        f'stroke-width="1.2"/>')
             if k == 0:
                 px, py = pts[-1]
-                out.append(f'<text x="{_f(px + 3)}" y="{_f(py - 3)}" font-size="9" '
+                out.append(f'<text x="{_f(px + 4)}" y="{_f(py + 9)}" font-size="9" '
                            f'fill="{GROUP_COLOR}">fused kernel {g + 1}</text>')
     for (a, b), bends in zip(drawing.edges, routes):
         p, q = boxes[a], boxes[b]
