@@ -106,7 +106,7 @@ def test_rendered_notebook_has_graphs_and_tables_that_parse():
     assert len(graphs) >= 4
     for g in graphs:
         boxes = [n for n in g.iter(SVG + "g") if "node" in n.get("class", "").split()]
-        assert boxes and all(n.find(SVG + "text") is not None for n in boxes)
+        assert boxes and all(next(n.iter(SVG + "text"), None) is not None for n in boxes)
         assert float(re.match(r"[\d.]+", g.get("width")).group()) > 0
     tables = [ET.fromstring(t) for t in _fragments(html, "table")
               if 'class="lazynp-table"' in t[:80]]
