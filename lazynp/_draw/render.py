@@ -57,14 +57,21 @@ def _dot_str(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
+_DOT_LEGEND = {"group": "dashed outline: fused kernel", "forced": "red border: forced",
+               "fallback": "orange border: NumPy fallback", "computed": "grey: computed value",
+               "output": "double border: output"}
+
+
 def to_dot(drawing, name: str = "lazynp") -> str:
     """Graphviz DOT source: fusion groups are clusters, fill colours are buffers."""
     colours = _colour_index(drawing)
     lines = [f"digraph {json.dumps(name)} {{", '  rankdir=TB; fontname="Helvetica";',
              f'  node [fontname="Helvetica", fontsize=10, shape=box, style="rounded,filled", '
              f'fillcolor="{PLAIN_FILL}"];', '  edge [color="#666666", arrowsize=0.7];']
-    if drawing.title:
-        lines.append(f"  label={_dot_str(drawing.title)}; labelloc=t;")
+    legend = "  \u00b7  ".join(_DOT_LEGEND.get(kind, text) for kind, text in drawing.legend())
+    label = "\n".join(t for t in (drawing.title, legend) if t)
+    if label:
+        lines.append(f"  label={_dot_str(label)}; labelloc=t; fontsize=10;")
 
     def node_line(i, n):
         fill = COMPUTED_FILL if ("computed" in n.marks and n.kind == "input") else \
