@@ -108,7 +108,7 @@ def call_numpy(fn, name: str, args, kwargs):
     if writebacks and "out" in kwargs and res is new_kwargs.get("out"):
         return kwargs["out"]
     out = wrap_result(res)
-    from ._jupyter import tag_fallback
+    from ._explain import tag_fallback
     tag_fallback(out, name)       # (drawn as a fallback by lazynp.explain)
     return out
 

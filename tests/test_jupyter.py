@@ -259,13 +259,13 @@ def test_explain_of_a_symbol_gives_its_kernels_and_memory_table():
 def test_large_graphs_show_their_table_without_a_picture():
     with np.policy("lazy"):
         x = np.ones(10)
-        for _ in range(np._jupyter.MAX_DRAWN_NODES):
+        for _ in range(np._explain.MAX_DRAWN_NODES):
             x = x + 1.0
     ex = np.explain(x)
     root = ET.fromstring(ex._repr_html_())
     assert not list(root.iter(SVG + "svg")) and "too many to draw" in ex._repr_html_()
     assert len(list(root.iter("tr"))) == len(ex.rows) + 1
-    assert float(x[0]) == 1.0 + np._jupyter.MAX_DRAWN_NODES
+    assert float(x[0]) == 1.0 + np._explain.MAX_DRAWN_NODES
 
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
