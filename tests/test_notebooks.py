@@ -9,10 +9,9 @@ import subprocess
 import threading
 import xml.etree.ElementTree as ET
 
+import nbclient            # (the 'test' extra: nbclient, nbformat, nbconvert, ipykernel)
+import nbformat
 import pytest
-
-nbformat = pytest.importorskip("nbformat", reason="the notebook tests need the 'test' extra")
-nbclient = pytest.importorskip("nbclient", reason="the notebook tests need the 'test' extra")
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
