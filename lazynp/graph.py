@@ -475,6 +475,27 @@ def writable_view(arr, region: int):
     return out
 
 
+def fork_prepare_recorder() -> bool:
+    """Before ``os.fork()``: hold the recorder's lock, so no flush is half scheduled in
+    the child (see :mod:`lazynp._fork`)."""
+    _lock.acquire()
+    return True
+
+
+def fork_done_recorder(child: bool) -> None:
+    _lock.release()
+
+
+def fork_prepare_executor() -> bool:
+    """Before ``os.fork()``, once the engine is idle: hold the executor's bookkeeping lock."""
+    _book_lock.acquire()
+    return True
+
+
+def fork_done_executor(child: bool) -> None:
+    _book_lock.release()
+
+
 def _bound_flush() -> None:
     """Flush every live pending head: keeps a long Python loop's graph bounded.  Waits for
     the previous bound flush first, so recording never runs far ahead of the engine."""

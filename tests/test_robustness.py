@@ -224,3 +224,89 @@ def test_four_threads_200_times(policy, monkeypatch):
                 assert not t.is_alive(), "a thread hangs"
             if errors:
                 raise errors[0]
+
+
+# --- fork and multiprocessing -----------------------------------------------------------
+
+_FORK_IN_FLIGHT = """
+    import os, threading, numpy
+    import lazynp as np
+    from lazynp import graph
+    n = 40 << 15
+
+    def chain(np, x):
+        y = np.sqrt(x * x + 1) * np.exp(-x)
+        for i in range(6):
+            y = np.sqrt(y * y + 1) * np.exp(-y)
+        return y
+
+    x = np.linspace(0, 1, n)
+    ref = chain(numpy, numpy.linspace(0, 1, n))
+    stop = threading.Event()
+
+    def busy():             # another thread records and flushes while the main one forks
+        z = np.arange(5000.0)
+        while not stop.is_set():
+            z = np.cumsum(z * 0.5, axis=0) / 7.0
+            float(z[-1])
+    t = threading.Thread(target=busy)
+    t.start()
+    for round in range(2):
+        y = chain(np, x)
+        graph.flush_live()                   # in flight on the engine's threads at the fork
+        pid = os.fork()
+        if pid == 0:
+            ok = numpy.allclose(numpy.asarray(y), ref)
+            w = chain(np, np.asarray(numpy.linspace(0, 1, n)))   # new work in the child
+            ok = ok and numpy.allclose(numpy.asarray(w), ref)
+            ok = ok and numpy.isclose(float((y * 2).sum()), (ref * 2).sum())
+            os._exit(0 if ok else 3)
+        _, status = os.waitpid(pid, 0)
+        assert status == 0, status
+        assert numpy.allclose(numpy.asarray(y), ref)
+    stop.set()
+    t.join()
+    print("ok")
+"""
+
+
+def test_fork_with_a_flush_in_flight():
+    """issue 19 item 5: the child reads arrays whose flush was running on the engine's
+    threads at the fork, computes new work, and the parent goes on."""
+    assert _run_child(_FORK_IN_FLIGHT).split() == ["ok"]
+
+
+_POOL = """
+    import multiprocessing as mp, numpy
+    import lazynp as np
+    n = 1 << 20
+    x = np.linspace(0, 1, n)
+    pending = np.sin(x) * 3 + 1           # recorded, not yet computed at the fork
+
+    def work(k):
+        return float((pending * k + np.cos(x)).sum())
+
+    def ref(k):
+        xr = numpy.linspace(0, 1, n)
+        return float(((numpy.sin(xr) * 3 + 1) * k + numpy.cos(xr)).sum())
+
+    if __name__ == "__main__":
+        with mp.get_context({method!r}).Pool(2) as pool:
+            got = pool.map(work if {method!r} == "fork" else np.square, range(4))
+        if {method!r} == "fork":
+            assert numpy.allclose(got, [ref(k) for k in range(4)]), got
+        else:
+            assert got == [0, 1, 4, 9] and type(got[2]) is numpy.int64, got
+        print(float(pending.sum()) == float((np.asarray(numpy.sin(numpy.linspace(0, 1, n)))
+                                             * 3 + 1).sum()))
+"""
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_multiprocessing_pool(method, tmp_path):
+    script = tmp_path / "pool_program.py"       # spawn re-imports the main module by path
+    script.write_text(textwrap.dedent(_POOL.format(method=method)))
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       timeout=HANG)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.split() == ["True"]

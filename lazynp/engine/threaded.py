@@ -121,6 +121,19 @@ class ThreadedEngine(Engine):
             for _ in workers or ():
                 self._ready.put(None)
 
+    def fork_prepare(self) -> bool:
+        self._lock.acquire()
+        return not self._num_pending
+
+    def fork_done(self, child: bool) -> None:
+        if child:
+            # the parent's workers do not exist here: the next push starts new ones
+            self._workers = None
+            self._ready = queue.SimpleQueue()
+            self._local = threading.local()
+            self._all_waiters = 0
+        self._lock.release()
+
     # -- scheduling (everything *_locked runs under self._lock) -------------
 
     def _check_not_worker(self, what: str) -> None:
