@@ -18,6 +18,7 @@ from ._namespace import *  # noqa: E402,F401,F403
 from ._namespace import __all_lazy__ as _all_lazy  # noqa: E402
 from ._ufunc import ufunc  # noqa: E402
 from ._api import evaluate, stats, reset_stats, set_strict, strict  # noqa: E402
+from ._explain import explain  # noqa: E402
 from ._policy import get_policy, policy, set_policy  # noqa: E402
 from . import linalg, fft, random, lib, testing  # noqa: E402
 from . import _fork  # noqa: E402
