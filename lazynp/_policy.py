@@ -53,6 +53,7 @@ if _mode not in MODES:
 #: recorder on every call: kept as a module global (and mirrored in C) for speed.
 record_all = 1 if _mode == "lazy" else 0
 _transforms = 0
+_scopes = 0         # open ``policy(...)`` blocks
 _c = None          # lazynp._speedups, once graph.py has loaded it
 _run_eager = None  # graph.run_eager (the C recorder calls it)
 _run_now = None    # graph.run_now (the C recorder's path for pending arguments)
@@ -65,7 +66,7 @@ def _sync() -> None:
     if _c is not None:
         _c.set_policy(record_all, EAGER_MAX_ELEMS, SIZED_KINDS, _run_eager, _run_now,
                       _value_for_eager)
-        _c.set_transforms(_transforms)
+        _c.set_transforms(_transforms + _scopes)
 
 
 def attach_speedups(mod, run_eager, run_now, value_for_eager) -> None:
@@ -119,11 +120,17 @@ def set_policy(mode: str) -> None:
 @contextlib.contextmanager
 def policy(mode: str):
     """Context manager form of :func:`set_policy`."""
+    global _scopes
     old = _mode
     set_policy(mode)
+    # a recording scope the user opened: like a transform, its with block does not make
+    # ops run at the call (errstate and error-filter rules still apply: run_at_call)
+    _scopes += 1
+    _sync()
     try:
         yield
     finally:
+        _scopes -= 1
         set_policy(old)
 
 
@@ -222,7 +229,7 @@ def run_at_call(op, site, ext, wstate) -> bool:
         return False
     if wstate.traps or (ext is not None and errstate_traps(ext)):
         return True
-    if _transforms or site is None or not in_handler_block(site[0], site[1]):
+    if _transforms or _scopes or site is None or not in_handler_block(site[0], site[1]):
         # (a transform records its function's graph, and its own ops name the user's line
         # calling it: run when the transform's result is read, as before)
         return False
