@@ -32,7 +32,6 @@ differentiated input cannot be differentiated: the backward pass raises
 """
 from __future__ import annotations
 
-import sys
 import weakref
 
 import numpy as _np
@@ -53,6 +52,10 @@ class AutogradError(RuntimeError):
     """A value on the differentiated path cannot be differentiated."""
 
 
+class NoGradientRule(AutogradError, NotImplementedError):
+    """An operation on the differentiated path has no gradient rule (the message names it)."""
+
+
 # --- tracing: the tape and the hooks ------------------------------------------------------
 
 _REC: list = []          # nodes recorded while any trace is open (the tape)
@@ -61,6 +64,7 @@ _depth = 0
 _paused = 0
 _INPUT_IDS: dict = {}    # id(node) -> node, inputs of open traces (fallback dependency check)
 _POISON: dict = {}       # id(leaf node) -> (node, function name): fallback results on the path
+_LEAKS: list = []        # (function name, NumPy value): differentiated values forced to Python
 _orig: dict = {}
 
 
@@ -122,6 +126,8 @@ def _depends_on_inputs(obj) -> bool:
         seen.add(id(n))
         if id(n) in _INPUT_IDS:
             return True
+        if n.op is _vjps.STOP:
+            continue
         for a in n.args:
             if type(a) is Node:
                 stack.append(a)
@@ -134,39 +140,86 @@ def _taint(res, name):
             _POISON[id(_root(n))] = (_root(n), name)
 
 
+def _heads(obj, out):
+    """``{id(array): (array, its Var's head)}`` of the lazy arrays in ``obj``."""
+    if isinstance(obj, ndarray):
+        out[id(obj)] = (obj, obj._var.head)
+    elif isinstance(obj, (list, tuple)):
+        for x in obj:
+            _heads(x, out)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            _heads(x, out)
+    return out
+
+
 def _h_call_numpy(fn, name, args, kwargs):
+    before = _heads((args, kwargs), {})
     res = _orig["call_numpy"](fn, name, args, kwargs)
     if _depends_on_inputs((args, kwargs)):
         _taint(res, "numpy." + name)
+        for arr, head in before.values():       # written back into an argument (put...)
+            if arr._var.head is not head and arr.dtype.kind in "fc":
+                _POISON[id(arr._var.head)] = (arr._var.head, "numpy." + name)
     return res
 
 
-def _h_wrap_result(res, inputs=()):
-    out = _orig["wrap_result"](res, inputs)
-    f = sys._getframe(1)
-    loc = f.f_locals
-    if f.f_code.co_name == "f" and "np_fn" in loc:   # the forcing functions (unique, ...)
-        if _depends_on_inputs((loc.get("args"), loc.get("kwargs"))):
-            _taint(out, "numpy." + getattr(loc["np_fn"], "__name__", "?"))
-    return out
+def _h_forced(name, args, res):
+    if _depends_on_inputs(args):
+        _taint(res, name)
+    return res
+
+
+def _h_leaf(value, exported=False):
+    n = _orig["leaf"](value, exported)
+    if _LEAKS and value.dtype.kind in "fc" and 0 < value.size <= 1 << 16:
+        for name, v in _LEAKS:
+            if _np.isin(value, v).any():
+                _POISON[id(n)] = (n, name + "()")
+                break
+    return n
+
+
+def _note_leak(arr, name, value):
+    """``arr``'s value left lazynp as Python/NumPy data (``float(x)``, ``x.tolist()``...):
+    fine as a constant, but a gradient through data built from it would be silently
+    wrong; remembered so that such data on the differentiated path raises."""
+    if _depth and arr.dtype.kind in "fc" and _depends_on_inputs(arr):
+        _LEAKS.append((name, _np.asarray(value).ravel()))
+
+
+def _h_array(arr, name="numpy.asarray"):
+    """``numpy.asarray(x)`` (``x.__array__()``) of a value that depends on a differentiated
+    input: NumPy would compute on it without a gradient (JAX raises here too)."""
+    if _depth and not _paused and arr.dtype.kind in "fc" and _depends_on_inputs(arr):
+        raise AutogradError(
+            f"lazynp.autograd: {name}() of an array that depends on a differentiated input "
+            f"(a NumPy computation on it would carry no gradient); use lazynp functions, or "
+            f"lazynp.autograd.stop_gradient(x) to use its value as a constant")
 
 
 def _install():
     _orig.update(record=_graph.record, view_node=_graph.view_node, flush=_graph.flush,
-                 call_numpy=_fallback.call_numpy, wrap_result=_fallback.wrap_result)
+                 call_numpy=_fallback.call_numpy, forced=_fallback.forced, leaf=_graph.leaf)
     _graph.record = _h_record
     _graph.view_node = _h_view_node
     _graph.flush = _h_flush
+    _graph.leaf = _h_leaf
+    _graph.array_hook = _h_array
+    _graph.value_hook = _note_leak
     _fallback.call_numpy = _h_call_numpy
-    _fallback.wrap_result = _h_wrap_result
+    _fallback.forced = _h_forced
 
 
 def _uninstall():
     _graph.record = _orig["record"]
     _graph.view_node = _orig["view_node"]
     _graph.flush = _orig["flush"]
+    _graph.leaf = _orig["leaf"]
+    _graph.array_hook = None
+    _graph.value_hook = None
     _fallback.call_numpy = _orig["call_numpy"]
-    _fallback.wrap_result = _orig["wrap_result"]
+    _fallback.forced = _orig["forced"]
 
 
 class _Trace:
@@ -199,7 +252,7 @@ class _Trace:
                 for a in n.args:
                     if type(a) is Node:
                         _root(a).exported = True
-        return _Tape(tape, dict(_POISON))
+        return _Tape(tape, dict(_POISON), [name for name, _ in _LEAKS])
 
     def __exit__(self, *exc):
         global _depth, _marked
@@ -211,20 +264,23 @@ class _Trace:
             _REC.clear()
             _marked = 0
             _POISON.clear()
+            _LEAKS.clear()
         self._kg.__exit__(*exc)
         return False
 
 
 class _Tape:
-    __slots__ = ("nodes", "poison")
+    __slots__ = ("nodes", "poison", "leaks")
 
-    def __init__(self, nodes, poison):
+    def __init__(self, nodes, poison, leaks=()):
         self.nodes = nodes
         self.poison = poison
+        self.leaks = list(leaks)
 
     def merge(self, other):
         self.nodes.update(other.nodes)
         self.poison.update(other.poison)
+        self.leaks.extend(other.leaks)
 
 
 # --- the backward pass ------------------------------------------------------------------------
@@ -235,7 +291,7 @@ def _lnp():
 
 
 def _diff_dtype(dt) -> bool:
-    return dt.kind == "f"
+    return dt.kind in "fc"
 
 
 def _fit(c, shape, dtype):
@@ -256,8 +312,10 @@ def _fit(c, shape, dtype):
         if c.shape != tuple(shape):
             c = lnp.broadcast_to(c, shape)
     if c.dtype != dtype:
-        if dtype.kind != "f":
+        if dtype.kind not in "fc":
             return None
+        if c.dtype.kind == "c" and dtype.kind == "f":
+            c = lnp.real(c)          # a real input: the real part (autograd's convention)
         c = c.astype(dtype)
     return c
 
@@ -292,16 +350,13 @@ def _backward(outs, cots, inputs, tape: _Tape):
                 continue
             stack.pop()
             nid = id(node)
+            p = tape.poison.get(nid)
+            if p is not None and p[0] is node and nid not in input_ids:
+                raise AutogradError(_poison_message(p[1]))
             if nid in input_ids:
                 act = True
             elif ent is None:
                 act = False
-                p = tape.poison.get(nid)
-                if p is not None and p[0] is node:
-                    raise AutogradError(
-                        f"lazynp.autograd: {p[1]} has no lazy implementation (it ran as a "
-                        f"NumPy fallback on a value that depends on a differentiated input), "
-                        f"so it cannot be differentiated")
             else:
                 act = _diff_dtype(node.dtype) and any(
                     type(a) is Node and active.get(id(a)) for a in args)
@@ -314,6 +369,11 @@ def _backward(outs, cots, inputs, tape: _Tape):
         prev = ct.get(k)
         ct[k] = c if prev is None else prev + c
 
+    if tape.leaks and not any(active.get(id(o)) for o in outs):
+        raise AutogradError(
+            f"lazynp.autograd: the differentiated output does not depend on the inputs "
+            f"through lazynp operations, but {tape.leaks[0]}() took a differentiated value "
+            f"out of lazynp: its gradient would be silently zero")
     for o, c in zip(outs, cots):
         if c is not None and active.get(id(o)):
             acc(o, _fit(c, o.shape, o.dtype))
@@ -337,13 +397,28 @@ def _backward(outs, cots, inputs, tape: _Tape):
         need = [type(a) is Node and bool(active.get(id(a))) for a in args]
         if not any(need):
             continue
-        res = _vjps.vjp(node, args, params, g, need)
+        try:
+            res = _vjps.vjp(node, args, params, g, need)
+        except NotImplementedError as e:
+            if isinstance(e, AutogradError):
+                raise
+            raise NoGradientRule(str(e)) from e
         for a, c, nd in zip(args, res, need):
             if nd and c is not None:
                 c = _fit(c, a.shape, a.dtype)
                 if c is not None:
                     acc(a, c)
     return [ct.get(id(n)) for n in inputs]
+
+
+def _poison_message(name):
+    if name.endswith("()"):
+        return (f"lazynp.autograd: data built from {name} of a differentiated value reaches "
+                f"the output: its gradient would be silently wrong (keep the computation in "
+                f"lazynp arrays)")
+    return (f"lazynp.autograd: {name} has no lazy implementation (it ran as a NumPy "
+            f"fallback on a value that depends on a differentiated input), so it cannot be "
+            f"differentiated")
 
 
 def _graph_tuple_get():
@@ -437,6 +512,10 @@ def _scalar_out(out):
     if out.size != 1:
         raise TypeError(f"lazynp.grad: the function must return a scalar, not an array of "
                         f"shape {out.shape} (use vjp, jacobian or elementwise_grad)")
+    if out.dtype.kind == "c":
+        raise TypeError("lazynp.grad: the function must return a real scalar, not a complex "
+                        "one (as autograd: differentiate its real part, abs or the like, or "
+                        "use vjp/jacobian)")
     return out
 
 

@@ -217,8 +217,20 @@ def _np_():
 
 # elementwise math (one line each, like autograd's numpy_vjps)
 _unary("negative", lambda g, ans, x: -g)
-_unary("positive conjugate", lambda g, ans, x: g)
-_unary("absolute fabs", lambda g, ans, x: g * _np_().sign(x))
+_unary("positive", lambda g, ans, x: g)
+_unary("conjugate", lambda g, ans, x: _np_().conjugate(g))
+
+
+def _abs_rule(g, ans, x):
+    """``abs``: ``sign(x)`` for real ``x``; ``conj(x) / |x|`` (0 at 0) for complex ``x``
+    (autograd's and JAX's convention for real functions of complex inputs)."""
+    lnp = _np_()
+    if getattr(x, "dtype", np.dtype(float)).kind == "c":
+        return g * lnp.conjugate(x) / lnp.where(ans == 0, 1.0, ans)
+    return g * lnp.sign(x)
+
+
+_unary("absolute fabs", _abs_rule)
 _unary("reciprocal", lambda g, ans, x: -g * ans * ans)
 _unary("exp", lambda g, ans, x: g * ans)
 _unary("exp2", lambda g, ans, x: g * ans * _LN2)
@@ -457,10 +469,18 @@ def _tuple_get_vjp(g, node, args, params, need):   # handled by the walker (Mult
 def _view_vjp(g, node, args, params, need):
     base = args[0]
     p = params
-    if np.dtype(p["dtype"]) != base.dtype:
+    geom = (p["offset"], tuple(p["shape"]), tuple(p["strides"]), p["dtype"])
+    vdt = np.dtype(p["dtype"])
+    if vdt != base.dtype:
+        if base.dtype.kind == "c" and vdt.kind == "f" and 2 * vdt.itemsize == \
+                base.dtype.itemsize:
+            # .real/.imag of a complex array: scatter into its (re, im) pairs, then
+            # re - 1j*im (autograd's convention: d/dx - i d/dy)
+            lnp = _np_()
+            pairs = region_add(g, (), geom, None, base.shape + (2,), vdt)
+            return [pairs[..., 0] - 1j * pairs[..., 1]]
         raise NotImplementedError("lazynp.autograd: cannot differentiate through a view that "
                                   "reinterprets the dtype")
-    geom = (p["offset"], tuple(p["shape"]), tuple(p["strides"]), p["dtype"])
     return [region_add(g, (), geom, None, base.shape, base.dtype)]
 
 
