@@ -135,9 +135,25 @@ def _depends_on_inputs(obj) -> bool:
 
 
 def _taint(res, name):
+    """Mark NumPy's result ``res`` of a computation on differentiated values: its lazy
+    arrays poison the backward pass, its NumPy values are noted as leaked."""
     for n in _lazy_leaves(res, []):
         if n.dtype.kind in "fc":
             _POISON[id(_root(n))] = (_root(n), name)
+    for v in _plain_leaves(res, []):
+        _LEAKS.append((name, _np.asarray(v).ravel()))
+
+
+def _plain_leaves(obj, out):
+    """NumPy (not lazynp) float/complex values in a result."""
+    if isinstance(obj, (_np.ndarray, _np.generic, float, complex)) and \
+            not isinstance(obj, ndarray) and _np.asarray(obj).dtype.kind in "fc" and \
+            _np.asarray(obj).size <= 1 << 16:
+        out.append(obj)
+    elif isinstance(obj, (list, tuple)) and not isinstance(obj, ndarray):
+        for x in obj:
+            _plain_leaves(x, out)
+    return out
 
 
 def _heads(obj, out):

@@ -312,7 +312,8 @@ _binary("logaddexp2", lambda g, ans, x, y: (g * _np_().exp2(x - ans),
 _binary("ldexp", lambda g, ans, x, y: (g * _np_().exp2(y), None))
 _binary("remainder mod", _fmod_like("floor"))
 _binary("fmod", _fmod_like("trunc"))
-_binary("floor_divide heaviside nextafter", lambda g, ans, x, y: (None, None))
+_binary("floor_divide heaviside", lambda g, ans, x, y: (None, None))
+_binary("nextafter", lambda g, ans, x, y: (g, None))     # the next float: slope 1 in x
 
 
 def _elementwise(name, g, ans, xs):
@@ -851,7 +852,6 @@ def _vdot_rule(g, ans, A, K, node):
             lnp.reshape(g * lnp.ravel(a), b.shape) if _needs(b) else None)
 
 
-@_call("inner")
 def _inner_rule(g, ans, A, K, node):
     a, b = A[0], A[1]
     if a.ndim == 0 or b.ndim == 0:
@@ -1055,24 +1055,6 @@ def _take_rule(g, ans, A, K, node):
     ax = axis % a.ndim
     index = (slice(None),) * ax + (it,)
     return (region_add(g, ia, None, index, a.shape, a.dtype), None)
-
-
-@_call("diff")
-def _diff_rule(g, ans, A, K, node):
-    lnp = _np_()
-    n = _arg(A, K, 1, "n", 1)
-    axis = _arg(A, K, 2, "axis", -1)
-    if _arg(A, K, 3, "prepend", np._NoValue) is not np._NoValue or \
-            _arg(A, K, 4, "append", np._NoValue) is not np._NoValue:
-        raise NotImplementedError("lazynp.autograd: diff(prepend/append) gradient")
-    c = g
-    nd = g.ndim
-    ax = axis % nd
-    for _ in range(n):
-        pw = [(0, 0)] * nd
-        pw[ax] = (1, 1)
-        c = -lnp.diff(lnp.pad(c, pw), axis=ax)
-    return (c,)
 
 
 @_call("tril")
@@ -1290,3 +1272,300 @@ def _norm_rule(g, ans, A, K, node):
         ax = lnp.abs(x)
         return (_max_cot(g, ans, ax, axes, kd) * lnp.sign(x),)
     raise NotImplementedError(f"lazynp.autograd: no gradient for linalg.norm(ord={ordv!r})")
+
+
+# --- issue 15: more rules (complex-aware: autograd's convention, see _abs_rule) -------------
+
+def _is_complex(x):
+    return getattr(x, "dtype", np.dtype(float)).kind == "c"
+
+
+def _H(x):
+    """Conjugate transpose of the last two axes."""
+    return _np_().conjugate(_T(x))
+
+
+def _sgn(x):
+    """``d|x|/dx`` in autograd's convention: ``sign(x)``, or ``conj(x)/|x|`` (0 at 0)."""
+    lnp = _np_()
+    if _is_complex(x):
+        ax = lnp.abs(x)
+        return lnp.conjugate(x) / lnp.where(ax == 0, 1.0, ax)
+    return lnp.sign(x)
+
+
+@_call("angle")
+def _angle_rule(g, ans, A, K, node):
+    lnp = _np_()
+    z = A[0]
+    if not _is_complex(z):
+        return (None,)
+    deg = _arg(A, K, 1, "deg", False)
+    if deg:
+        g = g * (180.0 / math.pi)
+    a2 = lnp.real(z * lnp.conjugate(z))
+    return (g * lnp.conjugate(z * 1j) / lnp.where(a2 == 0, 1.0, a2),)
+
+
+@_call("sinc")
+def _sinc_rule(g, ans, A, K, node):
+    lnp = _np_()
+    x = A[0]
+    px = math.pi * x
+    safe = lnp.where(lnp.abs(px) < 1e-3, 1.0, px)
+    d = (lnp.cos(px) * math.pi - ans * math.pi) / safe    # (cos(pi x) - sinc x) / x
+    small = lnp.abs(px) < 1e-3                  # Taylor: sinc'(x) = -pi^2 x / 3 + O(x^3)
+    return (g * lnp.where(small, x * (-math.pi ** 2 / 3.0), d),)
+
+
+@_call("inner")
+def _inner_rule_0d(g, ans, A, K, node):
+    lnp = _np_()
+    a, b = A[0], A[1]
+    if a.ndim == 0 or b.ndim == 0:         # a scalar operand: a product
+        ga = lnp.sum(g * b) if a.ndim == 0 else g * b
+        gb = lnp.sum(g * a) if b.ndim == 0 else g * a
+        return (ga if _needs(a) else None, gb if _needs(b) else None)
+    return _inner_rule(g, ans, A, K, node)
+
+
+@_call("kron")
+def _kron_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a, b = A[0], A[1]
+    nd = max(a.ndim, b.ndim)
+    sa = (1,) * (nd - a.ndim) + a.shape
+    sb = (1,) * (nd - b.ndim) + b.shape
+    inter = []
+    for p, q in zip(sa, sb):
+        inter += [p, q]
+    g2 = lnp.reshape(g, inter)
+    la = _LETTERS[:nd]
+    lb = _LETTERS[nd:2 * nd]
+    gl = "".join(x + y for x, y in zip(la, lb))
+    out = []
+    if _needs(a):
+        out.append(lnp.reshape(lnp.einsum(f"{gl},{lb}->{la}", g2, lnp.reshape(b, sb)), a.shape))
+    else:
+        out.append(None)
+    if _needs(b):
+        out.append(lnp.reshape(lnp.einsum(f"{gl},{la}->{lb}", g2, lnp.reshape(a, sa)), b.shape))
+    else:
+        out.append(None)
+    return tuple(out)
+
+
+@_call("cross")
+def _cross_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a, b = A[0], A[1]
+    axis = _arg(A, K, 5, "axis", None)
+    axa, axb, axc = (axis, axis, axis) if axis is not None else \
+        (_arg(A, K, 2, "axisa", -1), _arg(A, K, 3, "axisb", -1), _arg(A, K, 4, "axisc", -1))
+    am = lnp.moveaxis(a, axa, -1)
+    bm = lnp.moveaxis(b, axb, -1)
+    if am.shape[-1] == 3 and bm.shape[-1] == 3:
+        gm = lnp.moveaxis(g, axc, -1)
+        ga = lnp.cross(bm, gm)            # d<g, a x b>/da = b x g
+        gb = lnp.cross(gm, am)
+    else:
+        gm = g if g.ndim == ans.ndim and (am.shape[-1] == 3 or bm.shape[-1] == 3) else g
+        if am.shape[-1] == 3 or bm.shape[-1] == 3:
+            gm = lnp.moveaxis(g, axc, -1)
+            a3 = am if am.shape[-1] == 3 else lnp.concatenate(
+                [am, lnp.zeros(am.shape[:-1] + (1,), am.dtype)], axis=-1)
+            b3 = bm if bm.shape[-1] == 3 else lnp.concatenate(
+                [bm, lnp.zeros(bm.shape[:-1] + (1,), bm.dtype)], axis=-1)
+            ga = lnp.cross(b3, gm)[..., :am.shape[-1]]
+            gb = lnp.cross(gm, a3)[..., :bm.shape[-1]]
+        else:                                   # 2-vectors: a0 b1 - a1 b0
+            ge = lnp.expand_dims(g, -1)
+            ga = ge * lnp.stack([bm[..., 1], -bm[..., 0]], axis=-1)
+            gb = ge * lnp.stack([-am[..., 1], am[..., 0]], axis=-1)
+    ga = _unbroadcast_to(ga, am.shape)
+    gb = _unbroadcast_to(gb, bm.shape)
+    return (lnp.moveaxis(ga, -1, axa) if _needs(a) else None,
+            lnp.moveaxis(gb, -1, axb) if _needs(b) else None)
+
+
+def _unbroadcast_to(c, shape):
+    lnp = _np_()
+    shape = tuple(shape)
+    if c.ndim > len(shape):
+        c = lnp.sum(c, axis=tuple(range(c.ndim - len(shape))))
+    axes = tuple(i for i, s in enumerate(shape) if s == 1 and c.shape[i] != 1)
+    if axes:
+        c = lnp.sum(c, axis=axes, keepdims=True)
+    return c
+
+
+@_call("diagflat")
+def _diagflat_rule(g, ans, A, K, node):
+    lnp = _np_()
+    v = A[0]
+    k = _arg(A, K, 1, "k", 0)
+    return (lnp.reshape(lnp.diagonal(g, k), v.shape),)
+
+
+@_call("partition")
+def _partition_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a = A[0]
+    kth = _arg(A, K, 1, "kth")
+    axis = _arg(A, K, 2, "axis", -1)
+    if axis is None:
+        perm = lnp.argpartition(lnp.ravel(a), kth)
+        c = region_add(g, (perm._node(),), None, (_slot0(),), (a.size,), a.dtype)
+        return (lnp.reshape(c, a.shape),)
+    perm = lnp.argpartition(a, kth, axis=axis)
+    return (_take_along_axis_cot(g, perm, a, axis),)
+
+
+def _slot0():
+    from .._indexing import _Slot
+    return _Slot(0)
+
+
+def _take_along_axis_cot(g, idx, a, axis):
+    from ..ndarray import ndarray
+    n = graph.record(TAL_ADD, (_L().asarray(g)._node(), idx._node()),
+                     {"shape": a.shape, "dtype": a.dtype, "axis": axis}, a.shape, a.dtype)
+    return ndarray._from_node(n)
+
+
+@_call("select")
+def _select_rule(g, ans, A, K, node):
+    lnp = _np_()
+    condlist = A[0]
+    choicelist = A[1]
+    taken = None
+    cots = []
+    for c in condlist:
+        c = lnp.asarray(c)
+        here = c if taken is None else lnp.logical_and(c, lnp.logical_not(taken))
+        cots.append(here)
+        taken = c if taken is None else lnp.logical_or(taken, c)
+    res = [lnp.where(m, g, 0.0) if _needs(ch) else None for m, ch in zip(cots, choicelist)]
+    default = _arg(A, K, 2, "default", 0)
+    gd = lnp.where(taken, 0.0, g) if _needs(default) else None
+    return (None, res, gd)
+
+
+@_call("diff")
+def _diff_rule_ext(g, ans, A, K, node):
+    """diff (also with constant ``prepend``/``append``): the transpose of the differences,
+    restricted to ``a``'s part."""
+    lnp = _np_()
+    a = A[0]
+    n = _arg(A, K, 1, "n", 1)
+    axis = _arg(A, K, 2, "axis", -1)
+    pre = _arg(A, K, 3, "prepend", np._NoValue)
+    nd = g.ndim
+    ax = axis % nd
+    c = g
+    for _ in range(n):
+        pw = [(0, 0)] * nd
+        pw[ax] = (1, 1)
+        c = -lnp.diff(lnp.pad(c, pw), axis=ax)
+    if c.shape == a.shape:
+        return (c,)
+    npre = 0 if pre is np._NoValue else (np.shape(pre)[ax] if np.ndim(pre) else 1)
+    sl = [slice(None)] * nd
+    sl[ax] = slice(npre, npre + a.shape[ax])
+    return (c[tuple(sl)],)
+
+
+@_call("ediff1d")
+def _ediff1d_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a = A[0]
+    to_end = _arg(A, K, 1, "to_end", None)
+    to_begin = _arg(A, K, 2, "to_begin", None)
+    nb = 0 if to_begin is None else int(np.size(to_begin))
+    ne = 0 if to_end is None else int(np.size(to_end))
+    core = g[nb:g.shape[0] - ne]
+    c = -lnp.diff(lnp.pad(core, [(1, 1)]))
+    return (lnp.reshape(c, a.shape),)
+
+
+@_call("trapezoid")
+def _trapezoid_rule(g, ans, A, K, node):
+    lnp = _np_()
+    y = A[0]
+    x = _arg(A, K, 1, "x", None)
+    dx = _arg(A, K, 2, "dx", 1.0)
+    axis = _arg(A, K, 3, "axis", -1)
+    ym = lnp.moveaxis(y, axis, -1)
+    gx = None
+    if x is not None and _needs(x):
+        if x.ndim != 1:
+            raise NotImplementedError("lazynp.autograd: no gradient of numpy.trapezoid "
+                                      "w.r.t. an n-d x")
+        avg = (ym[..., 1:] + ym[..., :-1]) * 0.5          # d/dx_i: avg[i-1] - avg[i]
+        pad0 = [(0, 0)] * (avg.ndim - 1)
+        dx_ = lnp.pad(avg, pad0 + [(1, 0)]) - lnp.pad(avg, pad0 + [(0, 1)])
+        gx = lnp.sum(lnp.expand_dims(g, -1) * dx_, axis=tuple(range(dx_.ndim - 1)))
+    n = ym.shape[-1]
+    if x is None:
+        d = lnp.full((n - 1,), 1.0) * dx
+    else:
+        d = lnp.diff(lnp.asarray(x))
+        if d.ndim > 1:
+            d = lnp.moveaxis(d, axis, -1)
+    w = lnp.pad(d, [(0, 0)] * (d.ndim - 1) + [(0, 1)]) * 0.5 + \
+        lnp.pad(d, [(0, 0)] * (d.ndim - 1) + [(1, 0)]) * 0.5
+    ge = lnp.expand_dims(g, -1) * w
+    gy = lnp.moveaxis(_unbroadcast_to(ge, ym.shape), -1, axis) if _needs(y) else None
+    return (gy, gx) if len(A) > 1 else (gy,)
+
+
+@_call("polyval")
+def _polyval_rule(g, ans, A, K, node):
+    lnp = _np_()
+    p, x = A[0], A[1]
+    n = p.shape[0]
+    gp = gx = None
+    if _needs(p):
+        pw = lnp.stack([lnp.ones_like(x) if k == 0 else x ** k for k in range(n - 1, -1, -1)])
+        gp = lnp.sum(lnp.reshape(g, (1,) + g.shape) * pw,
+                     axis=tuple(range(1, pw.ndim)))
+    if _needs(x):
+        dp = lnp.polyval(p[:-1] * lnp.arange(n - 1, 0, -1), x) if n > 1 else 0.0 * x
+        gx = g * dp
+    return (gp, gx)
+
+
+@_call("vander")
+def _vander_rule(g, ans, A, K, node):
+    lnp = _np_()
+    x = A[0]
+    N = _arg(A, K, 1, "N", None)
+    incr = _arg(A, K, 2, "increasing", False)
+    n = x.shape[0] if N is None else N
+    pw = np.arange(n) if incr else np.arange(n - 1, -1, -1)
+    d = lnp.where(pw > 0, pw * lnp.expand_dims(x, -1) ** lnp.asarray(np.maximum(pw - 1, 0)),
+                  0.0)
+    return (lnp.sum(g * d, axis=-1),)
+
+
+@_call("convolve", "correlate")
+def _convolve_rule(g, ans, A, K, node):
+    """Through the full convolution: ``ga[i] = sum_j gf[i + j] w[j]`` (a correlation)."""
+    lnp = _np_()
+    a, v = A[0], A[1]
+    corr = node.op.name.endswith("correlate")
+    mode = _arg(A, K, 2, "mode", "valid" if corr else "full")
+    if _is_complex(a) or _is_complex(v):
+        raise NotImplementedError(f"lazynp.autograd: no gradient of numpy."
+                                  f"{'correlate' if corr else 'convolve'} on complex input")
+    w = lnp.flip(v) if corr else v          # correlate(a, v) == convolve(a, v[::-1])
+    n, m = a.shape[0], w.shape[0]
+    full = n + m - 1
+    L = ans.shape[0]
+    start = {"full": 0, "same": (min(n, m) - 1) // 2, "valid": min(n, m) - 1}[mode]
+    gf = lnp.pad(g, [(start, full - start - L)])
+    ga = lnp.correlate(gf, w, "valid") if _needs(a) else None
+    gw = lnp.correlate(gf, a, "valid") if _needs(v) else None
+    if gw is not None and corr:
+        gw = lnp.flip(gw)
+    return (ga, gw)
