@@ -895,17 +895,18 @@ def _tensordot_rule(g, ans, A, K, node):
     return _einsum_cots(g, ["".join(la), "".join(lb)], out, [a, b])
 
 
-def _einsum_cots(g, specs, out, ops):
-    """Cotangents of ``einsum(",".join(specs) + "->" + out, *ops)``."""
+def _einsum_cots(g, specs, out, ops, only=None):
+    """Cotangents of ``einsum(",".join(specs) + "->" + out, *ops)`` (of operand ``only``
+    alone when given)."""
     lnp = _np_()
     res = []
     for i, (spec, x) in enumerate(zip(specs, ops)):
-        if not _needs(x):
+        if not _needs(x) or (only is not None and i != only):
             res.append(None)
             continue
         if len(set(spec)) != len(spec):
-            raise NotImplementedError("lazynp.autograd: einsum gradient with a repeated "
-                                      "index in one operand (diagonal)")
+            res.append(_einsum_diag_cot(g, specs, out, ops, i))
+            continue
         others = [(s, o) for j, (s, o) in enumerate(zip(specs, ops)) if j != i]
         avail = set(out) | set("".join(s for s, _ in others))
         keep = "".join(c for c in spec if c in avail)
@@ -922,12 +923,72 @@ def _einsum_cots(g, specs, out, ops):
     return res
 
 
+def _einsum_diag_cot(g, specs, out, ops, i):
+    """Cotangent of operand ``i`` whose subscripts repeat a letter (einsum reads a
+    diagonal): the cotangent of its distinct letters, put back on that diagonal."""
+    lnp = _np_()
+    spec, x = specs[i], ops[i]
+    first = {}
+    for p, ch in enumerate(spec):
+        first.setdefault(ch, p)
+    uniq = "".join(first)
+    sizes = {ch: x.shape[p] for ch, p in first.items()}
+    specs2 = list(specs)
+    specs2[i] = uniq
+    ux = lnp.zeros(tuple(sizes[ch] for ch in uniq), x.dtype)    # a stand-in of its shape
+    c = _einsum_cots(g, specs2, out, [ops[j] if j != i else _Needed(ux)
+                                      for j in range(len(ops))], only=i)[i]
+    c = lnp.reshape(c, tuple(x.shape[p] if first[ch] == p else 1 for p, ch in enumerate(spec)))
+    for p, ch in enumerate(spec):
+        q = first[ch]
+        if q != p:
+            n = sizes[ch]
+            shp = [1] * len(spec)
+            shp[q] = shp[p] = n
+            c = c * lnp.reshape(lnp.eye(n, dtype=bool), shp)
+    return lnp.broadcast_to(c, x.shape) if c.shape != x.shape else c
+
+
+class _Needed:
+    """A stand-in operand that :func:`_needs` accepts (only its shape is read)."""
+
+    def __init__(self, like):
+        self._like = like
+        self.shape, self.ndim, self.dtype = like.shape, like.ndim, like.dtype
+
+    def _node(self):
+        return self._like._node()
+
+
+def _sublist_subscripts(A):
+    """``einsum(op0, sub0, op1, sub1, ..., [out])`` as ``(subscripts, operands)``."""
+    def letters(sub):
+        return "".join("..." if t is Ellipsis else _LETTERS[int(t)] for t in sub)
+    items = list(A)
+    ops, specs = items[0::2], items[1::2]
+    out = None
+    if len(items) % 2 == 1:
+        out = items[-1]
+        ops = ops[:-1]
+    subs = ",".join(letters(sp) for sp in specs)
+    if out is not None:
+        subs += "->" + letters(out)
+    return subs, ops
+
+
 @_call("einsum")
 def _einsum_rule(g, ans, A, K, node):
     subs = A[0]
-    ops = list(A[1:])
     if not isinstance(subs, str):
-        raise NotImplementedError("lazynp.autograd: einsum gradient needs the subscripts form")
+        subs, ops = _sublist_subscripts(A)
+        res = _einsum_rule(g, ans, [subs] + list(ops), K, node)[1:]
+        out = []
+        for c in res:                 # back to (op, sublist, op, sublist, ...)
+            out += [c, None]
+        if len(A) % 2 == 1:
+            out.append(None)
+        return out
+    ops = list(A[1:])
     subs = subs.replace(" ", "")
     ins, arrow, out = subs.partition("->")
     specs = ins.split(",")
@@ -1249,31 +1310,6 @@ def _eigvalsh_rule(g, ans, A, K, node):
     return (_one_triangle(0.5 * (G + _T(G)), uplo.upper() == "L"),)
 
 
-@_call("linalg.norm")
-def _norm_rule(g, ans, A, K, node):
-    lnp = _np_()
-    x = A[0]
-    ordv = _arg(A, K, 1, "ord", None)
-    axis = _arg(A, K, 2, "axis", None)
-    kd = _arg(A, K, 3, "keepdims", False)
-    vector = (axis is None and x.ndim == 1) or isinstance(axis, (int, np.integer)) or \
-        (isinstance(axis, tuple) and len(axis) == 1)
-    if axis is None and ordv is None:
-        axes = None
-    else:
-        axes = axis
-    if ordv is None or ordv == "fro" or (ordv == 2 and vector):
-        gb = _expand(g, x.shape, axes, kd)
-        ab = _expand(ans, x.shape, axes, kd)
-        return (gb * x / ab,)
-    if vector and ordv == 1:
-        return (_expand(g, x.shape, axes, kd) * lnp.sign(x),)
-    if vector and ordv in (np.inf, float("inf")):
-        ax = lnp.abs(x)
-        return (_max_cot(g, ans, ax, axes, kd) * lnp.sign(x),)
-    raise NotImplementedError(f"lazynp.autograd: no gradient for linalg.norm(ord={ordv!r})")
-
-
 # --- issue 15: more rules (complex-aware: autograd's convention, see _abs_rule) -------------
 
 def _is_complex(x):
@@ -1569,3 +1605,192 @@ def _convolve_rule(g, ans, A, K, node):
     if gw is not None and corr:
         gw = lnp.flip(gw)
     return (ga, gw)
+
+
+# --- linalg: norm of every ord, svd, pinv, eig ------------------------------------------------
+
+def _tuple_parts(node, shapes_dtypes):
+    from ..ndarray import ndarray
+    from .._ufunc import TUPLE_GET
+    return [ndarray._from_node(graph.record(TUPLE_GET, (node, i), None, tuple(sh), np.dtype(dt)))
+            for i, (sh, dt) in enumerate(shapes_dtypes)]
+
+
+def _svals_cot(gs, u, vh):
+    """d(sum(gs * singular values)) / dA = conj(U diag(gs) Vh) (autograd's convention)."""
+    lnp = _np_()
+    r = lnp.matmul(u * lnp.expand_dims(gs, -2), vh)
+    return lnp.conjugate(r) if _is_complex(r) else r
+
+
+def _even_split(mask, axis):
+    lnp = _np_()
+    m = mask.astype(float)
+    return m / lnp.sum(m, axis=axis, keepdims=True)
+
+
+@_call("linalg.norm")
+def _norm_rule(g, ans, A, K, node):
+    lnp = _np_()
+    x = A[0]
+    ordv = _arg(A, K, 1, "ord", None)
+    axis = _arg(A, K, 2, "axis", None)
+    kd = _arg(A, K, 3, "keepdims", False)
+    if axis is None:
+        axes = tuple(range(x.ndim))
+        matrix = x.ndim == 2 and ordv is not None
+    else:
+        axes = _axes(x.shape, axis)
+        matrix = len(axes) == 2
+    gb = _expand(g, x.shape, axes, kd)
+    ab = _expand(ans, x.shape, axes, kd)
+    if ordv is None or ordv == "fro" or (not matrix and ordv == 2):
+        c = lnp.conjugate(x) if _is_complex(x) else x
+        return (gb * c / lnp.where(ab == 0, 1.0, ab),)
+    if not matrix:
+        ax = lnp.abs(x)
+        if ordv == 0:
+            return (None,)
+        if ordv == 1:
+            return (gb * _sgn(x),)
+        if ordv in (np.inf, -np.inf):
+            return (gb * _even_split(ax == ab, axes) * _sgn(x),)
+        p = float(ordv)
+        ratio = ax / lnp.where(ab == 0, 1.0, ab)
+        return (gb * ratio ** (p - 1.0) * _sgn(x),)
+    r, c = axes
+    xm = lnp.moveaxis(x, (r, c), (-2, -1))
+    gm = lnp.moveaxis(gb, (r, c), (-2, -1))[..., :1, :1]
+    am = lnp.moveaxis(ab, (r, c), (-2, -1))[..., :1, :1]
+    if ordv == "nuc" or ordv in (2, -2):
+        u, sv, vh = lnp.linalg.svd(xm, full_matrices=False)
+        if ordv == "nuc":
+            w = lnp.ones_like(sv)
+        else:       # (the extreme of these singular values: LAPACK drivers differ in ulps)
+            ext = (lnp.max if ordv == 2 else lnp.min)(sv, axis=-1, keepdims=True)
+            w = _even_split(sv == ext, -1)
+        res = _svals_cot(w, u, vh) * gm
+    elif ordv in (1, -1):
+        colsum = lnp.sum(lnp.abs(xm), axis=-2, keepdims=True)
+        res = _sgn(xm) * _even_split(colsum == am, -1) * gm
+    elif ordv in (np.inf, -np.inf):
+        rowsum = lnp.sum(lnp.abs(xm), axis=-1, keepdims=True)
+        res = _sgn(xm) * _even_split(rowsum == am, -2) * gm
+    else:
+        raise NotImplementedError(f"lazynp.autograd: no gradient for linalg.norm(ord={ordv!r})")
+    return (lnp.moveaxis(res, (-2, -1), (r, c)),)
+
+
+@_call("linalg.svd")
+def _svd_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a = A[0]
+    full = _arg(A, K, 1, "full_matrices", True)
+    compute_uv = _arg(A, K, 2, "compute_uv", True)
+    if not compute_uv:
+        u, _s, vh = lnp.linalg.svd(a, full_matrices=False)
+        return (_svals_cot(g, u, vh),)
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    gu, gs, gvh = g[0], g[1], g[2]
+    dt = np.dtype(node.dtype)
+    u, s, vh = _tuple_parts(node, [(a.shape[:-2] + (m, m if full else k), dt),
+                                   (a.shape[:-2] + (k,), np.dtype(dt.char.lower()) if
+                                    dt.kind == "c" else dt),
+                                   (a.shape[:-2] + (n if full else k, n), dt)])
+    if gu is None and gvh is None:
+        return (_svals_cot(gs, u[..., :k], vh[..., :k, :]),)
+    if full and m != n:
+        raise NotImplementedError("lazynp.autograd: no gradient of linalg.svd("
+                                  "full_matrices=True) of a non-square matrix through U or Vh "
+                                  "(their extra columns are not unique; use "
+                                  "full_matrices=False)")
+    if _is_complex(a):
+        raise NotImplementedError("lazynp.autograd: no gradient of a complex linalg.svd "
+                                  "through U or Vh (singular values only)")
+    # Townsend (2016): A = U S V^T, reduced
+    v = _T(vh)
+    gv = None if gvh is None else _T(gvh)
+    eye = lnp.eye(k, dtype=a.dtype)
+    s2 = s * s
+    F = (1.0 - eye) / (lnp.expand_dims(s2, -2) - lnp.expand_dims(s2, -1) + eye)
+    inner = 0.0
+    if gs is not None:
+        inner = lnp.expand_dims(gs, -1) * eye
+    Sd = lnp.expand_dims(s, -1) * eye
+    sinv = 1.0 / s
+    res = 0.0
+    if gu is not None:
+        J = F * (lnp.matmul(_T(u), gu) - lnp.matmul(_T(gu), u))
+        inner = inner + lnp.matmul(J, Sd)
+        if m > k:
+            proj = lnp.eye(m, dtype=a.dtype) - lnp.matmul(u, _T(u))
+            res = res + lnp.matmul(lnp.matmul(proj, gu) * lnp.expand_dims(sinv, -2), vh)
+    if gv is not None:
+        Kv = F * (lnp.matmul(_T(v), gv) - lnp.matmul(_T(gv), v))
+        inner = inner + lnp.matmul(Sd, Kv)
+        if n > k:
+            proj = lnp.eye(n, dtype=a.dtype) - lnp.matmul(v, vh)
+            res = res + lnp.matmul(u * lnp.expand_dims(sinv, -2), lnp.matmul(_T(gv), proj))
+    res = res + lnp.matmul(lnp.matmul(u, inner), vh)
+    return (res,)
+
+
+@_call("linalg.pinv")
+def _pinv_rule(g, ans, A, K, node):
+    """d pinv(A) for constant rank (Golub and Pereyra): -P dA P + P P^T dA^T (I - A P)
+    + (I - P A) dA^T P^T P, transposed."""
+    lnp = _np_()
+    a = A[0]
+    if _is_complex(a):
+        raise NotImplementedError("lazynp.autograd: no gradient of linalg.pinv of a complex "
+                                  "matrix")
+    P = ans
+    m, n = a.shape[-2:]
+    Q = lnp.eye(m, dtype=a.dtype) - lnp.matmul(a, P)
+    R = lnp.eye(n, dtype=a.dtype) - lnp.matmul(P, a)
+    gT = _T(g)
+    return (-lnp.matmul(lnp.matmul(_T(P), g), _T(P))
+            + lnp.matmul(lnp.matmul(Q, gT), lnp.matmul(P, _T(P)))
+            + lnp.matmul(lnp.matmul(_T(P), P), lnp.matmul(gT, R)),)
+
+
+def _eigvals_cot(gw, v):
+    """w = eigvals(A) (holomorphic in A): dA = V^-T diag(gw) V^T."""
+    lnp = _np_()
+    return lnp.matmul(_T(lnp.linalg.inv(v)) * lnp.expand_dims(gw, -2), _T(v))
+
+
+@_call("linalg.eigvals")
+def _eigvals_rule(g, ans, A, K, node):
+    lnp = _np_()
+    _w, v = lnp.linalg.eig(A[0])
+    return (_eigvals_cot(g, v),)
+
+
+@_call("linalg.eig")
+def _eig_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a = A[0]
+    gw, gv = g[0], g[1]
+    w, v = _tuple_parts(node, [(a.shape[:-1], node.dtype), (a.shape, _eig_vdtype(node))])
+    if gv is None:
+        return (_eigvals_cot(gw, v),)
+    if _is_complex(v):
+        raise NotImplementedError("lazynp.autograd: no gradient of linalg.eig through complex "
+                                  "eigenvectors (LAPACK's phase convention); eigenvalues only")
+    # real eigenvectors of unit length: dV = V (F o E) - V diag(V^T V (F o E)),
+    # E = V^-1 dA V; transposed
+    n = a.shape[-1]
+    eye = lnp.eye(n, dtype=v.dtype)
+    vinv = lnp.linalg.inv(v)
+    F = (1.0 - eye) / (lnp.expand_dims(w, -2) - lnp.expand_dims(w, -1) + eye)
+    gv2 = gv - v * lnp.sum(v * gv, axis=-2, keepdims=True)
+    inner = F * lnp.matmul(_T(v), gv2)
+    if gw is not None:
+        inner = inner + lnp.expand_dims(gw, -1) * eye
+    return (lnp.matmul(lnp.matmul(_T(vinv), inner), _T(v)),)
+
+
+def _eig_vdtype(node):
+    return node.dtype
