@@ -1794,3 +1794,75 @@ def _eig_rule(g, ans, A, K, node):
 
 def _eig_vdtype(node):
     return node.dtype
+
+
+# --- fft (autograd's convention: a holomorphic linear map's VJP is its transpose; the DFT
+# matrix is symmetric, so fft's VJP is fft and ifft's is ifft) -------------------------------
+
+def _fit_len(c, ax, length):
+    """``c`` cropped or zero-padded along ``ax`` to ``length``."""
+    lnp = _np_()
+    n = c.shape[ax]
+    if n == length:
+        return c
+    if n > length:
+        sl = [slice(None)] * c.ndim
+        sl[ax] = slice(0, length)
+        return c[tuple(sl)]
+    pw = [(0, 0)] * c.ndim
+    pw[ax] = (0, length - n)
+    return lnp.pad(c, pw)
+
+
+def _half_weights(n, m, ax, nd, dtype):
+    """irfft's weights of the half spectrum: 1 for DC (and Nyquist when n is even), else 2."""
+    w = np.full(m, 2.0)
+    w[0] = 1.0
+    if n % 2 == 0 and n // 2 < m:
+        w[n // 2] = 1.0
+    shp = [1] * nd
+    shp[ax] = m
+    return _L().asarray(w.reshape(shp).astype(np.dtype(dtype).char.lower() if
+                                               np.dtype(dtype).kind == "c" else dtype))
+
+
+def _fft_axes_args(name, A, K, x):
+    from .. import fft as lfft
+    if name in ("fft", "ifft", "rfft", "irfft"):
+        n = _arg(A, K, 1, "n", None)
+        ax = _arg(A, K, 2, "axis", -1) % x.ndim
+        m = x.shape[ax]
+        length = (2 * (m - 1) if name == "irfft" else m) if n is None else n
+        return [length], [ax], _arg(A, K, 3, "norm", None)
+    default = (-2, -1) if name.endswith("2") else None
+    s = _arg(A, K, 1, "s", None)
+    axes = _arg(A, K, 2, "axes", default)
+    ss, axs = lfft._cook_nd(x.shape, s, axes, name.startswith("irfft"))
+    return ss, [a % x.ndim for a in axs], _arg(A, K, 3, "norm", None)
+
+
+def _fft_rule(g, ans, A, K, node):
+    lnp = _np_()
+    name = node.op.name[len("fft."):]
+    x = A[0]
+    s, axes, norm = _fft_axes_args(name, A, K, x)
+    base = name.rstrip("n2")
+    inverse = base.startswith("i")
+    if base in ("fft", "ifft"):
+        c = (lnp.fft.ifftn if inverse else lnp.fft.fftn)(g, axes=axes, norm=norm)
+    elif base == "rfft":
+        gp = _fit_len(g, axes[-1], s[-1])          # R^T: the dropped half is zero
+        c = lnp.real(lnp.fft.fftn(gp, axes=axes, norm=norm)) if not _is_complex(x) else \
+            lnp.fft.fftn(gp, axes=axes, norm=norm).real + 0j
+    else:                                          # irfft: weights * ifft(g), half spectrum
+        c = lnp.fft.ifftn(g, axes=axes, norm=norm)
+        m = s[-1] // 2 + 1
+        c = _fit_len(c, axes[-1], m) * _half_weights(s[-1], m, axes[-1], c.ndim, c.dtype)
+    for ax in axes:
+        c = _fit_len(c, ax, x.shape[ax])
+    return (c,)
+
+
+for _n in ("fft", "ifft", "rfft", "irfft", "fftn", "ifftn", "rfftn", "irfftn", "fft2", "ifft2",
+           "rfft2", "irfft2"):
+    CALL_RULES["fft." + _n] = _fft_rule
