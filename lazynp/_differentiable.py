@@ -16,7 +16,7 @@ from ._operands import to_numpy
 from .ndarray import ndarray
 
 __all__ = ["has_lazy", "nested_array", "linspace", "logspace", "geomspace", "r_", "c_",
-           "append", "insert", "block", "put", "place"]
+           "append", "insert", "block", "put", "place", "gradient", "real_if_close"]
 
 
 def _ns():
@@ -292,3 +292,54 @@ def place(arr, mask, vals):
         raise ValueError("Cannot insert from an empty array!")
     arr[m] = ns.take(v, np.arange(n) % v.size)
     return None
+
+
+def gradient(f, *varargs, axis=None, edge_order=1):
+    """NumPy's ``gradient`` with scalar spacings, from lazy slices (differentiable); other
+    spacings (coordinate arrays) are NumPy's."""
+    ns = _ns()
+    if not recording([f]) or any(np.ndim(v) != 0 or isinstance(v, ndarray) for v in varargs):
+        from ._fallback import call_numpy
+        return call_numpy(np.gradient, "gradient", (f,) + varargs,
+                          {"axis": axis, "edge_order": edge_order})
+    f = ns.asarray(f)
+    proto = np.gradient(np.zeros(f.shape, f.dtype), *varargs, axis=axis,
+                        edge_order=edge_order)           # NumPy's errors and dtype
+    axes = list(range(f.ndim)) if axis is None else \
+        [a % f.ndim for a in ((axis,) if np.ndim(axis) == 0 else axis)]
+    dxs = list(varargs) if len(varargs) == len(axes) else list(varargs) * len(axes) \
+        if varargs else [1.0] * len(axes)
+    out = []
+    for ax, dx in zip(axes, dxs):
+        def sl(a, b=None):
+            s = [slice(None)] * f.ndim
+            s[ax] = slice(a, b)
+            return tuple(s)
+        mid = (f[sl(2, None)] - f[sl(None, -2)]) / (2.0 * dx)
+        if edge_order == 1:
+            first = (f[sl(1, 2)] - f[sl(0, 1)]) / dx
+            last = (f[sl(-1, None)] - f[sl(-2, -1)]) / dx
+        else:
+            first = (-1.5 * f[sl(0, 1)] + 2.0 * f[sl(1, 2)] - 0.5 * f[sl(2, 3)]) / dx
+            last = (0.5 * f[sl(-3, -2)] - 2.0 * f[sl(-2, -1)] + 1.5 * f[sl(-1, None)]) / dx
+        out.append(ns.concatenate([first, mid, last], axis=ax))
+    dt = (proto[0] if isinstance(proto, (tuple, list)) else proto).dtype
+    out = [o.astype(dt) for o in out]
+    return tuple(out) if isinstance(proto, (tuple, list)) else out[0]
+
+
+def real_if_close(a, tol=100):
+    """NumPy's ``real_if_close``: the real part (a view) when every imaginary part is within
+    ``tol`` machine epsilons of zero (decided on the values)."""
+    ns = _ns()
+    if not recording([a]):
+        from ._fallback import call_numpy
+        return call_numpy(np.real_if_close, "real_if_close", (a,), {"tol": tol})
+    a = ns.asarray(a)
+    if a.dtype.kind != "c":
+        return a
+    if tol > 1:
+        tol = np.finfo(a.dtype).eps * tol
+    if bool(ns.all(ns.abs(ns.imag(a)) < tol)):
+        return ns.real(a)
+    return a

@@ -535,13 +535,24 @@ def _scalar_out(out):
     return out
 
 
-def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True):
-    """``fun``'s value and gradient w.r.t. the arguments ``argnums`` (lazy arrays).
+def _argnum_alias(argnums, argnum):
+    """autograd spells ``argnums`` ``argnum``: accept either (not both)."""
+    if argnum is None:
+        return argnums
+    if argnums != 0 and argnums != argnum:
+        raise TypeError("give argnums or its alias argnum, not both")
+    return argnum
+
+
+def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True, *, argnum=None):
+    """``fun``'s value and gradient w.r.t. the arguments ``argnums`` (lazy arrays;
+    ``argnum`` is accepted as autograd's name for it).
 
     ``fun`` must return a scalar (or ``(scalar, aux)`` with ``has_aux=True``).  Returns
     ``(value, grad)`` or ``((value, aux), grad)``; the gradient has the structure of the
     argument (a tuple over ``argnums`` when it is a tuple).
     """
+    argnums = _argnum_alias(argnums, argnum)
     single = isinstance(argnums, int)
     nums = _argnums_tuple(argnums)
 
@@ -627,12 +638,15 @@ def _replay_entry(replay, onode, tape, flat_nodes):
     return replay.lookup(key), key, externals
 
 
-def grad(fun, argnums=0, has_aux=False):
-    """The gradient of scalar-valued ``fun`` w.r.t. argument(s) ``argnums`` (lazy).
+def grad(fun, argnums=0, has_aux=False, *, argnum=None):
+    """The gradient of real scalar-valued ``fun`` w.r.t. argument(s) ``argnums`` (lazy;
+    ``argnum`` is autograd's name for it).  Complex inputs get autograd's gradient
+    ``df/dx - i df/dy``; a complex output raises TypeError.
 
     >>> import lazynp as np
     >>> np.grad(lambda x: np.sum(np.tanh(x)))(np.ones(3))    # doctest: +SKIP
     """
+    argnums = _argnum_alias(argnums, argnum)
     vg = value_and_grad(fun, argnums, has_aux, _want_value=False)
 
     def wrapped(*args, **kwargs):
@@ -717,9 +731,10 @@ def _partial(fun, args, nums):
     return part
 
 
-def elementwise_grad(fun, argnums=0):
+def elementwise_grad(fun, argnums=0, *, argnum=None):
     """Sum of the gradients of ``fun``'s outputs (a VJP with a cotangent of ones): the
     derivative of elementwise functions."""
+    argnums = _argnum_alias(argnums, argnum)
     nums = _argnums_tuple(argnums)
     single = isinstance(argnums, int)
 
@@ -734,9 +749,10 @@ def elementwise_grad(fun, argnums=0):
     return wrapped
 
 
-def jacobian(fun, argnums=0):
+def jacobian(fun, argnums=0, *, argnum=None):
     """The Jacobian of ``fun`` w.r.t. argument ``argnums``: shape ``out.shape + x.shape``
     (one VJP per output element, all recorded lazily and run together)."""
+    argnums = _argnum_alias(argnums, argnum)
     nums = _argnums_tuple(argnums)
     single = isinstance(argnums, int)
 
@@ -762,8 +778,9 @@ def jacobian(fun, argnums=0):
     return wrapped
 
 
-def hessian(fun, argnums=0):
+def hessian(fun, argnums=0, *, argnum=None):
     """The Hessian of scalar ``fun``: ``jacobian(grad(fun))``."""
+    argnums = _argnum_alias(argnums, argnum)
     return jacobian(grad(fun, argnums), argnums)
 
 
