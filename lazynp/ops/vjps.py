@@ -1283,31 +1283,77 @@ def _eigh_G(wg, vg, w, v):
     return lnp.matmul(lnp.matmul(v, inner), _T(v))
 
 
-@_call("linalg.eigh")
-def _eigh_rule(g, ans, A, K, node):
-    from ..ndarray import ndarray
-    from .._ufunc import TUPLE_GET
+def _eigh_raw_cot(gw, gv, w, v, lower):
+    """Cotangent of the raw input of ``eigh`` (one triangle read; a complex Hermitian's
+    diagonal read as real) from its outputs' cotangents: with
+    ``N = V [diag(gw) + (F o V^T gv)^T] V^H`` (``dV = V (F o V^H dH V)``: eigenvectors in
+    the gauge with ``v_i^H dv_i = 0``), the triangle of ``N^T + conj(N)``, halved on the
+    diagonal."""
+    lnp = _np_()
+    n = w.shape[-1]
+    eye = lnp.eye(n, dtype=w.dtype)
+    inner = 0.0 * eye
+    if gw is not None:
+        inner = lnp.expand_dims(gw, -1) * eye
+    if gv is not None:
+        diff = lnp.expand_dims(w, -2) - lnp.expand_dims(w, -1)      # w_j - w_i
+        F = (1.0 - eye) / (diff + eye)
+        inner = inner + _T(F * lnp.matmul(_T(v), gv))
+    N = lnp.matmul(lnp.matmul(v, inner), _H(v) if _is_complex(v) else _T(v))
+    S = _T(N) + (lnp.conjugate(N) if _is_complex(N) else N)
+    half = 1.0 - 0.5 * eye
+    return (lnp.tril(S) if lower else lnp.triu(S)) * half
+
+
+def _eigh_parts(node, a):
+    wdt = np.dtype(node.dtype)
+    vdt = np.result_type(wdt, a.dtype) if a.dtype.kind == "c" else wdt
+    return _tuple_parts(node, [(a.shape[:-1], wdt), (a.shape, vdt)])
+
+
+def _eigh_rule_impl(g, node, A, K, any_gauge):
     uplo = _arg(A, K, 1, "UPLO", "L")
-    # the answer's parts: tuple_get nodes on this multi node
-    w = ndarray._from_node(graph.record(TUPLE_GET, (node, 0), None, node.shape, node.dtype))
     a = A[0]
-    v = ndarray._from_node(graph.record(TUPLE_GET, (node, 1), None, a.shape, node.dtype))
     if g[0] is None and g[1] is None:
         return (None,)
-    G = _eigh_G(g[0], g[1], w, v)
-    # G is the gradient w.r.t. a symmetric perturbation split as G (not symmetrized)
-    Gs = 0.5 * (G + _T(G))
-    return (_one_triangle(Gs, uplo.upper() == "L") ,)
+    if g[1] is None and _is_complex(a) and not any_gauge:
+        # eigenvalues only: through an eigh whose eigenvector phases may be any (so that
+        # this rule can be differentiated again)
+        w, v = _eigh_inside_rule(a, uplo)
+    else:
+        w, v = _eigh_parts(node, a)
+    if g[1] is not None and _is_complex(v) and not any_gauge:
+        raise NotImplementedError("lazynp.autograd: no gradient of linalg.eigh through the "
+                                  "eigenvectors of a complex matrix (their phase is "
+                                  "arbitrary); eigenvalues and gauge-invariant uses only")
+    return (_eigh_raw_cot(g[0], g[1], w, v, uplo.upper() == "L"),)
+
+
+@_call("linalg.eigh")
+def _eigh_rule(g, ans, A, K, node):
+    return _eigh_rule_impl(g, node, A, K, False)
+
+
+@_call("ad.eigh_any_gauge")
+def _eigh_any_gauge_rule(g, ans, A, K, node):
+    """eigh inside gradient rules whose result does not depend on the eigenvectors' phases."""
+    return _eigh_rule_impl(g, node, A, K, True)
+
+
+def _eigh_inside_rule(a, uplo):
+    from .._functions import lazy_call
+    a = _L().asarray(a)
+    r = np.linalg.eigh(np.eye(1, dtype=a.dtype))
+    return lazy_call("ad.eigh_any_gauge", np.linalg.eigh, (a,), {"UPLO": uplo},
+                     meta=lambda n, t: [(a.shape[:-1], r[0].dtype), (a.shape, r[1].dtype)],
+                     nout=2)
 
 
 @_call("linalg.eigvalsh")
 def _eigvalsh_rule(g, ans, A, K, node):
-    lnp = _np_()
     uplo = _arg(A, K, 1, "UPLO", "L")
-    a = A[0]
-    w, v = lnp.linalg.eigh(lnp.asarray(a), UPLO=uplo)
-    G = _eigh_G(g, None, w, v)
-    return (_one_triangle(0.5 * (G + _T(G)), uplo.upper() == "L"),)
+    w, v = _eigh_inside_rule(A[0], uplo)
+    return (_eigh_raw_cot(g, None, w, v, uplo.upper() == "L"),)
 
 
 # --- issue 15: more rules (complex-aware: autograd's convention, see _abs_rule) -------------
@@ -1763,12 +1809,17 @@ def _eigvals_cot(gw, v):
 
 @_call("linalg.eigvals")
 def _eigvals_rule(g, ans, A, K, node):
-    lnp = _np_()
-    _w, v = lnp.linalg.eig(A[0])
+    """(The eigenvectors inside: V^-T diag(g) V^T does not depend on their scaling.)"""
+    from .._functions import lazy_call
+    a = _L().asarray(A[0])
+    wdt = np.dtype(node.dtype)
+    vdt = wdt if wdt.kind == "c" else a.dtype
+    _w, v = lazy_call("ad.eig_any_scale", np.linalg.eig, (a,), {},
+                      meta=lambda n, t: [(a.shape[:-1], wdt), (a.shape, vdt)], nout=2)
     return (_eigvals_cot(g, v),)
 
 
-@_call("linalg.eig")
+@_call("linalg.eig", "ad.eig_any_scale")
 def _eig_rule(g, ans, A, K, node):
     lnp = _np_()
     a = A[0]
@@ -1776,7 +1827,8 @@ def _eig_rule(g, ans, A, K, node):
     w, v = _tuple_parts(node, [(a.shape[:-1], node.dtype), (a.shape, _eig_vdtype(node))])
     if gv is None:
         return (_eigvals_cot(gw, v),)
-    if _is_complex(v):
+    any_scale = node.op.name.endswith("ad.eig_any_scale")
+    if _is_complex(v) and not any_scale:
         raise NotImplementedError("lazynp.autograd: no gradient of linalg.eig through complex "
                                   "eigenvectors (LAPACK's phase convention); eigenvalues only")
     # real eigenvectors of unit length: dV = V (F o E) - V diag(V^T V (F o E)),
@@ -1785,7 +1837,7 @@ def _eig_rule(g, ans, A, K, node):
     eye = lnp.eye(n, dtype=v.dtype)
     vinv = lnp.linalg.inv(v)
     F = (1.0 - eye) / (lnp.expand_dims(w, -2) - lnp.expand_dims(w, -1) + eye)
-    gv2 = gv - v * lnp.sum(v * gv, axis=-2, keepdims=True)
+    gv2 = gv if any_scale else gv - v * lnp.sum(v * gv, axis=-2, keepdims=True)
     inner = F * lnp.matmul(_T(v), gv2)
     if gw is not None:
         inner = inner + lnp.expand_dims(gw, -1) * eye
