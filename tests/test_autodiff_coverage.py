@@ -7,6 +7,8 @@ import warnings
 
 import numpy
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import lazynp as lnp
 from lazynp.autograd import AutogradError
@@ -267,3 +269,180 @@ def test_every_public_function_is_differentiated_correctly_or_raises():
     assert {"fft.rfftn", "fft.irfft", "fft.hfft", "linalg.svd", "linalg.pinv", "linalg.eigvals",
             "linalg.norm", "kron", "cross", "sinc", "gradient", "linspace", "append", "block",
             "real_if_close"} <= ok, sorted(ok)
+
+
+# --- the rules added for issue 15 (first and second order, VJP, JVP and grad replay) ---------
+
+SET = settings(max_examples=5, deadline=None, derandomize=True, database=None,
+               suppress_health_check=list(HealthCheck))
+R = numpy.random.RandomState(7)
+
+
+def _re_im(f):
+    """``f`` with a complex result split into stacked real and imaginary parts."""
+    def g(*a):
+        o = f(*a)
+        return lnp.stack([lnp.real(o), lnp.imag(o)]) if o.dtype.kind == "c" else o
+    return g
+
+
+@SET
+@given(st.integers(1, 3), st.integers(2, 5), st.sampled_from([None, "ortho", "forward"]),
+       st.sampled_from(["fft", "ifft", "rfft", "irfft", "hfft", "ihfft"]),
+       st.sampled_from([None, 3, 6]), st.integers(0, 1))
+def test_fft_1d_rules(rows, cols, norm, name, n, axis):
+    x = R.standard_normal((rows, cols))
+    f = getattr(lnp.fft, name)
+    if name in ("irfft", "hfft"):
+        check_grads(_re_im(lambda a: f(a * (1 + 0.5j), n, axis, norm)), x, order=2)
+    else:
+        check_grads(_re_im(lambda a: f(a, n, axis, norm)), x, order=2)
+
+
+@SET
+@given(st.sampled_from(["fftn", "ifftn", "rfftn", "irfftn", "fft2", "ifft2", "rfft2",
+                        "irfft2"]),
+       st.sampled_from([None, "ortho", "forward"]), st.booleans(), st.integers(0, 2**16))
+def test_fft_nd_rules(name, norm, with_s, seed):
+    x = numpy.random.RandomState(seed).standard_normal((2, 3, 4))
+    f = getattr(lnp.fft, name)
+    kw = {"norm": norm}
+    if with_s:
+        kw.update(s=(3, 5), axes=(0, 2)) if not name.endswith("2") else kw.update(s=(2, 5))
+    scale = (1 + 0.3j) if name.startswith("irfft") else 1.0
+    check_grads(_re_im(lambda a: f(a * scale, **kw)), x, order=2)
+
+
+def test_fft_shifts_and_values():
+    x = R.standard_normal((4, 5))
+    check_grads(lambda a: lnp.fft.fftshift(a) + lnp.fft.ifftshift(a, axes=1) * 2.0, x,
+                order=2)
+    for name in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2",
+                 "irfft2", "fftn", "ifftn", "rfftn", "irfftn", "fftshift", "ifftshift"):
+        got = numpy.asarray(getattr(lnp.fft, name)(lnp.asarray(x)))
+        want = getattr(numpy.fft, name)(x)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        numpy.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+
+
+@SET
+@given(st.integers(2, 4), st.integers(2, 4), st.integers(0, 2**16))
+def test_svd_and_pinv_rules(m, n, seed):
+    a = numpy.random.RandomState(seed).standard_normal((m, n))
+    check_grads(lambda x: lnp.linalg.svd(x, compute_uv=False), a, order=2)
+    check_grads(lambda x: tuple(lnp.linalg.svd(x, full_matrices=False)), a, order=2,
+                modes=("rev",))
+    check_grads(lambda x: lnp.linalg.svdvals(x), a, order=1)
+    check_grads(lnp.linalg.pinv, a, order=2)
+
+
+def test_svd_full_square_and_batched():
+    check_grads(lambda x: tuple(lnp.linalg.svd(x)), R.standard_normal((3, 3)), order=2,
+                modes=("rev",))
+    check_grads(lambda x: lnp.linalg.svd(x, full_matrices=False)[2],
+                R.standard_normal((2, 3, 4)), order=1)
+    with pytest.raises(AutogradError, match="full_matrices"):
+        lnp.grad(lambda x: lnp.sum(lnp.linalg.svd(x)[0]))(R.standard_normal((4, 3)))
+
+
+def test_eig_rules():
+    a = R.standard_normal((3, 3))
+    sym = a + a.T + numpy.diag([0.0, 3.0, 6.0])       # real, distinct eigenvalues
+    check_grads(lambda x: lnp.real(lnp.linalg.eigvals(x)), a, order=2, modes=("rev",))
+    check_grads(lambda x: lnp.imag(lnp.linalg.eigvals(x)), a, order=1, modes=("rev",))
+    check_grads(lambda x: tuple(lnp.linalg.eig(x)), sym + 0.2 * a, order=2, modes=("rev",))
+
+
+@pytest.mark.parametrize("ordv", [None, 1, 2, 3, 0.5, -1, 0, numpy.inf, -numpy.inf])
+def test_vector_norm_every_ord(ordv):
+    v = R.standard_normal(5)
+    check_grads(lambda x: lnp.linalg.norm(x, ordv), v, order=2)
+    check_grads(lambda x: lnp.linalg.norm(x, ordv, axis=1, keepdims=True),
+                R.standard_normal((2, 4, 3)), order=2)
+
+
+@pytest.mark.parametrize("ordv", [None, "fro", "nuc", 1, -1, 2, -2, numpy.inf, -numpy.inf])
+def test_matrix_norm_every_ord(ordv):
+    check_grads(lambda x: lnp.linalg.norm(x, ordv), R.standard_normal((4, 3)), order=2)
+    check_grads(lambda x: lnp.linalg.norm(x, ordv, axis=(2, 0)),
+                R.standard_normal((3, 2, 4)), order=2)
+
+
+@pytest.mark.parametrize("f, shapes", [
+    (lambda a: lnp.einsum("ii", a), [(3, 3)]),
+    (lambda a: lnp.einsum("ii->i", a), [(3, 3)]),
+    (lambda a, b: lnp.einsum("ii,ij->j", a, b), [(3, 3), (3, 2)]),
+    (lambda a, b: lnp.einsum("ij,jk", a, b), [(2, 3), (3, 4)]),
+    (lambda a, b: lnp.einsum("...ij,jk->...ik", a, b), [(2, 2, 3), (3, 4)]),
+    (lambda a: lnp.einsum("...ii->...i", a), [(2, 3, 3)]),
+    (lambda a: lnp.einsum("...ii", a), [(2, 3, 3)]),
+    (lambda a: lnp.einsum("iij->j", a), [(3, 3, 2)]),
+    (lambda a, b: lnp.einsum(a, [0, 1], b, [1, 2], [0, 2]), [(2, 3), (3, 4)]),
+    (lambda a, b: lnp.einsum(a, [0, 1], b, [1, 2]), [(2, 3), (3, 4)]),
+    (lambda a: lnp.einsum(a, [Ellipsis, 0, 0], [Ellipsis, 0]), [(2, 3, 3)]),
+    (lambda a, b, c: lnp.einsum("i,j,k->ijk", a, b, c), [(2,), (3,), (2,)]),
+], ids=lambda v: "" if callable(v) else str(len(v)))
+def test_einsum_every_form(f, shapes):
+    check_grads(f, *[R.standard_normal(s) for s in shapes], order=2)
+
+
+@pytest.mark.parametrize("f, shapes", [
+    (lnp.inner, [(), (3,)]), (lnp.inner, [(2, 3), ()]), (lnp.outer, [(), (3,)]),
+    (lambda a, b: lnp.tensordot(a, b, 0), [(), (2, 3)]),
+    (lambda a, b: lnp.tensordot(a, b, 0), [(2,), ()]),
+    (lnp.kron, [(2, 3), (3, 2)]), (lnp.kron, [(3,), (2, 2)]),
+    (lnp.cross, [(4, 3), (3,)]), (lnp.cross, [(4, 2), (4, 2)]), (lnp.cross, [(4, 2), (4, 3)]),
+    (lambda a, b: lnp.cross(a, b, axisa=0, axisb=0), [(3, 4), (3, 4)]),
+    (lambda a: lnp.partition(a, 2), [(3, 5)]),
+    (lambda a: lnp.partition(a, (1, 3), axis=None), [(3, 4)]),
+    (lambda a: lnp.select([a > 0, a < -0.5], [a * 2, lnp.sin(a)], a ** 2), [(6,)]),
+    (lnp.sinc, [(5,)]),
+    (lambda a: lnp.sinc(a * 0.0), [(3,)]),
+    (lambda a: lnp.gradient(a, 0.5, edge_order=2)[1], [(4, 5)]),
+    (lambda a: lnp.stack(lnp.gradient(a, 2.0, 0.5)), [(4, 5)]),
+    (lambda a: lnp.gradient(a, axis=0), [(4, 3)]),
+    (lambda a: lnp.real_if_close(a * (1 + 0j)), [(3,)]),
+    (lambda a: lnp.diag(a), [(4,)]), (lambda a: lnp.diag(a, -1), [(3,)]),
+    (lambda a: lnp.diagflat(a, 1), [(2, 2)]),
+    (lambda a: lnp.diff(a, n=2, prepend=1.0), [(5,)]),
+    (lambda a: lnp.ediff1d(a, to_begin=[1.0], to_end=[2.0, 3.0]), [(5,)]),
+    (lambda a: lnp.trapezoid(a, dx=0.3), [(3, 5)]),
+    (lambda y, x: lnp.trapezoid(y, x), [(3, 4), (4,)]),
+    (lnp.polyval, [(4,), (3,)]), (lambda a: lnp.vander(a, 4), [(3,)]),
+    (lnp.convolve, [(5,), (3,)]), (lambda a, b: lnp.convolve(a, b, "same"), [(3,), (5,)]),
+    (lambda a, b: lnp.correlate(a, b, "full"), [(3,), (5,)]),
+    (lambda a, b: lnp.nextafter(a, b), [(3,), (3,)]),
+    (lambda a, b: lnp.linalg.vecdot(a, b), [(2, 3), (3,)]),
+    (lambda a: lnp.linalg.vector_norm(a, axis=(0, 2), ord=3), [(2, 3, 4)]),
+    (lambda a: lnp.linalg.matrix_norm(a, ord="nuc"), [(2, 3, 4)]),
+    (lambda a: lnp.linalg.trace(a), [(2, 3, 3)]),
+], ids=lambda v: "" if callable(v) else str(v))
+def test_more_rules(f, shapes):
+    xs = [R.standard_normal(s) if s else numpy.array(R.standard_normal()) for s in shapes]
+    check_grads(f, *xs, order=2)
+
+
+def test_argnum_alias():
+    assert float(lnp.grad(lambda x, y: x * y * y, argnum=1)(2.0, 3.0)) == 12.0
+    assert float(lnp.hessian(lambda x, y: x * y * y, argnum=1)(2.0, 3.0)) == 4.0
+    assert float(lnp.value_and_grad(lambda x, y: x * y, argnum=0)(2.0, 3.0)[1]) == 3.0
+    with pytest.raises(TypeError):
+        lnp.grad(lambda x, y: x * y, argnums=(0,), argnum=1)
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: lnp.sum(lnp.abs(lnp.fft.rfft(x)) ** 2),
+    lambda x: lnp.linalg.norm(lnp.reshape(x, (2, 3)), "nuc"),
+    lambda x: lnp.sum(lnp.linalg.pinv(lnp.reshape(x, (3, 2)))),
+    lambda x: lnp.sum(lnp.kron(x[:2], x) * lnp.sinc(x[0])),
+    lambda x: lnp.sum(lnp.linspace(x[0], x[1], 4) * lnp.append(x[3:], x[:1])),
+], ids=lambda f: "")
+def test_jit_of_grad_and_replay(f):
+    x = R.standard_normal(6)
+    want = numpy.asarray(lnp.grad(f)(x))
+    jg = lnp.jit(lnp.grad(f))
+    for _ in range(2):
+        numpy.testing.assert_allclose(numpy.asarray(jg(lnp.asarray(x))), want, rtol=1e-10)
+    gf = lnp.grad(f)
+    for _ in range(4):                    # grad replay: the plan compiled on the third call
+        numpy.testing.assert_allclose(numpy.asarray(gf(x)), want, rtol=1e-10)
