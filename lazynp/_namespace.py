@@ -1025,6 +1025,35 @@ percentile = _generic("percentile", scalar=True)
 nanquantile = _generic("nanquantile", scalar=True)
 nanpercentile = _generic("nanpercentile", scalar=True)
 vander = _generic("vander")
+unwrap = _generic("unwrap")
+
+
+def cumulative_sum(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
+    return _cumulative(cumsum, 0, x, axis, dtype, out, include_initial, np.cumulative_sum)
+
+
+def cumulative_prod(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
+    return _cumulative(cumprod, 1, x, axis, dtype, out, include_initial, np.cumulative_prod)
+
+
+def _cumulative(scan_fn, initial, x, axis, dtype, out, include_initial, np_fn):
+    """NumPy 2's ``cumulative_sum``/``cumulative_prod``: the scan, with the initial value
+    prepended when asked."""
+    x = asarray(x)
+    probe = np_fn(np.zeros((1,) * _bmax(x.ndim, 1) if x.ndim else (), x.dtype), axis=axis,
+                  dtype=dtype, include_initial=include_initial)    # NumPy's errors, dtype
+    if x.ndim == 0:
+        x = x.reshape(1)
+    ax = 0 if axis is None else normalize_axis_index(axis, x.ndim)
+    res = scan_fn(x, axis=ax, dtype=dtype).astype(probe.dtype, copy=False)
+    if include_initial:
+        shp = list(res.shape)
+        shp[ax] = 1
+        res = concatenate([full(tuple(shp), initial, probe.dtype), res], axis=ax)
+    if out is not None:
+        out[...] = res
+        return out
+    return res
 polyval = _generic("polyval")
 lexsort = _generic("lexsort")
 

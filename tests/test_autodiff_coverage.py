@@ -152,11 +152,10 @@ def test_grad_of_complex_output_raises_type_error():
 #: functions whose gradient raises AutogradError (no lazy implementation, or no rule yet);
 #: every other public function that takes a float array must match finite differences
 KNOWN_TO_RAISE = frozenset("""
-    asarray_chkfinite compress corrcoef cov cumulative_prod cumulative_sum extract histogram
-    histogram2d histogram_bin_edges histogramdd i0 intersect1d median nancumprod nanmedian
-    nanpercentile nanprod nanquantile nanstd nanvar percentile poly polyadd polyder polydiv
-    polyint polymul polysub quantile roots sort_complex union1d unique unique_all
-    unique_counts unique_inverse unique_values unwrap vecdot linalg.cond linalg.lstsq
+    asarray_chkfinite compress corrcoef extract histogram histogram2d histogram_bin_edges
+    histogramdd i0 intersect1d nanmedian nanpercentile nanquantile percentile poly polyadd
+    polyder polydiv polyint polymul polysub quantile roots sort_complex union1d unique
+    unique_all unique_counts unique_inverse unique_values vecdot linalg.cond linalg.lstsq
     linalg.qr""".split())
 
 _NOT_ARRAY_FUNCTIONS = (
@@ -416,6 +415,13 @@ def test_einsum_every_form(f, shapes):
     (lambda a: lnp.linalg.vector_norm(a, axis=(0, 2), ord=3), [(2, 3, 4)]),
     (lambda a: lnp.linalg.matrix_norm(a, ord="nuc"), [(2, 3, 4)]),
     (lambda a: lnp.linalg.trace(a), [(2, 3, 3)]),
+    (lambda a: lnp.median(a, axis=1), [(3, 5)]), (lambda a: lnp.median(a), [(4, 3)]),
+    (lambda a: lnp.median(a, axis=0, keepdims=True), [(4, 3)]),
+    (lnp.cov, [(3, 5)]), (lnp.cov, [(5,)]),
+    (lambda a: lnp.cov(a, rowvar=False, bias=True), [(5, 3)]),
+    (lambda a: lnp.unwrap(a * 3.0), [(6,)]),
+    (lambda a: lnp.cumulative_sum(a, axis=1, include_initial=True), [(2, 3)]),
+    (lambda a: lnp.cumulative_prod(a), [(4,)]),
 ], ids=lambda v: "" if callable(v) else str(v))
 def test_more_rules(f, shapes):
     xs = [R.standard_normal(s) if s else numpy.array(R.standard_normal()) for s in shapes]
@@ -446,3 +452,22 @@ def test_jit_of_grad_and_replay(f):
     gf = lnp.grad(f)
     for _ in range(4):                    # grad replay: the plan compiled on the third call
         numpy.testing.assert_allclose(numpy.asarray(gf(x)), want, rtol=1e-10)
+
+
+@pytest.mark.parametrize("f", [
+    lambda a: lnp.nanprod(a, axis=1), lambda a: lnp.nanvar(a, axis=1, ddof=1),
+    lambda a: lnp.nanstd(a), lambda a: lnp.nancumprod(a, axis=1),
+    lambda a: lnp.nansum(a, axis=0), lambda a: lnp.nanmean(a),
+], ids=lambda f: "")
+def test_nan_reductions(f):
+    x = R.standard_normal((3, 5))
+    x[0, 1] = x[2, 3] = numpy.nan
+    w = R.standard_normal(numpy.shape(numpy.asarray(f(lnp.asarray(x)))))
+    g = numpy.asarray(lnp.grad(lambda a: lnp.sum(f(a) * w))(x))
+    v = numpy.where(numpy.isnan(x), 0.0, R.standard_normal(x.shape))   # NaNs stay NaN
+
+    def loss(y):
+        return float(numpy.sum(numpy.asarray(f(lnp.asarray(y))) * w))
+    fd = (loss(x + 1e-6 * v) - loss(x - 1e-6 * v)) / 2e-6
+    assert numpy.nansum(g * v) == pytest.approx(fd, rel=1e-5, abs=1e-6)
+    assert numpy.all(g[numpy.isnan(x)] == 0)

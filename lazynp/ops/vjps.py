@@ -1918,3 +1918,99 @@ def _fft_rule(g, ans, A, K, node):
 for _n in ("fft", "ifft", "rfft", "irfft", "fftn", "ifftn", "rfftn", "irfftn", "fft2", "ifft2",
            "rfft2", "irfft2"):
     CALL_RULES["fft." + _n] = _fft_rule
+
+
+# --- nan reductions, median, cov, unwrap ------------------------------------------------------
+
+@_rule("nanprod")
+def _nanprod_vjp(g, node, args, params, need):
+    lnp = _np_()
+    x, axis, kd, w = _red_info(args, params)
+    nan = lnp.isnan(x)
+    gb = _expand(g * _W(node), x.shape, axis, kd) / lnp.where(nan, 1.0, x)
+    gb = lnp.where(nan, 0.0, gb)
+    if w is not None:
+        gb = lnp.where(w, gb, 0.0)
+    return [gb] + [None] * (len(args) - 1)
+
+
+@_rule("nanvar", "nanstd")
+def _nanvar_vjp(g, node, args, params, need):
+    lnp = _np_()
+    x, axis, kd, w = _red_info(args, params)
+    if w is not None:
+        raise NotImplementedError(f"lazynp.autograd: {node.op.name}(where=) gradient")
+    if node.op.name == "nanstd":
+        g = g * 0.5 / _W(node)
+    axes = _axes(x.shape, axis)
+    ok = lnp.logical_not(lnp.isnan(x))
+    n = lnp.sum(ok, axis=axes, keepdims=True).astype(g.dtype)
+    m = lnp.nanmean(x, axis=axes, keepdims=True)
+    d = lnp.where(ok, x - m, 0.0)
+    return [_expand(g, x.shape, axis, kd) * 2.0 * d / (n - _ddof(params))] + \
+        [None] * (len(args) - 1)
+
+
+@_rule("nancumprod")
+def _nancumprod_vjp(g, node, args, params, need):
+    lnp = _np_()
+    x = _W(args[0])
+    axis = (params or {}).get("axis")
+    nan = lnp.isnan(x)
+    xf = lnp.where(nan, 1.0, x)
+    ans = _W(node)
+    c = lnp.reshape(_rev_cumsum(g * ans, 0), x.shape) if axis is None else \
+        _rev_cumsum(g * ans, axis)
+    return [lnp.where(nan, 0.0, c / xf)]
+
+
+@_rule("median")
+def _median_vjp(g, node, args, params, need):
+    """The gradient goes to the middle element (split between the two middle ones for an
+    even count), located by a stable sort."""
+    lnp = _np_()
+    x, axis, kd, w = _red_info(args, params)
+    axes = _axes(x.shape, axis)
+    if len(axes) != 1 and not (axis is None):
+        raise NotImplementedError("lazynp.autograd: median over several axes")
+    xs = lnp.reshape(x, (-1,)) if axis is None else x
+    ax = 0 if axis is None else axes[0]
+    n = xs.shape[ax]
+    wts = np.zeros(n)
+    wts[(n - 1) // 2] += 0.5
+    wts[n // 2] += 0.5
+    shp = [1] * xs.ndim
+    shp[ax] = n
+    gx = _expand(g, x.shape, axis, kd)
+    gx = lnp.reshape(gx, (-1,)) if axis is None else gx
+    perm = lnp.argsort(xs, axis=ax, kind="stable")
+    sorted_cot = gx * lnp.asarray(wts.reshape(shp))
+    c = _take_along_axis_cot(sorted_cot, perm, xs, ax)
+    return [lnp.reshape(c, x.shape)] + [None] * (len(args) - 1)
+
+
+@_call("cov")
+def _cov_rule(g, ans, A, K, node):
+    lnp = _np_()
+    m = A[0]
+    extra = [k for k in ("y", "fweights", "aweights") if K.get(k) is not None] + \
+        (["y"] if len(A) > 1 and A[1] is not None else [])
+    if extra or K.get("ddof") is not None:
+        raise NotImplementedError("lazynp.autograd: no gradient of numpy.cov with y, weights "
+                                  "or ddof")
+    rowvar = _arg(A, K, 2, "rowvar", True)
+    bias = _arg(A, K, 3, "bias", False)
+    X = lnp.reshape(m, (1, -1)) if m.ndim == 1 else (m if rowvar else _T(m))
+    N = X.shape[1]
+    Xc = X - lnp.mean(X, axis=1, keepdims=True)
+    G = lnp.reshape(g, (X.shape[0], X.shape[0]))
+    gXc = lnp.matmul(G + _T(G), Xc) / (N - (0 if bias else 1))
+    gX = gXc - lnp.mean(gXc, axis=1, keepdims=True)
+    gm = lnp.reshape(gX, m.shape) if m.ndim == 1 else (gX if rowvar else _T(gX))
+    return (gm,)
+
+
+@_call("unwrap")
+def _unwrap_rule(g, ans, A, K, node):
+    """unwrap adds multiples of ``period`` that are constant almost everywhere: slope 1."""
+    return (g,)
