@@ -688,11 +688,31 @@ def vjp(fun, *primals, has_aux=False):
     return res, vjp_fn
 
 
+_JVP_REPLAYS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 def jvp(fun, primals, tangents):
-    """``(fun(*primals), J @ tangents)`` (forward mode, as the transpose of a VJP)."""
+    """``(fun(*primals), J @ tangents)`` (forward mode, as the transpose of a VJP).  Calls
+    of the same ``fun`` whose forward graph has the structure of an earlier call run a
+    compiled plan (:mod:`lazynp._grad_replay`)."""
     lnp = _lnp()
     primals = tuple(primals)
     tangents = tuple(tangents)
+    if _replay.enabled() and _depth == 0 and len(primals) == len(tangents) and \
+            not any(isinstance(p, (list, tuple, dict)) for p in primals + tangents):
+        try:
+            replay = _JVP_REPLAYS.get(fun)
+            if replay is None:
+                replay = _JVP_REPLAYS[fun] = _replay.GradReplay()
+        except TypeError:          # (not weakly referenceable)
+            replay = None
+        if replay is not None:
+            watch: list = []
+            r = _jvp_replayed(replay, fun, primals, tangents, watch)
+            if watch:
+                _replay.release_dead(watch)
+            if r is not None:
+                return r
     with _Trace() as tr:
         out, fn = vjp(fun, *primals)
         out_leaves = []
@@ -719,6 +739,70 @@ def jvp(fun, primals, tangents):
             res = _backward([s._node()], [lnp.ones((), s.dtype)], [n for _, n in us], tape)
     vals = [_as_cot(r, u) for r, (u, _) in zip(res, us)]
     return out, _unflatten(out_spec, iter(vals))
+
+
+def _jvp_replayed(replay, fun, primals, tangents, watch):
+    """``(out, tangent_out)`` through the replay (None: take the eager path)."""
+    lnp = _lnp()
+    flushes = _graph.STATS["flushes"]
+    with _Trace() as tr:
+        new_args, specs, nodes, originals = _prepare(primals, range(len(primals)), tr)
+        xs = [o for orig in originals for o in orig]
+        ts = [lnp.asarray(t) for t in tangents]
+        if any(t.shape != x.shape for t, x in zip(ts, xs)):
+            return None
+        ts = [t.astype(x.dtype) if t.dtype != x.dtype and x.dtype.kind in "fc" else t
+              for t, x in zip(ts, xs)]
+        res = fun(*new_args)
+        if not isinstance(res, ndarray):
+            return None
+        out = res
+        onode = out._node()
+        tape = tr.capture()
+        flat_nodes = [n for ns in nodes for n in ns]
+        entry = None
+        if _graph.STATS["flushes"] == flushes and not tape.poison and not tape.leaks:
+            entry, key, externals = _replay_entry(replay, onode, tape, flat_nodes)
+            if entry is not None:
+                externals = externals + [t._node() for t in ts]
+        if entry is not None and entry.plan:
+            recorded = _REC[tr.start:]
+        else:
+            u, un = _fresh(lnp.zeros(out.shape, out.dtype if out.dtype.kind in "fc"
+                                     else float), tr)
+            gs = _backward([onode], [u], flat_nodes, tape)
+            s = None
+            for gl, t in zip(gs, ts):
+                if gl is not None:
+                    term = lnp.sum(lnp.asarray(gl) * t)
+                    s = term if s is None else s + term
+            if s is None:
+                tout = _zeros_like(u)
+            else:
+                tape2 = tr.capture()
+                tout = _as_cot(_backward([s._node()], [lnp.ones((), s.dtype)], [un],
+                                         tape2)[0], u)
+            if entry is not None and entry.plan is None and \
+                    entry.count >= _replay.COMPILE_AT:
+                if _graph.STATS["flushes"] != flushes:
+                    _replay.STATS["uncacheable"] += 1
+                else:
+                    try:
+                        _replay.compile_entry(entry, [out], [tout], externals)
+                    except Exception:
+                        _replay.STATS["failures"] += 1
+                        entry.plan = False
+            return out, tout
+    try:
+        values, touts = _replay.run_entry(entry, externals)
+    except Exception:
+        _replay.STATS["failures"] += 1
+        replay.drop(key)
+        return None
+    _replay.STATS["hits"] += 1
+    out = _replay.deliver(out, onode, values[0])
+    watch.extend(_replay.abandon(recorded))
+    return out, touts[0]
 
 
 def _partial(fun, args, nums):
@@ -751,12 +835,15 @@ def elementwise_grad(fun, argnums=0, *, argnum=None):
 
 def jacobian(fun, argnums=0, *, argnum=None):
     """The Jacobian of ``fun`` w.r.t. argument ``argnums``: shape ``out.shape + x.shape``
-    (one VJP per output element, all recorded lazily and run together)."""
+    (one VJP per output element, all recorded lazily and run together).  Like ``grad``, a
+    call whose forward graph has the structure of an earlier one runs a compiled plan
+    instead of recording the backward passes again (:mod:`lazynp._grad_replay`)."""
     argnums = _argnum_alias(argnums, argnum)
     nums = _argnums_tuple(argnums)
     single = isinstance(argnums, int)
+    replay = _replay.GradReplay()
 
-    def wrapped(*args):
+    def eager(args):
         lnp = _lnp()
         out, fn = vjp(_partial(fun, args, nums), *[args[k] for k in nums])
         out = lnp.asarray(out)
@@ -775,7 +862,81 @@ def jacobian(fun, argnums=0, *, argnum=None):
             st = lnp.stack([lnp.asarray(r[k]) for r in rows])
             res.append(lnp.reshape(st, out.shape + x.shape))
         return res[0] if single else tuple(res)
+
+    def wrapped(*args):
+        if not (_replay.enabled() and _depth == 0) or \
+                any(isinstance(args[k], (list, tuple, dict)) for k in nums):
+            return eager(args)
+        watch: list = []
+        res = _jacobian_replayed(replay, fun, args, nums, watch)
+        if watch:
+            _replay.release_dead(watch)
+        if res is None:
+            return eager(args)
+        return res[0] if single else tuple(res)
     return wrapped
+
+
+def _jacobian_blocks(out, onode, tape, flat_nodes, xs):
+    """The Jacobian blocks (one per input node) by one recorded VJP per output element."""
+    lnp = _lnp()
+    m = out.size
+    rows = []
+    for i in range(m):
+        e = _np.zeros(m, out.dtype if out.dtype.kind in "fc" else _np.float64)
+        e[i] = 1.0
+        rows.append(_backward([onode], [lnp.asarray(e.reshape(out.shape))], flat_nodes, tape))
+    blocks = []
+    for k, x in enumerate(xs):
+        if m == 0:
+            blocks.append(lnp.zeros(out.shape + x.shape, x.dtype))
+            continue
+        st = lnp.stack([_as_cot(r[k], x) for r in rows])
+        blocks.append(lnp.reshape(st, out.shape + x.shape))
+    return blocks
+
+
+def _jacobian_replayed(replay, fun, args, nums, watch):
+    """Blocks of the Jacobian through the replay (None: take the eager path)."""
+    lnp = _lnp()
+    flushes = _graph.STATS["flushes"]
+    with _Trace() as tr:
+        new_args, specs, nodes, originals = _prepare(args, nums, tr)
+        res = fun(*new_args)
+        if not isinstance(res, ndarray) and not _np.isscalar(res):
+            return None
+        out = lnp.asarray(res)
+        onode = out._node()
+        tape = tr.capture()
+        flat_nodes = [n for ns in nodes for n in ns]
+        xs = [o for orig in originals for o in orig]
+        entry = None
+        if _graph.STATS["flushes"] == flushes and not tape.poison and not tape.leaks:
+            entry, key, externals = _replay_entry(replay, onode, tape, flat_nodes)
+        if entry is not None and entry.plan:
+            recorded = _REC[tr.start:]
+        else:
+            blocks = _jacobian_blocks(out, onode, tape, flat_nodes, xs)
+            if entry is not None and entry.plan is None and \
+                    entry.count >= _replay.COMPILE_AT:
+                if _graph.STATS["flushes"] != flushes:
+                    _replay.STATS["uncacheable"] += 1
+                else:
+                    try:
+                        _replay.compile_entry(entry, [], blocks, externals)
+                    except Exception:
+                        _replay.STATS["failures"] += 1
+                        entry.plan = False
+            return blocks
+    try:
+        _values, blocks = _replay.run_entry(entry, externals)
+    except Exception:
+        _replay.STATS["failures"] += 1
+        replay.drop(key)
+        return None
+    _replay.STATS["hits"] += 1
+    watch.extend(_replay.abandon(recorded))
+    return blocks
 
 
 def hessian(fun, argnums=0, *, argnum=None):
