@@ -2014,3 +2014,45 @@ def _cov_rule(g, ans, A, K, node):
 def _unwrap_rule(g, ans, A, K, node):
     """unwrap adds multiples of ``period`` that are constant almost everywhere: slope 1."""
     return (g,)
+
+
+@_call("quantile", "percentile")
+def _quantile_rule(g, ans, A, K, node):
+    """Linear interpolation between the two order statistics around ``(n - 1) q`` (NumPy's
+    default method): their weights ``1 - t`` and ``t`` carry the gradient back through a
+    stable sort."""
+    lnp = _np_()
+    a = A[0]
+    q = _arg(A, K, 1, "q")
+    axis = _arg(A, K, 2, "axis", None)
+    method = _arg(A, K, 5, "method", "linear")
+    kd = _arg(A, K, 6, "keepdims", False)
+    if _needs(q):
+        raise NotImplementedError(f"lazynp.autograd: no gradient of numpy.{node.op.name[5:]} "
+                                  "w.r.t. q")
+    if method != "linear" or (axis is not None and np.ndim(axis) != 0 and len(axis) != 1):
+        raise NotImplementedError(f"lazynp.autograd: no gradient of numpy."
+                                  f"{node.op.name[5:]}(method={method!r}) or over several axes")
+    if np.ndim(axis) == 1:
+        axis = axis[0]
+    qv = np.asarray(q, dtype=float) / (100.0 if node.op.name.endswith("percentile") else 1.0)
+    xs = lnp.reshape(a, (-1,)) if axis is None else lnp.moveaxis(a, axis, -1)
+    n = xs.shape[-1]
+    h = (n - 1) * qv
+    lo = np.floor(h).astype(int)
+    hi = np.minimum(lo + 1, n - 1)
+    t = h - lo
+    W = np.zeros(qv.shape + (n,))
+    idx = np.indices(qv.shape) if qv.ndim else ()
+    W[tuple(idx) + (lo,)] += 1.0 - t
+    W[tuple(idx) + (hi,)] += t
+    # g: q.shape + reduced shape (keepdims: size-1 axes kept)
+    rshape = xs.shape[:-1]
+    gq = lnp.reshape(g, qv.shape + rshape)
+    Wb = lnp.asarray(W.reshape(qv.shape + (1,) * len(rshape) + (n,)))
+    sorted_cot = lnp.sum(lnp.expand_dims(gq, -1) * Wb, axis=tuple(range(qv.ndim))) \
+        if qv.ndim else lnp.expand_dims(gq, -1) * Wb
+    perm = lnp.argsort(xs, axis=-1, kind="stable")
+    c = _take_along_axis_cot(sorted_cot, perm, xs, -1)
+    c = lnp.reshape(c, a.shape) if axis is None else lnp.moveaxis(c, -1, axis)
+    return (c,)
