@@ -196,6 +196,9 @@ CALL_RULES: dict = {}   # lazy_call function name -> rule(g, ans, A, K, node) ->
 UNARY: dict = {}        # ufunc name -> f(g, ans, x)
 BINARY: dict = {}       # ufunc name -> f(g, ans, x, y) -> (gx, gy)
 ZERO = object()
+#: a call rule's cotangent for an argument it cannot differentiate: an error when that
+#: argument depends on a differentiated input, else no gradient
+NO_GRADIENT = type("NoGradient", (), {"__repr__": lambda self: "NO_GRADIENT"})()
 
 
 def _unary(names, fn):
@@ -783,6 +786,11 @@ def _call_vjp(name, g, node, args, params, need):
     res = rule(g, _W(node), A, K, node)
     out = [None] * len(args)
     for k, c in _slots(tpl_a, res):
+        if c is NO_GRADIENT:
+            if need[k]:
+                raise NotImplementedError(f"lazynp.autograd: no gradient of numpy.{fname} "
+                                          f"with respect to its argument {k}")
+            continue
         out[k] = c if out[k] is None else out[k] + c
     for k in _slot_ids(tpl_k):
         if need[k] and out[k] is None:
@@ -2027,9 +2035,6 @@ def _quantile_rule(g, ans, A, K, node):
     axis = _arg(A, K, 2, "axis", None)
     method = _arg(A, K, 5, "method", "linear")
     kd = _arg(A, K, 6, "keepdims", False)
-    if _needs(q):
-        raise NotImplementedError(f"lazynp.autograd: no gradient of numpy.{node.op.name[5:]} "
-                                  "w.r.t. q")
     if method != "linear" or (axis is not None and np.ndim(axis) != 0 and len(axis) != 1):
         raise NotImplementedError(f"lazynp.autograd: no gradient of numpy."
                                   f"{node.op.name[5:]}(method={method!r}) or over several axes")
@@ -2055,4 +2060,4 @@ def _quantile_rule(g, ans, A, K, node):
     perm = lnp.argsort(xs, axis=-1, kind="stable")
     c = _take_along_axis_cot(sorted_cot, perm, xs, -1)
     c = lnp.reshape(c, a.shape) if axis is None else lnp.moveaxis(c, -1, axis)
-    return (c,)
+    return (c, NO_GRADIENT)
