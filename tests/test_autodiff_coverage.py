@@ -152,7 +152,7 @@ def test_grad_of_complex_output_raises_type_error():
 #: functions whose gradient raises AutogradError (no lazy implementation, or no rule yet);
 #: every other public function that takes a float array must match finite differences
 KNOWN_TO_RAISE = frozenset("""
-    asarray_chkfinite compress corrcoef extract histogram histogram2d histogram_bin_edges
+    asarray_chkfinite compress extract histogram histogram2d histogram_bin_edges
     histogramdd i0 intersect1d nanmedian nanpercentile nanquantile poly polyadd
     polyder polydiv polyint polymul polysub roots sort_complex union1d unique
     unique_all unique_counts unique_inverse unique_values vecdot linalg.cond linalg.lstsq
@@ -423,6 +423,7 @@ def test_einsum_every_form(f, shapes):
     (lambda a: lnp.cumulative_sum(a, axis=1, include_initial=True), [(2, 3)]),
     (lambda a: lnp.cumulative_prod(a), [(4,)]),
     (lambda a: lnp.quantile(a, 0.3), [(7,)]),
+    (lnp.corrcoef, [(3, 6)]), (lambda a: lnp.corrcoef(a, rowvar=False), [(6, 2)]),
     (lambda a: lnp.quantile(a, [0.1, 0.5, 0.95], axis=1), [(3, 6)]),
     (lambda a: lnp.quantile(a, 0.7, axis=0, keepdims=True), [(5, 2)]),
     (lambda a: lnp.percentile(a, [[10, 90], [50, 60]]), [(3, 4)]),

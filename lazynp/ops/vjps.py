@@ -2061,3 +2061,27 @@ def _quantile_rule(g, ans, A, K, node):
     c = _take_along_axis_cot(sorted_cot, perm, xs, -1)
     c = lnp.reshape(c, a.shape) if axis is None else lnp.moveaxis(c, -1, axis)
     return (c, NO_GRADIENT)
+
+
+@_call("corrcoef")
+def _corrcoef_rule(g, ans, A, K, node):
+    """R = C / (s s^T), s = sqrt(diag C): dR/dC_ij = 1/(s_i s_j) off the diagonal terms,
+    and -R/2 (1/C_ii + 1/C_jj) through the diagonal; then cov's rule."""
+    lnp = _np_()
+    x = A[0]
+    if (len(A) > 1 and A[1] is not None) or K.get("y") is not None:
+        raise NotImplementedError("lazynp.autograd: no gradient of numpy.corrcoef with y")
+    if _is_complex(x):
+        raise NotImplementedError("lazynp.autograd: no gradient of a complex numpy.corrcoef")
+    rowvar = _arg(A, K, 2, "rowvar", True)
+    if x.ndim < 2 or (x.shape[0] if rowvar else x.shape[1]) == 1:
+        return (lnp.zeros_like(x),)          # a single variable: R is the constant 1
+    C = lnp.cov(x, rowvar=rowvar)
+    d = lnp.diagonal(C)
+    s = lnp.sqrt(d)
+    R = C / lnp.outer(s, s)
+    G = lnp.reshape(g, R.shape)
+    GR = G * R
+    v = -(lnp.sum(GR, axis=1) + lnp.sum(GR, axis=0)) / (2.0 * d)
+    gC = G / lnp.outer(s, s) + lnp.eye(d.shape[0], dtype=R.dtype) * v
+    return _cov_rule(gC, C, (x,), {"rowvar": rowvar}, node)
