@@ -20,6 +20,9 @@ from ._ufunc import ufunc  # noqa: E402
 from ._api import evaluate, stats, reset_stats, set_strict, strict  # noqa: E402
 from ._policy import get_policy, policy, set_policy  # noqa: E402
 from . import linalg, fft, random, lib, testing  # noqa: E402
+from . import _fork  # noqa: E402
+
+_fork.install()
 
 __version__ = "0.1.0"
 newaxis = None

@@ -45,6 +45,10 @@ def _call_impl(*vals, ufunc, kw, has_where):
 UFUNC_CALL = register(Op("ufunc_call", "elementwise", _call_impl))
 
 
+def _ufunc_named(name: str) -> "ufunc":
+    return UFUNCS[name]
+
+
 class ufunc:
     """A lazy wrapper of a :class:`numpy.ufunc` with the same interface."""
 
@@ -71,6 +75,9 @@ class ufunc:
 
     def __repr__(self) -> str:
         return f"<lazynp ufunc '{self.__name__}'>"
+
+    def __reduce__(self):
+        return (_ufunc_named, (self.__name__,))    # by name, as NumPy's ufuncs pickle
 
     # --- elementwise call ----------------------------------------------------------------
     def _call_py(self, *args, **kwargs):

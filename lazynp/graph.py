@@ -24,6 +24,7 @@ from sys import _getframe, getrefcount
 import numpy as np
 
 from . import _config, _policy, _site, engine
+from .engine.interrupts import held as _held
 from numpy._core.umath import _extobj_contextvar as _extobj_var
 
 from .kernels import fused as _fused
@@ -480,6 +481,27 @@ def writable_view(arr, region: int):
     return out
 
 
+def fork_prepare_recorder() -> bool:
+    """Before ``os.fork()``: hold the recorder's lock, so no flush is half scheduled in
+    the child (see :mod:`lazynp._fork`)."""
+    _lock.acquire()
+    return True
+
+
+def fork_done_recorder(child: bool) -> None:
+    _lock.release()
+
+
+def fork_prepare_executor() -> bool:
+    """Before ``os.fork()``, once the engine is idle: hold the executor's bookkeeping lock."""
+    _book_lock.acquire()
+    return True
+
+
+def fork_done_executor(child: bool) -> None:
+    _book_lock.release()
+
+
 def _bound_flush() -> None:
     """Flush every live pending head: keeps a long Python loop's graph bounded.  Waits for
     the previous bound flush first, so recording never runs far ahead of the engine."""
@@ -488,7 +510,7 @@ def _bound_flush() -> None:
     for t in _last_bound:
         try:
             _wait(_root(t))
-        except BaseException:
+        except Exception:
             pass        # raised again when that array itself is read
     _last_bound = flush_live()
     _state.pending_count = 0      # every live pending head is flushed: start counting afresh
@@ -976,7 +998,8 @@ def _push_bulk(eng, plan: _Plan, items, wait: bool = False) -> None:
                 _bulk_item_failed(it, exc)
 
     if wait and eng.idle():
-        run_all()
+        with _held():       # (Ctrl-C: raised once the flush is done, never a node's error)
+            run_all()
     else:
         eng.push(run_all, [r.evar for r in plan.external if r.evar is not None], writes)
 
@@ -1021,12 +1044,19 @@ def _push_each(eng, plan: _Plan, items) -> None:
 
 def _wait(n: Node) -> None:
     if n.state == SCHEDULED or (n.state == DONE and n.value is None and n.error is None):
-        try:
-            engine.wait_for_var(n.evar)
-        except BaseException as exc:
-            if n.error is None:
-                n.error = exc
-            raise
+        ev = n.evar
+        if ev is None:
+            # scheduled by a flush of another thread that is still handing its work to the
+            # engine (under _lock): its engine var is set once that is done
+            with _lock:
+                ev = n.evar
+        if ev is not None:
+            try:
+                engine.wait_for_var(ev)
+            except Exception as exc:     # (an interrupt of the wait is not the node's error)
+                if n.error is None:
+                    n.error = exc
+                raise
     if n.error is not None:
         raise n.error
 

@@ -92,6 +92,16 @@ class Engine(ABC):
             discarded.
         """
 
+    def fork_prepare(self) -> bool:
+        """Before ``os.fork()``, after :meth:`wait_all`: hold the scheduling state still, so
+        the child starts with nothing in flight.  Returns False when work is pending
+        (pushed meanwhile by another thread): release with :meth:`fork_done`."""
+        return True
+
+    def fork_done(self, child: bool) -> None:
+        """After ``os.fork()`` (in the parent and in the child): undo :meth:`fork_prepare`;
+        in the child, forget the parent's worker threads (they do not exist there)."""
+
     def shutdown(self) -> None:
         """Wait for pending work and release worker threads, if any.
 

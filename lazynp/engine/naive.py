@@ -51,6 +51,13 @@ class NaiveEngine(Engine):
                 for v in op.writes:
                     v._failure = failure
 
+    def fork_prepare(self) -> bool:
+        self._lock.acquire()
+        return True
+
+    def fork_done(self, child: bool) -> None:
+        self._lock.release()
+
     def wait_for_var(self, var: EngineVar) -> None:
         if var._failure is None:
             return

@@ -9,6 +9,7 @@ from collections import deque
 from typing import Callable, Sequence
 
 from .base import Engine
+from .interrupts import held
 from .var import DELETE, NORMAL, WAIT, WAIT_ABANDONED, EngineVar, Failure, Op, dedupe, run_body
 
 
@@ -120,6 +121,19 @@ class ThreadedEngine(Engine):
             for _ in workers or ():
                 self._ready.put(None)
 
+    def fork_prepare(self) -> bool:
+        self._lock.acquire()
+        return not self._num_pending
+
+    def fork_done(self, child: bool) -> None:
+        if child:
+            # the parent's workers do not exist here: the next push starts new ones
+            self._workers = None
+            self._ready = queue.SimpleQueue()
+            self._local = threading.local()
+            self._all_waiters = 0
+        self._lock.release()
+
     # -- scheduling (everything *_locked runs under self._lock) -------------
 
     def _check_not_worker(self, what: str) -> None:
@@ -221,15 +235,27 @@ class ThreadedEngine(Engine):
             return False
         local = self._local
         self._lock.release()
+        failure = interrupt = None
+        ran = False
         try:
             # Mark this thread as a worker so a nested wait raises instead of deadlocking.
             local.is_worker = True
-            failure = run_body(op, BaseException)
-        except BaseException as exc:  # e.g. Ctrl-C outside fn: the op must still complete
-            failure = (exc, exc.__traceback__)
+            # Ctrl-C is held until the op is done (it must never become the op's failure)
+            # and raised once its grants are released
+            with held():
+                failure = run_body(op, BaseException)
+                ran = True
+        except BaseException as exc:    # Ctrl-C (held, or before the op started)
+            interrupt = exc
         finally:
             local.is_worker = False
             self._lock.acquire()
+        if not ran:         # interrupted before it started: a worker runs it instead
+            op.claim = [True]
+            if self._workers is None:
+                self._start_workers_locked()
+            self._ready.put(op)
+            raise interrupt
         op.fn = None
         ready = self._complete_locked(op, failure)
         if ready:
@@ -238,6 +264,8 @@ class ThreadedEngine(Engine):
             put = self._ready.put
             for r in ready:
                 put(r)
+        if interrupt is not None:
+            raise interrupt
         return True
 
     def _complete_locked(self, op: Op, failure: Failure | None) -> list[Op]:

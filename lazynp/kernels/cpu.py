@@ -28,6 +28,38 @@ CACHE_DIR = os.environ.get("LAZYNP_CACHE_DIR",
 #: ``LAZYNP_SYNC_COMPILE=1`` compiles kernels on first use in the caller (tests).
 SYNC_COMPILE = os.environ.get("LAZYNP_SYNC_COMPILE", "0") == "1"
 
+
+
+def _choose_threading_layer() -> None:
+    """Numba's threading layer for parallel kernels: ``workqueue`` unless the user chose one
+    (``NUMBA_THREADING_LAYER``).  It is the layer that survives ``fork()`` everywhere: with
+    GNU OpenMP (Numba's default where TBB is not installed) a forked child that runs a
+    parallel kernel is terminated, breaking ``multiprocessing``.  It is not thread-safe:
+    parallel kernels are launched one at a time (:class:`_OneAtATime`)."""
+    import numba
+    if "NUMBA_THREADING_LAYER" not in os.environ and \
+            str(numba.config.THREADING_LAYER).lower() == "default":
+        numba.config.THREADING_LAYER = "workqueue"
+
+
+_choose_threading_layer()
+_parallel_lock = threading.Lock()
+
+
+class _OneAtATime:
+    """A compiled parallel kernel, launched by one thread at a time (the engine's threads
+    may reach several at once; one parallel kernel already keeps every core busy)."""
+
+    __slots__ = ("kernel",)
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def __call__(self, *args):
+        with _parallel_lock:
+            return self.kernel(*args)
+
+
 STATS = {"kernel_compiles": 0, "kernel_cache_hits": 0, "kernel_compile_seconds": 0.0,
          "kernel_compile_failures": 0, "fused_groups_run": 0, "fused_groups_numpy": 0,
          "fused_groups_fp_rerun": 0}
@@ -377,7 +409,7 @@ def _compile(source: str, sig) -> None:
             STATS["kernel_cache_hits"] += 1
         else:
             STATS["kernel_compiles"] += 1
-        _ready[(source, sig)] = disp
+        _ready[(source, sig)] = _OneAtATime(disp) if "parallel=True" in source else disp
     except Exception:
         _failed.add((source, sig))
         STATS["kernel_compile_failures"] += 1
@@ -469,3 +501,22 @@ def get_kernel(source: str, args, block: bool = False):
 def wait_compiles() -> None:
     """Block until every queued kernel compile finished (tests, benchmarks)."""
     _queue.join()
+
+
+def fork_prepare() -> bool:
+    """Before ``os.fork()``, once :func:`wait_compiles` returned (a compile in flight
+    would leave Numba's compiler lock held in the child): hold the queue still.  False
+    when another thread queued a compile meanwhile: release with :func:`fork_done`."""
+    _lock.acquire()
+    _parallel_lock.acquire()
+    return not _queue.unfinished_tasks
+
+
+def fork_done(child: bool) -> None:
+    """After ``os.fork()``: undo :func:`fork_prepare`; in the child, forget the parent's
+    compile thread (it does not exist there)."""
+    global _worker
+    if child:
+        _worker = None
+    _parallel_lock.release()
+    _lock.release()

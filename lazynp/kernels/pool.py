@@ -50,6 +50,16 @@ def empty(shape: tuple, dtype) -> np.ndarray:
         return buf.view(dtype).reshape(shape)
 
 
+def fork_prepare() -> bool:
+    """Before ``os.fork()``: hold the pool still (see :mod:`lazynp._fork`)."""
+    _lock.acquire()
+    return True
+
+
+def fork_done(child: bool) -> None:
+    _lock.release()
+
+
 def clear() -> None:
     """Drop every pooled buffer."""
     global _total

@@ -1,0 +1,312 @@
+"""Robustness a drop-in needs (issue 19 items 4, 5, 8; issue 17 item 5): Ctrl-C never
+becomes an array's value, a fork with work in flight neither hangs nor loses it, and
+several threads using lazynp at once get NumPy's results.
+
+Every test that could hang runs in a subprocess or a thread guarded by a timeout.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy
+import pytest
+
+import lazynp as np
+from lazynp import graph
+from lazynp.ops.registry import OPS
+
+HANG = 120      # seconds: a guard against hangs, not a speed target
+
+
+def _run_child(code: str, *, interrupt_after_start: float | None = None) -> str:
+    """Run ``code`` in a fresh interpreter; with ``interrupt_after_start``, send it SIGINT
+    that long after it prints ``started``.  Returns its stdout; fails on a non-zero exit."""
+    p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        if interrupt_after_start is not None:
+            assert p.stdout.readline().strip() == "started"
+            threading.Event().wait(interrupt_after_start)
+            p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=HANG)
+    except BaseException:
+        p.kill()
+        p.communicate()
+        raise
+    assert p.returncode == 0, err[-3000:]
+    return out
+
+
+# --- Ctrl-C -----------------------------------------------------------------------------
+
+@pytest.fixture
+def interrupt_inside(monkeypatch):
+    """``interrupt_inside(name)``: the op ``name``'s implementation raises SIGINT in this
+    process while it runs (as if Ctrl-C landed in it); returns its call counter."""
+    def install(name):
+        op = OPS[name]
+        impl = op.impl
+        calls = []
+
+        def interrupted(*args, **kwargs):
+            calls.append(1)
+            signal.raise_signal(signal.SIGINT)
+            return impl(*args, **kwargs)
+        monkeypatch.setattr(op, "impl", interrupted)
+        return calls
+    return install
+
+
+def _program(np):
+    a = np.arange(12.0).reshape(3, 4)
+    b = a * 2
+    c = b.sum(axis=0)
+    return c, np.cumsum(b - c, axis=1)
+
+
+def test_interrupt_inside_an_inline_flush_is_raised_once_and_not_stored(lazy_policy,
+                                                                          interrupt_inside):
+    calls = interrupt_inside("cumsum")
+    c, d = _program(np)
+    with pytest.raises(KeyboardInterrupt):
+        repr(d)
+    assert len(calls) == 1
+    c_ref, d_ref = _program(numpy)
+    numpy.testing.assert_array_equal(numpy.asarray(d), d_ref)   # no KeyboardInterrupt again
+    numpy.testing.assert_array_equal(numpy.asarray(c), c_ref)
+    assert len(calls) == 1            # computed once: the interrupted flush finished its work
+
+
+def test_interrupt_inside_an_in_place_write_leaves_no_half_written_array(lazy_policy,
+                                                                           interrupt_inside):
+    calls = interrupt_inside("cumsum")
+    a = np.arange(6.0)
+    a += 1                                  # recorded write
+    b = np.cumsum(a)
+    a *= 2
+    with pytest.raises(KeyboardInterrupt):
+        float(a[0] + b[-1])
+    numpy.testing.assert_array_equal(numpy.asarray(a), (numpy.arange(6.0) + 1) * 2)
+    numpy.testing.assert_array_equal(numpy.asarray(b), numpy.cumsum(numpy.arange(6.0) + 1))
+    assert len(calls) == 1
+
+
+def test_interrupt_with_a_handler_of_the_users_own_is_left_to_it(lazy_policy,
+                                                                   interrupt_inside):
+    seen = []
+    old = signal.signal(signal.SIGINT, lambda *a: seen.append(1))
+    try:
+        interrupt_inside("cumsum")
+        c, d = _program(np)
+        numpy.testing.assert_array_equal(numpy.asarray(d), _program(numpy)[1])
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert seen == [1]
+
+
+_LONG_RUN = """
+    import numpy
+    import lazynp as np
+    np.set_policy({policy!r})
+    x = np.linspace(0, 1, {n}).reshape(40, -1)
+    kept = []
+    print("started", flush=True)
+    try:
+        for i in range(10**7):
+            y = x
+            for j in range(8):
+                y = np.cumsum(y * 0.5, axis=1) / (1 + np.sqrt(y).sum(axis=0))
+            kept = (kept + [y])[-3:]
+            float(y[0, 0])
+        raise SystemExit("never interrupted")
+    except KeyboardInterrupt:
+        pass
+    yr = numpy.linspace(0, 1, {n}).reshape(40, -1)
+    for j in range(8):
+        yr = numpy.cumsum(yr * 0.5, axis=1) / (1 + numpy.sqrt(yr).sum(axis=0))
+    for y in kept:
+        numpy.testing.assert_allclose(numpy.asarray(y), yr)
+    numpy.testing.assert_allclose(numpy.asarray(np.exp(x).sum()), numpy.exp(
+        numpy.linspace(0, 1, {n})).sum())
+    print("ok", len(kept), flush=True)
+"""
+
+
+@pytest.mark.parametrize("policy,n", [("lazy", 4000), ("auto", 40 << 15)])
+def test_ctrl_c_during_a_long_computation(policy, n):
+    """A real SIGINT from outside while a loop of recorded work runs: KeyboardInterrupt
+    reaches the program, and every array (those being computed too) reads NumPy's values
+    afterwards; the library keeps working."""
+    for delay in (0.4, 0.9):
+        out = _run_child(_LONG_RUN.format(policy=policy, n=n), interrupt_after_start=delay)
+        word, kept = out.split()
+        assert word == "ok" and int(kept) >= 1
+
+
+# --- threads ----------------------------------------------------------------------------
+
+def test_wait_on_a_node_another_thread_is_still_scheduling(lazy_policy, monkeypatch):
+    """A node scheduled by another thread's flush (a bound flush takes every live pending
+    array) whose engine var is not set yet: the read waits for the scheduling to end."""
+    a = np.arange(50000.0)
+    b = np.sin(a) * 2 + 1
+    in_push = threading.Event()
+    release = threading.Event()
+    push_each, push_bulk = graph._push_each, graph._push_bulk
+
+    def slow(push):
+        def wrapped(*args, **kwargs):
+            in_push.set()
+            release.wait(HANG)
+            return push(*args, **kwargs)
+        return wrapped
+    monkeypatch.setattr(graph, "_push_each", slow(push_each))
+    monkeypatch.setattr(graph, "_push_bulk", slow(push_bulk))
+    flusher = threading.Thread(target=graph.flush_live)
+    flusher.start()
+    assert in_push.wait(HANG)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(numpy.asarray(b).copy()))
+    reader.start()
+    reader.join(0.2)
+    release.set()
+    flusher.join(HANG)
+    reader.join(HANG)
+    assert not reader.is_alive()
+    numpy.testing.assert_array_equal(got[0], numpy.sin(numpy.arange(50000.0)) * 2 + 1)
+
+
+def _thread_program(seed: int, n: int, errors: list) -> None:
+    try:
+        rng = numpy.random.default_rng(seed)
+        a0 = rng.standard_normal(n)
+        a, ref = np.asarray(a0.copy()), a0.copy()
+        shared_sum = float(SHARED.sum())
+        for i in range(12):
+            a = a * 0.5 + 1.0
+            ref = ref * 0.5 + 1.0
+            b, rb = np.sin(a)[::2], numpy.sin(ref)[::2]
+            if i % 3 == 0:
+                a[3:9] += b[:6]
+                ref[3:9] += rb[:6]
+            if i % 4 == 1:
+                numpy.testing.assert_allclose(float(b.sum() + SHARED.sum()),
+                                              rb.sum() + shared_sum)
+        numpy.testing.assert_allclose(numpy.asarray(a), ref)
+    except BaseException as exc:       # (reported by the main thread)
+        errors.append(exc)
+
+
+SHARED = np.linspace(-1, 1, 1000)
+
+
+@pytest.mark.parametrize("policy", ["lazy", "auto"])
+def test_four_threads_200_times(policy, monkeypatch):
+    """4 threads, each on its own arrays and all reading one shared array, 200 times, with
+    a pending-graph bound so small that one thread's bound flush schedules the others'
+    nodes (the race of issue 19 item 8)."""
+    monkeypatch.setattr(graph._state, "max_pending", 5)
+    errors: list = []
+    with np.policy(policy):
+        for run in range(200):
+            threads = [threading.Thread(target=_thread_program,
+                                        args=(run * 4 + k, 300 + 40 * k, errors))
+                       for k in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(HANG)
+                assert not t.is_alive(), "a thread hangs"
+            if errors:
+                raise errors[0]
+
+
+# --- fork and multiprocessing -----------------------------------------------------------
+
+_FORK_IN_FLIGHT = """
+    import os, threading, numpy
+    import lazynp as np
+    from lazynp import graph
+    n = 40 << 15
+
+    def chain(np, x):
+        y = np.sqrt(x * x + 1) * np.exp(-x)
+        for i in range(6):
+            y = np.sqrt(y * y + 1) * np.exp(-y)
+        return y
+
+    x = np.linspace(0, 1, n)
+    ref = chain(numpy, numpy.linspace(0, 1, n))
+    stop = threading.Event()
+
+    def busy():             # another thread records and flushes while the main one forks
+        z = np.arange(5000.0)
+        while not stop.is_set():
+            z = np.cumsum(z * 0.5, axis=0) / 7.0
+            float(z[-1])
+    t = threading.Thread(target=busy)
+    t.start()
+    for round in range(2):
+        y = chain(np, x)
+        graph.flush_live()                   # in flight on the engine's threads at the fork
+        pid = os.fork()
+        if pid == 0:
+            ok = numpy.allclose(numpy.asarray(y), ref)
+            w = chain(np, np.asarray(numpy.linspace(0, 1, n)))   # new work in the child
+            ok = ok and numpy.allclose(numpy.asarray(w), ref)
+            ok = ok and numpy.isclose(float((y * 2).sum()), (ref * 2).sum())
+            os._exit(0 if ok else 3)
+        _, status = os.waitpid(pid, 0)
+        assert status == 0, status
+        assert numpy.allclose(numpy.asarray(y), ref)
+    stop.set()
+    t.join()
+    print("ok")
+"""
+
+
+def test_fork_with_a_flush_in_flight():
+    """issue 19 item 5: the child reads arrays whose flush was running on the engine's
+    threads at the fork, computes new work, and the parent goes on."""
+    assert _run_child(_FORK_IN_FLIGHT).split() == ["ok"]
+
+
+_POOL = """
+    import multiprocessing as mp, numpy
+    import lazynp as np
+    n = 1 << 20
+    x = np.linspace(0, 1, n)
+    pending = np.sin(x) * 3 + 1           # recorded, not yet computed at the fork
+
+    def work(k):
+        return float((pending * k + np.cos(x)).sum())
+
+    def ref(k):
+        xr = numpy.linspace(0, 1, n)
+        return float(((numpy.sin(xr) * 3 + 1) * k + numpy.cos(xr)).sum())
+
+    if __name__ == "__main__":
+        with mp.get_context({method!r}).Pool(2) as pool:
+            got = pool.map(work if {method!r} == "fork" else np.square, range(4))
+        if {method!r} == "fork":
+            assert numpy.allclose(got, [ref(k) for k in range(4)]), got
+        else:
+            assert got == [0, 1, 4, 9] and type(got[2]) is numpy.int64, got
+        print(float(pending.sum()) == float((np.asarray(numpy.sin(numpy.linspace(0, 1, n)))
+                                             * 3 + 1).sum()))
+"""
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_multiprocessing_pool(method, tmp_path):
+    script = tmp_path / "pool_program.py"       # spawn re-imports the main module by path
+    script.write_text(textwrap.dedent(_POOL.format(method=method)))
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       timeout=HANG)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.split() == ["True"]
