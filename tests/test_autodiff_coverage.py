@@ -153,7 +153,7 @@ def test_grad_of_complex_output_raises_type_error():
 #: every other public function that takes a float array must match finite differences
 KNOWN_TO_RAISE = frozenset("""
     asarray_chkfinite compress extract histogram histogram2d histogram_bin_edges
-    histogramdd i0 intersect1d nanmedian nanpercentile nanquantile poly polyadd
+    histogramdd i0 intersect1d poly polyadd
     polyder polydiv polyint polymul polysub roots sort_complex union1d unique
     unique_all unique_counts unique_inverse unique_values vecdot linalg.cond linalg.lstsq
     linalg.qr""".split())
@@ -463,6 +463,10 @@ def test_jit_of_grad_and_replay(f):
     lambda a: lnp.nanprod(a, axis=1), lambda a: lnp.nanvar(a, axis=1, ddof=1),
     lambda a: lnp.nanstd(a), lambda a: lnp.nancumprod(a, axis=1),
     lambda a: lnp.nansum(a, axis=0), lambda a: lnp.nanmean(a),
+    lambda a: lnp.nanmedian(a, axis=1), lambda a: lnp.nanmedian(a),
+    lambda a: lnp.nanmedian(a, axis=0, keepdims=True),
+    lambda a: lnp.nanquantile(a, [0.2, 0.7], axis=1), lambda a: lnp.nanpercentile(a, 35),
+    lambda a: lnp.nanquantile(a, 0.4, axis=1, keepdims=True),
 ], ids=lambda f: "")
 def test_nan_reductions(f):
     x = R.standard_normal((3, 5))

@@ -2085,3 +2085,64 @@ def _corrcoef_rule(g, ans, A, K, node):
     v = -(lnp.sum(GR, axis=1) + lnp.sum(GR, axis=0)) / (2.0 * d)
     gC = G / lnp.outer(s, s) + lnp.eye(d.shape[0], dtype=R.dtype) * v
     return _cov_rule(gC, C, (x,), {"rowvar": rowvar}, node)
+
+
+def _order_stat_cot(g, a, axis, kd, qv, nan):
+    """Cotangent of linear-interpolated order statistics at fractions ``qv`` (a NumPy array;
+    the result has ``qv.shape`` in front) along ``axis`` of ``a``; with ``nan``, NaNs are
+    skipped (they sort last, and the count is per row)."""
+    lnp = _np_()
+    xs = lnp.reshape(a, (-1,)) if axis is None else lnp.moveaxis(a, axis, -1)
+    n_len = xs.shape[-1]
+    rshape = xs.shape[:-1]
+    if nan:
+        n = lnp.sum(lnp.logical_not(lnp.isnan(xs)), axis=-1, keepdims=True).astype(float)
+    else:
+        n = lnp.full(rshape + (1,), float(n_len))
+    k = lnp.asarray(np.arange(n_len, dtype=float))
+    gq = lnp.reshape(g, qv.shape + rshape)
+    sorted_cot = None
+    for i in np.ndindex(qv.shape):
+        h = (n - 1.0) * float(qv[i])
+        lo = lnp.floor(h)
+        hi = lnp.minimum(lo + 1.0, lnp.maximum(n - 1.0, 0.0))
+        t = h - lo
+        w = lnp.where(k == lo, 1.0 - t, 0.0) + lnp.where(k == hi, t, 0.0)
+        term = lnp.expand_dims(gq[i], -1) * w
+        sorted_cot = term if sorted_cot is None else sorted_cot + term
+    perm = lnp.argsort(xs, axis=-1, kind="stable")
+    c = _take_along_axis_cot(sorted_cot, perm, xs, -1)
+    c = lnp.reshape(c, a.shape) if axis is None else lnp.moveaxis(c, -1, axis)
+    return lnp.where(lnp.isnan(a), 0.0, c) if nan else c
+
+
+@_rule("nanmedian")
+def _nanmedian_vjp(g, node, args, params, need):
+    x, axis, kd, w = _red_info(args, params)
+    if axis is not None and len(_axes(x.shape, axis)) != 1:
+        raise NotImplementedError("lazynp.autograd: nanmedian over several axes")
+    ax = None if axis is None else _axes(x.shape, axis)[0]
+    gg = g if not kd else _np_().squeeze(g, axis=ax) if ax is not None else _np_().reshape(g, ())
+    return [_order_stat_cot(gg, x, ax, False, np.asarray(0.5), True)] + \
+        [None] * (len(args) - 1)
+
+
+@_call("nanquantile", "nanpercentile")
+def _nanquantile_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a = A[0]
+    q = _arg(A, K, 1, "q")
+    axis = _arg(A, K, 2, "axis", None)
+    method = _arg(A, K, 5, "method", "linear")
+    kd = _arg(A, K, 6, "keepdims", False)
+    if method != "linear" or (axis is not None and np.ndim(axis) != 0 and len(axis) != 1):
+        raise NotImplementedError(f"lazynp.autograd: no gradient of numpy."
+                                  f"{node.op.name[5:]}(method={method!r}) or over several axes")
+    if np.ndim(axis) == 1:
+        axis = axis[0]
+    qv = np.asarray(q, dtype=float) / (100.0 if node.op.name.endswith("percentile") else 1.0)
+    if kd:
+        ax = tuple(range(qv.ndim, g.ndim)) if axis is None else (qv.ndim + axis % a.ndim,)
+        g = lnp.squeeze(g, axis=ax)
+    return (_order_stat_cot(g, a, None if axis is None else axis % a.ndim, False, qv, True),
+            NO_GRADIENT)
