@@ -343,3 +343,75 @@ def real_if_close(a, tol=100):
     if bool(ns.all(ns.abs(ns.imag(a)) < tol)):
         return ns.real(a)
     return a
+
+
+# --- polynomials (NumPy's formulas on lazy arrays while recording) ----------------------------
+
+def _poly_fallback(name, args, kwargs=None):
+    from ._fallback import call_numpy
+    return call_numpy(getattr(np, name), name, args, kwargs or {})
+
+
+def _poly_pair(a1, a2):
+    ns = _ns()
+    a1, a2 = ns.atleast_1d(ns.asarray(a1)), ns.atleast_1d(ns.asarray(a2))
+    diff = a2.shape[0] - a1.shape[0]
+    if diff > 0:
+        a1 = ns.concatenate([ns.zeros(diff, a1.dtype), a1])
+    elif diff < 0:
+        a2 = ns.concatenate([ns.zeros(-diff, a2.dtype), a2])
+    return a1, a2
+
+
+def polyadd(a1, a2):
+    if not recording([a1, a2]) or isinstance(a1, np.poly1d) or isinstance(a2, np.poly1d):
+        return _poly_fallback("polyadd", (a1, a2))
+    a1, a2 = _poly_pair(a1, a2)
+    return a1 + a2
+
+
+def polysub(a1, a2):
+    if not recording([a1, a2]) or isinstance(a1, np.poly1d) or isinstance(a2, np.poly1d):
+        return _poly_fallback("polysub", (a1, a2))
+    a1, a2 = _poly_pair(a1, a2)
+    return a1 - a2
+
+
+def polymul(a1, a2):
+    ns = _ns()
+    if not recording([a1, a2]) or isinstance(a1, np.poly1d) or isinstance(a2, np.poly1d):
+        return _poly_fallback("polymul", (a1, a2))
+    return ns.convolve(ns.atleast_1d(ns.asarray(a1)), ns.atleast_1d(ns.asarray(a2)))
+
+
+def polyder(p, m=1):
+    ns = _ns()
+    if not recording([p]) or isinstance(p, np.poly1d):
+        return _poly_fallback("polyder", (p, m))
+    m = int(m)
+    if m < 0:
+        raise ValueError("Order of derivative must be positive (see polyint)")
+    p = ns.asarray(p)
+    for _ in range(m):
+        n = p.shape[0] - 1
+        p = p[:-1] * np.arange(n, 0, -1)
+    return p
+
+
+def polyint(p, m=1, k=None):
+    ns = _ns()
+    if not recording([p, k]) or isinstance(p, np.poly1d):
+        return _poly_fallback("polyint", (p, m, k))
+    m = int(m)
+    if m < 0:
+        raise ValueError("Order of integral must be positive (see polyder)")
+    k = ns.zeros(m) if k is None else ns.atleast_1d(ns.asarray(k))
+    if k.shape[0] == 1 and m > 1:
+        k = ns.broadcast_to(k, (m,))
+    if k.shape[0] < m:
+        raise ValueError("k must be a scalar or a rank-1 array of length 1 or >m.")
+    p = ns.asarray(p)
+    for i in range(m):
+        p = ns.concatenate([p / np.arange(p.shape[0], 0, -1), k[i:i + 1].astype(
+            np.result_type(p.dtype, float))])
+    return p

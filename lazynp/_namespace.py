@@ -15,8 +15,8 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
 from . import _differentiable, _eager, _policy, _reductions, _views, graph
-from ._differentiable import (append, block, c_, gradient, insert, place, put, r_,  # noqa
-                              real_if_close)
+from ._differentiable import (append, block, c_, gradient, insert, place, polyadd,  # noqa
+                              polyder, polyint, polymul, polysub, put, r_, real_if_close)
 from ._functions import _fill_deep, dummy, lazy_call, twin
 from ._operands import broadcast_shapes, key_of, operand, shape_of, to_numpy
 from ._ufunc import UFUNCS

@@ -494,8 +494,8 @@ def test_integer_inputs_and_constants():
 
 
 def test_fallback_raises_naming_function():
-    with pytest.raises(lnp.autograd.AutogradError, match="polyder"):
-        lnp.grad(lambda x: lnp.sum(lnp.polyder(x)))(numpy.arange(4.0))
+    with pytest.raises(lnp.autograd.AutogradError, match="histogram"):
+        lnp.grad(lambda x: lnp.sum(lnp.histogram(x)[1]))(numpy.arange(4.0))
     with pytest.raises(lnp.autograd.AutogradError, match="compress"):
         lnp.grad(lambda x: lnp.sum(lnp.compress([1, 0, 1], x)))(numpy.arange(3.0))
     # a fallback on constants is fine
