@@ -151,6 +151,23 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     return _SVDResult(u, s, vh)
 
 
+_QRResult = type(_np.linalg.qr(_np.eye(1)))
+
+
+def qr(a, mode="reduced"):
+    """Lazy for ``mode='reduced'`` of a tall (or square) matrix stack; NumPy's otherwise."""
+    a = _asarray(a)
+    if mode != "reduced" or a.ndim < 2 or a.shape[-2] < a.shape[-1]:
+        from ._fallback import call_numpy
+        return call_numpy(_np.linalg.qr, "linalg.qr", (a,), {"mode": mode})
+    m, n = a.shape[-2:]
+    tw = _np.linalg.qr(_np.eye(1, dtype=a.dtype))
+    q, r = lazy_call("linalg.qr", _np.linalg.qr, (a,), {"mode": mode},
+                     meta=lambda nd, t: [(a.shape[:-2] + (m, n), tw[0].dtype),
+                                         (a.shape[:-2] + (n, n), tw[1].dtype)], nout=2)
+    return _QRResult(q, r)
+
+
 def svdvals(x, /):
     return svd(x, compute_uv=False)
 
@@ -275,7 +292,8 @@ def _with_eager(name, fn):
 _LAZY = {name: (obj if name == "LinAlgError" else _with_eager(name, obj))
          for name, obj in dict(globals()).items()
          if name in ("inv", "cholesky", "solve", "det", "slogdet", "eigh", "eigvalsh", "norm",
-                     "svd", "svdvals", "pinv", "eig", "eigvals", "matmul", "matrix_transpose",
+                     "svd", "svdvals", "pinv", "eig", "eigvals", "qr", "matmul",
+                     "matrix_transpose",
                      "tensordot", "vecdot", "trace", "diagonal", "cross", "outer",
                      "vector_norm", "matrix_norm", "LinAlgError")}
 sys.modules[__name__] = FallbackModule(__name__, _np.linalg, _LAZY)

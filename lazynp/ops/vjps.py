@@ -2146,3 +2146,22 @@ def _nanquantile_rule(g, ans, A, K, node):
         g = lnp.squeeze(g, axis=ax)
     return (_order_stat_cot(g, a, None if axis is None else axis % a.ndim, False, qv, True),
             NO_GRADIENT)
+
+
+@_call("linalg.qr")
+def _qr_rule(g, ans, A, K, node):
+    """Reduced QR of a tall matrix (JAX's QR JVP, transposed): with
+    ``M = gR R^T - Q^T gQ``, ``gA = (gQ + Q (M - tril(M - M^T, -1))) R^-T``."""
+    lnp = _np_()
+    a = A[0]
+    if _is_complex(a):
+        raise NotImplementedError("lazynp.autograd: no gradient of a complex linalg.qr")
+    m, n = a.shape[-2:]
+    q, r = _tuple_parts(node, [(a.shape[:-2] + (m, n), node.dtype),
+                               (a.shape[:-2] + (n, n), node.dtype)])
+    gq = g[0] if g[0] is not None else lnp.zeros_like(q)
+    gr = g[1] if g[1] is not None else lnp.zeros_like(r)
+    M = lnp.matmul(gr, _T(r)) - lnp.matmul(_T(q), gq)
+    N = gq + lnp.matmul(q, M - lnp.tril(M - _T(M), -1))
+    # N R^-T = solve(R, N^T)^T
+    return (_T(lnp.linalg.solve(r, _T(N))),)
