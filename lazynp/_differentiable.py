@@ -415,3 +415,66 @@ def polyint(p, m=1, k=None):
         p = ns.concatenate([p / np.arange(p.shape[0], 0, -1), k[i:i + 1].astype(
             np.result_type(p.dtype, float))])
     return p
+
+
+# --- selections decided by constant conditions --------------------------------------------------
+
+def _forcing_call(np_fn, args, kwargs):
+    """NumPy's ``np_fn`` on the forced values (a data-dependent shape), wrapped."""
+    from . import _fallback
+    return _fallback.forced("numpy." + np_fn.__name__, (args, kwargs), _fallback.wrap_result(
+        np_fn(*to_numpy(args), **to_numpy(kwargs))))
+
+
+def compress(condition, a, axis=None, out=None):
+    """NumPy's ``compress``: a lazy ``take`` of the positions ``condition`` selects (the
+    condition is read now) while recording."""
+    ns = _ns()
+    if not recording([condition, a]) or out is not None:
+        return _forcing_call(np.compress, (condition, a), {"axis": axis, "out": out})
+    a = ns.asarray(a)
+    c = np.asarray(to_numpy(condition))
+    proto = np.compress(c, np.zeros(a.shape, a.dtype), axis=axis)    # NumPy's errors
+    idx = np.nonzero(c.ravel()[:a.size if axis is None else a.shape[axis]])[0]
+    res = ns.take(ns.ravel(a), idx) if axis is None else ns.take(a, idx, axis=axis)
+    return res.reshape(proto.shape) if res.shape != proto.shape else res
+
+
+def extract(condition, arr):
+    """NumPy's ``extract``: a lazy ``take`` of the flat positions where ``condition`` holds
+    (read now) while recording."""
+    ns = _ns()
+    if not recording([condition, arr]):
+        return _forcing_call(np.extract, (condition, arr), {})
+    arr = ns.asarray(arr)
+    c = np.asarray(to_numpy(condition))
+    idx = np.nonzero(c.ravel())[0]
+    idx = idx[idx < arr.size]
+    return ns.take(ns.ravel(arr), idx)
+
+
+def asarray_chkfinite(a, dtype=None, order=None):
+    """NumPy's ``asarray_chkfinite``: the values are checked now; the array stays lazy
+    (and differentiable) while recording."""
+    ns = _ns()
+    if not recording([a]):
+        from ._fallback import call_numpy
+        return call_numpy(np.asarray_chkfinite, "asarray_chkfinite", (a,),
+                          {"dtype": dtype, "order": order})
+    a = ns.asarray(a, dtype=dtype) if isinstance(a, ndarray) else nested_array(a, dtype)
+    if a.dtype.kind in "fc" and not bool(ns.all(ns.isfinite(a))):
+        raise ValueError("array must not contain infs or NaNs")
+    return a
+
+
+def sort_complex(a):
+    """NumPy's ``sort_complex`` (lexicographic on real, then imaginary part): a lazy
+    ``take_along_axis`` by NumPy's argsort of the values (read now) while recording."""
+    ns = _ns()
+    if not recording([a]):
+        from ._fallback import call_numpy
+        return call_numpy(np.sort_complex, "sort_complex", (a,), {})
+    a = ns.asarray(a)
+    proto = np.sort_complex(np.zeros(a.shape, a.dtype))
+    perm = np.argsort(np.asarray(to_numpy(a)), axis=-1, kind="stable")
+    return ns.take_along_axis(a, perm, -1).astype(proto.dtype)

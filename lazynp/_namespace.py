@@ -15,8 +15,9 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
 from . import _differentiable, _eager, _policy, _reductions, _views, graph
-from ._differentiable import (append, block, c_, gradient, insert, place, polyadd,  # noqa
-                              polyder, polyint, polymul, polysub, put, r_, real_if_close)
+from ._differentiable import (append, asarray_chkfinite, block, c_, gradient,  # noqa
+                              insert, place, polyadd, polyder, polyint, polymul, polysub, put,
+                              r_, real_if_close, sort_complex)
 from ._functions import _fill_deep, dummy, lazy_call, twin
 from ._operands import broadcast_shapes, key_of, operand, shape_of, to_numpy
 from ._ufunc import UFUNCS
@@ -1111,8 +1112,8 @@ histogram2d = _forcing("histogram2d")
 histogramdd = _forcing("histogramdd")
 histogram_bin_edges = _forcing("histogram_bin_edges")
 digitize = _forcing("digitize")
-extract = _forcing("extract")
-compress = _forcing("compress")
+extract = _differentiable.extract
+compress = _differentiable.compress
 trim_zeros = _forcing("trim_zeros")
 isin = _forcing("isin")
 intersect1d = _forcing("intersect1d")

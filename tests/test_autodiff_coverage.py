@@ -152,8 +152,8 @@ def test_grad_of_complex_output_raises_type_error():
 #: functions whose gradient raises AutogradError (no lazy implementation, or no rule yet);
 #: every other public function that takes a float array must match finite differences
 KNOWN_TO_RAISE = frozenset("""
-    asarray_chkfinite compress extract histogram histogram2d histogram_bin_edges
-    histogramdd i0 intersect1d poly polydiv roots sort_complex union1d unique
+    histogram histogram2d histogram_bin_edges
+    histogramdd i0 intersect1d poly polydiv roots union1d unique
     unique_all unique_counts unique_inverse unique_values vecdot linalg.cond linalg.lstsq
     """.split())
 
@@ -426,6 +426,11 @@ def test_einsum_every_form(f, shapes):
     (lambda p: lnp.polyder(p, 2), [(4,)]), (lambda p: lnp.polyint(p, 2, k=[1.0, 2.0]), [(4,)]),
     (lambda p, k: lnp.polyint(p, 1, k=k), [(4,), ()]),
     (lambda a: lnp.linalg.qr(a)[0], [(4, 3)]), (lambda a: lnp.linalg.qr(a).R, [(2, 3, 3)]),
+    (lambda a: lnp.compress([1, 0, 1], a, axis=1), [(2, 3)]),
+    (lambda a: lnp.compress([True, False, True, True], a), [(2, 3)]),
+    (lambda a: lnp.extract(a > 0, a), [(2, 3)]),
+    (lambda a: lnp.asarray_chkfinite(a) * 2.0, [(3,)]),
+    (lambda a: lnp.real(lnp.sort_complex(a * (1 + 1j))), [(5,)]),
     (lnp.corrcoef, [(3, 6)]), (lambda a: lnp.corrcoef(a, rowvar=False), [(6, 2)]),
     (lambda a: lnp.quantile(a, [0.1, 0.5, 0.95], axis=1), [(3, 6)]),
     (lambda a: lnp.quantile(a, 0.7, axis=0, keepdims=True), [(5, 2)]),
