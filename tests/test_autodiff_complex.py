@@ -93,18 +93,21 @@ MATRIX = {
 }
 
 
-FIRST_ORDER_ONLY = {"nuc", "ord2", "svals"}     # a complex SVD's U/V have no rule yet
-
-
 @pytest.mark.parametrize("name", sorted(MATRIX))
 def test_complex_matrix(name):
-    check_complex(MATRIX[name], M, order=1 if name in FIRST_ORDER_ONLY else 2)
+    check_complex(MATRIX[name], M, order=2)
 
 
-@pytest.mark.parametrize("name", sorted(FIRST_ORDER_ONLY))
-def test_complex_svd_second_order_raises(name):
+@pytest.mark.parametrize("shape", [(4, 3), (3, 4), (2, 3, 3)])
+def test_complex_singular_values_second_order(shape):
+    z = _crandn(numpy.random.RandomState(5), shape)
+    check_complex(lambda a: lnp.linalg.norm(a, "nuc", axis=(-2, -1)), z, order=2)
+    check_complex(lambda a: lnp.linalg.svd(a, compute_uv=False), z, order=2)
+
+
+def test_complex_singular_vectors_raise():
     with pytest.raises(lnp.autograd.AutogradError, match="svd"):
-        check_complex(MATRIX[name], M, order=2)
+        lnp.grad(lambda a: lnp.sum(lnp.abs(lnp.linalg.svd(a)[0])))(M)
 
 
 def test_complex_eigenvectors_raise():

@@ -1717,7 +1717,7 @@ def _norm_rule(g, ans, A, K, node):
     gm = lnp.moveaxis(gb, (r, c), (-2, -1))[..., :1, :1]
     am = lnp.moveaxis(ab, (r, c), (-2, -1))[..., :1, :1]
     if ordv == "nuc" or ordv in (2, -2):
-        u, sv, vh = lnp.linalg.svd(xm, full_matrices=False)
+        u, sv, vh = _svd_inside_rule(xm)
         if ordv == "nuc":
             w = lnp.ones_like(sv)
         else:       # (the extreme of these singular values: LAPACK drivers differ in ulps)
@@ -1735,14 +1735,14 @@ def _norm_rule(g, ans, A, K, node):
     return (lnp.moveaxis(res, (-2, -1), (r, c)),)
 
 
-@_call("linalg.svd")
+@_call("linalg.svd", "ad.svd_any_gauge")
 def _svd_rule(g, ans, A, K, node):
     lnp = _np_()
     a = A[0]
     full = _arg(A, K, 1, "full_matrices", True)
     compute_uv = _arg(A, K, 2, "compute_uv", True)
     if not compute_uv:
-        u, _s, vh = lnp.linalg.svd(a, full_matrices=False)
+        u, _s, vh = _svd_inside_rule(a)
         return (_svals_cot(g, u, vh),)
     m, n = a.shape[-2:]
     k = min(m, n)
@@ -1753,6 +1753,8 @@ def _svd_rule(g, ans, A, K, node):
                                     dt.kind == "c" else dt),
                                    (a.shape[:-2] + (n if full else k, n), dt)])
     if gu is None and gvh is None:
+        if _is_complex(a):          # (through an SVD whose rule accepts any phases)
+            u, _s, vh = _svd_inside_rule(a)
         return (_svals_cot(gs, u[..., :k], vh[..., :k, :]),)
     if full and m != n:
         raise NotImplementedError("lazynp.autograd: no gradient of linalg.svd("
@@ -1760,8 +1762,11 @@ def _svd_rule(g, ans, A, K, node):
                                   "(their extra columns are not unique; use "
                                   "full_matrices=False)")
     if _is_complex(a):
+        if node.op.name.endswith("ad.svd_any_gauge"):
+            return (_complex_svd_cot(gu, gs, gvh, u, s, vh, m, n),)
         raise NotImplementedError("lazynp.autograd: no gradient of a complex linalg.svd "
-                                  "through U or Vh (singular values only)")
+                                  "through U or Vh (their phases are arbitrary); singular "
+                                  "values only")
     # Townsend (2016): A = U S V^T, reduced
     v = _T(vh)
     gv = None if gvh is None else _T(gvh)
@@ -2165,3 +2170,56 @@ def _qr_rule(g, ans, A, K, node):
     N = gq + lnp.matmul(q, M - lnp.tril(M - _T(M), -1))
     # N R^-T = solve(R, N^T)^T
     return (_T(lnp.linalg.solve(r, _T(N))),)
+
+
+def _svd_inside_rule(a):
+    """A reduced SVD for use inside rules whose result does not depend on the singular
+    vectors' phases (its own rule then accepts complex U/Vh cotangents)."""
+    from .._functions import lazy_call
+    a = _L().asarray(a)
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    tw = np.linalg.svd(np.eye(1, dtype=a.dtype))
+    b = a.shape[:-2]
+    return lazy_call("ad.svd_any_gauge", np.linalg.svd, (a,), {"full_matrices": False},
+                     meta=lambda nd, t: [(b + (m, k), tw[0].dtype), (b + (k,), tw[1].dtype),
+                                         (b + (k, n), tw[2].dtype)], nout=3)
+
+
+def _complex_svd_cot(gu, gs, gvh, u, s, vh, m, n):
+    """JAX's complex SVD JVP (its gauge), transposed: with H = conj(cotangent),
+    ``H_A = U Z V^H`` (+ the parts outside the span for non-square A), where
+    ``Z = diag(gs) + Wu S + (E - E^H) / 2 + S Wv``, ``Wu = F o Ju + (F o Ju)^H``,
+    ``Ju = U^H conj(gU)``, ``E = diag(Ju) / s``; the cotangent is ``conj(H_A)``."""
+    lnp = _np_()
+    k = min(m, n)
+    eye = lnp.eye(k, dtype=s.dtype)
+    s_row = lnp.expand_dims(s, -2)
+    F = 1.0 / ((s_row + _T(s_row)) * (s_row - _T(s_row)) + eye) - eye
+    sinv = 1.0 / s
+    v = _H(vh)
+    Z = 0.0 * eye + 0j
+    if gs is not None:
+        Z = Z + lnp.expand_dims(gs, -1) * eye
+    extra = 0.0
+    if gu is not None:
+        HU = lnp.conjugate(gu)
+        Ju = lnp.matmul(_H(u), HU)
+        FJ = F * Ju
+        Wu = FJ + _H(FJ)
+        E = Ju * eye * lnp.expand_dims(sinv, -2)
+        Z = Z + Wu * s_row + 0.5 * (E - _H(E))
+        if m > n:
+            proj = lnp.eye(m, dtype=u.dtype) - lnp.matmul(u, _H(u))
+            extra = extra + lnp.matmul(lnp.matmul(proj, HU) * s_row ** -1.0, _H(v))
+    if gvh is not None:
+        HV = _T(gvh)                 # conj-transpose of conj(gVh)
+        Jv = lnp.matmul(_H(v), HV)
+        FJ = F * Jv
+        Wv = FJ + _H(FJ)
+        Z = Z + _T(s_row) * Wv
+        if n > m:
+            proj = lnp.eye(n, dtype=v.dtype) - lnp.matmul(v, _H(v))
+            extra = extra + lnp.matmul(u * s_row ** -1.0, lnp.matmul(_H(HV), proj))
+    HA = lnp.matmul(lnp.matmul(u, Z), _H(v)) + extra
+    return lnp.conjugate(HA)
