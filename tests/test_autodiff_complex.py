@@ -138,3 +138,22 @@ def test_complex_fftn_hypothesis(n0, n1, norm, seed):
     z = _crandn(numpy.random.RandomState(seed), (n0, n1 + 1))
     check_complex(lambda a: lnp.fft.fftn(a, norm=norm), z, order=2, seed=seed)
     check_complex(lambda a: lnp.fft.irfftn(a, norm=norm), z, order=1, seed=seed)
+
+
+@SET
+@given(st.integers(1, 3), st.integers(1, 4), st.integers(0, 2), st.sampled_from(
+    ["sum", "cumsum", "norm", "einsum", "matmul", "abs2", "mean"]), st.integers(0, 2**16))
+def test_complex_rules_hypothesis(rows, cols, axis, op, seed):
+    """Shapes, axes and complex128 inputs drawn by hypothesis (first and second order)."""
+    z = _crandn(numpy.random.RandomState(seed), (rows, cols))
+    ax = axis % 2
+    fns = {
+        "sum": lambda a: lnp.sum(a * a, axis=ax),
+        "cumsum": lambda a: lnp.cumsum(lnp.exp(a), axis=ax),
+        "norm": lambda a: lnp.linalg.norm(a, axis=ax),
+        "einsum": lambda a: lnp.einsum("ij,ij->i", a, lnp.conj(a)),
+        "matmul": lambda a: a @ lnp.conj(a.T),
+        "abs2": lambda a: lnp.abs(a) ** 2 * lnp.angle(a),
+        "mean": lambda a: lnp.mean(lnp.sin(a), axis=ax, keepdims=True),
+    }
+    check_complex(fns[op], z, order=2, seed=seed)

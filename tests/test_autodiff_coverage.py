@@ -455,6 +455,12 @@ def test_argnum_alias():
     lambda x: lnp.sum(lnp.linalg.pinv(lnp.reshape(x, (3, 2)))),
     lambda x: lnp.sum(lnp.kron(x[:2], x) * lnp.sinc(x[0])),
     lambda x: lnp.sum(lnp.linspace(x[0], x[1], 4) * lnp.append(x[3:], x[:1])),
+    lambda x: lnp.sum(lnp.einsum("ii->i", lnp.outer(x, x)[:3, :3]) * lnp.linalg.norm(x, 3)),
+    lambda x: lnp.sum(lnp.linalg.svd(lnp.reshape(x, (3, 2)), full_matrices=False)[0] ** 2 *
+                      lnp.linalg.qr(lnp.reshape(x, (3, 2))).R[0, 1]),
+    lambda x: lnp.median(x) + lnp.quantile(x, 0.3) + lnp.sum(lnp.cov(lnp.reshape(x, (2, 3)))),
+    lambda x: lnp.sum(lnp.abs(lnp.fft.irfft(x * (1 + 1j))) ** 2) +
+    lnp.sum(lnp.partition(x, 2)[:2] * lnp.gradient(x)[:2]),
 ], ids=lambda f: "")
 def test_jit_of_grad_and_replay(f):
     x = R.standard_normal(6)
