@@ -124,7 +124,6 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
     start, stop = start / sign, stop / sign
     res = logspace(ns.log10(start), ns.log10(stop), num=num, endpoint=endpoint, base=10.0,
                    dtype=dt)
-    parts = [res]
     if num > 0:
         first = ns.expand_dims(ns.broadcast_to(start, res.shape[1:]), 0)
         if num > 1 and endpoint:

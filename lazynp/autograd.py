@@ -746,7 +746,7 @@ def _jvp_replayed(replay, fun, primals, tangents, watch):
     lnp = _lnp()
     flushes = _graph.STATS["flushes"]
     with _Trace() as tr:
-        new_args, specs, nodes, originals = _prepare(primals, range(len(primals)), tr)
+        new_args, _specs, nodes, originals = _prepare(primals, range(len(primals)), tr)
         xs = [o for orig in originals for o in orig]
         ts = [lnp.asarray(t) for t in tangents]
         if any(t.shape != x.shape for t, x in zip(ts, xs)):
@@ -901,7 +901,7 @@ def _jacobian_replayed(replay, fun, args, nums, watch):
     lnp = _lnp()
     flushes = _graph.STATS["flushes"]
     with _Trace() as tr:
-        new_args, specs, nodes, originals = _prepare(args, nums, tr)
+        new_args, _specs, nodes, originals = _prepare(args, nums, tr)
         res = fun(*new_args)
         if not isinstance(res, ndarray) and not _np.isscalar(res):
             return None

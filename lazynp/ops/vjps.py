@@ -480,7 +480,6 @@ def _view_vjp(g, node, args, params, need):
                 base.dtype.itemsize:
             # .real/.imag of a complex array: scatter into its (re, im) pairs, then
             # re - 1j*im (autograd's convention: d/dx - i d/dy)
-            lnp = _np_()
             pairs = region_add(g, (), geom, None, base.shape + (2,), vdt)
             return [pairs[..., 0] - 1j * pairs[..., 1]]
         raise NotImplementedError("lazynp.autograd: cannot differentiate through a view that "
@@ -1459,8 +1458,7 @@ def _cross_rule(g, ans, A, K, node):
         ga = lnp.cross(bm, gm)            # d<g, a x b>/da = b x g
         gb = lnp.cross(gm, am)
     else:
-        gm = g if g.ndim == ans.ndim and (am.shape[-1] == 3 or bm.shape[-1] == 3) else g
-        if am.shape[-1] == 3 or bm.shape[-1] == 3:
+        if am.shape[-1] == 3 or bm.shape[-1] == 3:     # a 2-vector is read as (x, y, 0)
             gm = lnp.moveaxis(g, axc, -1)
             a3 = am if am.shape[-1] == 3 else lnp.concatenate(
                 [am, lnp.zeros(am.shape[:-1] + (1,), am.dtype)], axis=-1)
@@ -1837,7 +1835,7 @@ def _eig_rule(g, ans, A, K, node):
     lnp = _np_()
     a = A[0]
     gw, gv = g[0], g[1]
-    w, v = _tuple_parts(node, [(a.shape[:-1], node.dtype), (a.shape, _eig_vdtype(node))])
+    w, v = _tuple_parts(node, [(a.shape[:-1], node.dtype), (a.shape, node.dtype)])
     if gv is None:
         return (_eigvals_cot(gw, v),)
     any_scale = node.op.name.endswith("ad.eig_any_scale")
@@ -1856,9 +1854,6 @@ def _eig_rule(g, ans, A, K, node):
         inner = inner + lnp.expand_dims(gw, -1) * eye
     return (lnp.matmul(lnp.matmul(_T(vinv), inner), _T(v)),)
 
-
-def _eig_vdtype(node):
-    return node.dtype
 
 
 # --- fft (autograd's convention: a holomorphic linear map's VJP is its transpose; the DFT
@@ -1982,7 +1977,7 @@ def _median_vjp(g, node, args, params, need):
     """The gradient goes to the middle element (split between the two middle ones for an
     even count), located by a stable sort."""
     lnp = _np_()
-    x, axis, kd, w = _red_info(args, params)
+    x, axis, kd, _w = _red_info(args, params)
     axes = _axes(x.shape, axis)
     if len(axes) != 1 and not (axis is None):
         raise NotImplementedError("lazynp.autograd: median over several axes")
@@ -2039,7 +2034,6 @@ def _quantile_rule(g, ans, A, K, node):
     q = _arg(A, K, 1, "q")
     axis = _arg(A, K, 2, "axis", None)
     method = _arg(A, K, 5, "method", "linear")
-    kd = _arg(A, K, 6, "keepdims", False)
     if method != "linear" or (axis is not None and np.ndim(axis) != 0 and len(axis) != 1):
         raise NotImplementedError(f"lazynp.autograd: no gradient of numpy."
                                   f"{node.op.name[5:]}(method={method!r}) or over several axes")
@@ -2123,7 +2117,7 @@ def _order_stat_cot(g, a, axis, kd, qv, nan):
 
 @_rule("nanmedian")
 def _nanmedian_vjp(g, node, args, params, need):
-    x, axis, kd, w = _red_info(args, params)
+    x, axis, kd, _w = _red_info(args, params)
     if axis is not None and len(_axes(x.shape, axis)) != 1:
         raise NotImplementedError("lazynp.autograd: nanmedian over several axes")
     ax = None if axis is None else _axes(x.shape, axis)[0]
