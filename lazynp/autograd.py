@@ -658,9 +658,30 @@ def grad(fun, argnums=0, has_aux=False, *, argnum=None):
     return wrapped
 
 
-def vjp(fun, *primals, has_aux=False):
+_VJP_REPLAYS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _replay_of(table, fun):
+    """``fun``'s replay plans in ``table`` (None when ``fun`` cannot be weakly keyed)."""
+    try:
+        replay = table.get(fun)
+        if replay is None:
+            replay = table[fun] = _replay.GradReplay()
+        return replay
+    except TypeError:
+        return None
+
+
+def vjp(fun, *primals, has_aux=False, _replayable=True):
     """``(fun(*primals), vjp_fn)``; ``vjp_fn(cotangent)`` returns a tuple with one cotangent
-    per primal (pytrees like the primals).  The backward pass runs when vjp_fn is called."""
+    per primal (pytrees like the primals).  The backward pass runs when vjp_fn is called.
+    Calls of the same ``fun`` whose forward graph has the structure of an earlier call run
+    a compiled forward + backward plan in ``vjp_fn`` (:mod:`lazynp._grad_replay`), unless
+    something was computed between ``vjp`` and ``vjp_fn`` the first time."""
+    flushes = _graph.STATS["flushes"]
+    replay = _replay_of(_VJP_REPLAYS, fun) if (_replayable and _replay.enabled() and
+                                                 _depth == 0 and not has_aux) else None
+    entry = key = externals = None
     with _Trace() as tr:
         new_args, specs, nodes, originals = _prepare(primals, range(len(primals)), tr)
         res = fun(*new_args)
@@ -672,6 +693,10 @@ def vjp(fun, *primals, has_aux=False):
         out_arrays = [lnp.asarray(o) for o in out_leaves]
         out_nodes = [o._node() for o in out_arrays]
         tape = tr.capture(protect=True)
+        if replay is not None and _graph.STATS["flushes"] == flushes and not tape.poison \
+                and not tape.leaks and all(sp is None for sp in specs) and out_nodes:
+            entry, key, externals = _replay_entry(replay, out_nodes, tape,
+                                                  [n for ns in nodes for n in ns])
     flat_nodes = [n for ns in nodes for n in ns]
 
     def vjp_fn(cotangent):
@@ -679,9 +704,33 @@ def vjp(fun, *primals, has_aux=False):
         _flatten(cotangent, leaves)
         if len(leaves) != len(out_nodes):
             raise ValueError("vjp: the cotangent must have the structure of the output")
+        cots = [lnp.asarray(c) for c in leaves]
+        plan_ok = entry is not None and all(
+            c.shape == o.shape for c, o in zip(cots, out_arrays))
+        if plan_ok:
+            cots = [c.astype(o.dtype) if c.dtype != o.dtype and o.dtype.kind in "fc" else c
+                    for c, o in zip(cots, out_arrays)]
+        if plan_ok and entry.plan:
+            try:
+                _v, grads = _replay.run_entry(entry, externals + [c._node() for c in cots])
+            except Exception:          # the recorded pass below raises at its line
+                _replay.STATS["failures"] += 1
+                replay.drop(key)
+            else:
+                _replay.STATS["hits"] += 1
+                return _grads_out(grads, specs, nodes, originals, False)
         with _Trace():
-            cots = [lnp.asarray(c) for c in leaves]
             grads = _backward(out_nodes, cots, flat_nodes, tape)
+            if plan_ok and entry.plan is None and entry.count >= _replay.COMPILE_AT:
+                if _graph.STATS["flushes"] != flushes:
+                    _replay.STATS["uncacheable"] += 1     # (forward values were computed)
+                else:
+                    try:
+                        _replay.compile_entry(entry, [], grads,
+                                              externals + [c._node() for c in cots])
+                    except Exception:
+                        _replay.STATS["failures"] += 1
+                        entry.plan = False
         return _grads_out(grads, specs, nodes, originals, False)
     if has_aux:
         return res, vjp_fn, aux
@@ -700,12 +749,7 @@ def jvp(fun, primals, tangents):
     tangents = tuple(tangents)
     if _replay.enabled() and _depth == 0 and len(primals) == len(tangents) and \
             not any(isinstance(p, (list, tuple, dict)) for p in primals + tangents):
-        try:
-            replay = _JVP_REPLAYS.get(fun)
-            if replay is None:
-                replay = _JVP_REPLAYS[fun] = _replay.GradReplay()
-        except TypeError:          # (not weakly referenceable)
-            replay = None
+        replay = _replay_of(_JVP_REPLAYS, fun)
         if replay is not None:
             watch: list = []
             r = _jvp_replayed(replay, fun, primals, tangents, watch)
@@ -824,7 +868,7 @@ def elementwise_grad(fun, argnums=0, *, argnum=None):
 
     def wrapped(*args):
         lnp = _lnp()
-        out, fn = vjp(_partial(fun, args, nums), *[args[k] for k in nums])
+        out, fn = vjp(_partial(fun, args, nums), *[args[k] for k in nums], _replayable=False)
         leaves = []
         spec = _flatten(out, leaves)
         ones = [lnp.ones(lnp.asarray(o).shape, lnp.asarray(o).dtype) for o in leaves]
@@ -845,7 +889,7 @@ def jacobian(fun, argnums=0, *, argnum=None):
 
     def eager(args):
         lnp = _lnp()
-        out, fn = vjp(_partial(fun, args, nums), *[args[k] for k in nums])
+        out, fn = vjp(_partial(fun, args, nums), *[args[k] for k in nums], _replayable=False)
         out = lnp.asarray(out)
         m = out.size
         rows = []

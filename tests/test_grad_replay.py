@@ -564,3 +564,26 @@ def test_jvp_replay_gives_the_recorded_values():
         numpy.testing.assert_allclose(numpy.asarray(out),
                                       numpy.asarray(f(np.asarray(x), np.asarray(y))))
     assert hits[0] == 0 and hits[-1] == 1
+
+
+def test_vjp_replay_gives_the_recorded_values():
+    gc.collect()
+
+    def f(x, y):
+        return np.tanh(x) * np.sum(x ** 2) + y[0]
+    rng = numpy.random.RandomState(2)
+    hits = []
+    for _ in range(4):
+        x, y, u = rng.standard_normal(3), rng.standard_normal(2), rng.standard_normal(3)
+        out, fn = np.vjp(f, x, y)
+        before = R.STATS["hits"]
+        gx, gy = fn(u)
+        hits.append(R.STATS["hits"] - before)
+        with replay(False):
+            _, fn_off = np.vjp(f, x, y)
+            want = fn_off(u)
+        numpy.testing.assert_allclose(numpy.asarray(gx), numpy.asarray(want[0]), rtol=1e-12)
+        numpy.testing.assert_allclose(numpy.asarray(gy), numpy.asarray(want[1]), rtol=1e-12)
+        numpy.testing.assert_allclose(numpy.asarray(out),
+                                      numpy.asarray(f(np.asarray(x), np.asarray(y))))
+    assert hits[0] == 0 and hits[-1] == 1
