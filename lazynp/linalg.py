@@ -168,6 +168,37 @@ def qr(a, mode="reduced"):
     return _QRResult(q, r)
 
 
+def lstsq(a, b, rcond=None):
+    """NumPy's ``lstsq``; while recording with lazy inputs, built from lazy ops (the
+    solution through ``pinv``; the rank is read from the values) so that it carries a
+    gradient."""
+    from ._differentiable import recording
+    from ._fallback import call_numpy
+    from . import _namespace as ns
+    if not recording([a, b]):
+        return call_numpy(_np.linalg.lstsq, "linalg.lstsq", (a, b), {"rcond": rcond})
+    from ._operands import to_numpy
+    a, b = _asarray(a), _asarray(b)
+    proto = _np.linalg.lstsq(_np.zeros(a.shape, a.dtype), _np.zeros(b.shape, b.dtype),
+                             rcond=rcond)                  # NumPy's errors and dtypes
+    m, n = a.shape
+    av = to_numpy(a)
+    eps = _np.finfo(av.dtype).eps
+    cutoff = (max(m, n) * eps) if rcond is None else rcond
+    sv = svd(a, compute_uv=False)
+    sv_now = _np.linalg.svd(av, compute_uv=False)
+    rank = int(_np.sum(sv_now > cutoff * sv_now.max(initial=0.0)))
+    x = ns.matmul(pinv(a, rcond=cutoff), b)
+    if rank == n and m > n:
+        r = b - ns.matmul(a, x)
+        resid = ns.sum(ns.real(r * ns.conjugate(r)), axis=0)
+        resid = ns.reshape(resid, (1,)) if b.ndim == 1 else resid
+    else:
+        resid = ns.zeros((0,), proto[1].dtype)
+    return x.astype(proto[0].dtype), resid.astype(proto[1].dtype), _np.int32(rank), \
+        sv.astype(proto[3].dtype)
+
+
 def svdvals(x, /):
     return svd(x, compute_uv=False)
 
@@ -292,7 +323,7 @@ def _with_eager(name, fn):
 _LAZY = {name: (obj if name == "LinAlgError" else _with_eager(name, obj))
          for name, obj in dict(globals()).items()
          if name in ("inv", "cholesky", "solve", "det", "slogdet", "eigh", "eigvalsh", "norm",
-                     "svd", "svdvals", "pinv", "eig", "eigvals", "qr", "matmul",
+                     "svd", "svdvals", "pinv", "eig", "eigvals", "qr", "lstsq", "matmul",
                      "matrix_transpose",
                      "tensordot", "vecdot", "trace", "diagonal", "cross", "outer",
                      "vector_norm", "matrix_norm", "LinAlgError")}

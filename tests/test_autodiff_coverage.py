@@ -154,8 +154,7 @@ def test_grad_of_complex_output_raises_type_error():
 KNOWN_TO_RAISE = frozenset("""
     histogram histogram2d histogram_bin_edges
     histogramdd i0 intersect1d poly polydiv roots union1d unique
-    unique_all unique_counts unique_inverse unique_values vecdot linalg.cond linalg.lstsq
-    """.split())
+    unique_all unique_counts unique_inverse unique_values vecdot linalg.cond""".split())
 
 _NOT_ARRAY_FUNCTIONS = (
     "print", "save", "load", "from", "set", "get", "show", "info", "err", "test", "who",
@@ -431,6 +430,9 @@ def test_einsum_every_form(f, shapes):
     (lambda a: lnp.extract(a > 0, a), [(2, 3)]),
     (lambda a: lnp.asarray_chkfinite(a) * 2.0, [(3,)]),
     (lambda a: lnp.real(lnp.sort_complex(a * (1 + 1j))), [(5,)]),
+    (lambda a, b: lnp.linalg.lstsq(a, b)[0], [(5, 3), (5,)]),
+    (lambda a, b: lnp.linalg.lstsq(a, b)[1], [(5, 3), (5, 2)]),
+    (lambda a, b: lnp.linalg.lstsq(a, b)[0], [(3, 5), (3,)]),
     (lnp.corrcoef, [(3, 6)]), (lambda a: lnp.corrcoef(a, rowvar=False), [(6, 2)]),
     (lambda a: lnp.quantile(a, [0.1, 0.5, 0.95], axis=1), [(3, 6)]),
     (lambda a: lnp.quantile(a, 0.7, axis=0, keepdims=True), [(5, 2)]),
