@@ -208,6 +208,11 @@ def _h_array(arr, name="numpy.asarray"):
     """``numpy.asarray(x)`` (``x.__array__()``) of a value that depends on a differentiated
     input: NumPy would compute on it without a gradient (JAX raises here too)."""
     if _depth and not _paused and arr.dtype.kind in "fc" and _depends_on_inputs(arr):
+        if _rec_stack:
+            # MXNet-style record(): reading values (logging) is common; data built from
+            # them that reaches a head raises at backward() instead
+            _LEAKS.append((name, _np.asarray(arr._value()).ravel()))
+            return
         raise AutogradError(
             f"lazynp.autograd: {name}() of an array that depends on a differentiated input "
             f"(a NumPy computation on it would carry no gradient); use lazynp functions, or "

@@ -496,3 +496,19 @@ def test_nan_reductions(f):
     fd = (loss(x + 1e-6 * v) - loss(x - 1e-6 * v)) / 2e-6
     assert numpy.nansum(g * v) == pytest.approx(fd, rel=1e-5, abs=1e-6)
     assert numpy.all(g[numpy.isnan(x)] == 0)
+
+
+def test_record_mode_allows_reading_values_but_not_using_them():
+    x = lnp.ones(3)
+    x.attach_grad()
+    with lnp.autograd.record():
+        y = lnp.sum(x * x)
+        assert float(numpy.asarray(y)) == 3.0           # logging a value: fine
+    y.backward()
+    numpy.testing.assert_array_equal(numpy.asarray(x.grad), [2.0, 2.0, 2.0])
+    x2 = lnp.ones(3)
+    x2.attach_grad()
+    with lnp.autograd.record():
+        z = lnp.asarray(numpy.asarray(x2 * 2.0)) * 3.0   # NumPy data back on the path
+    with pytest.raises(AutogradError, match="asarray"):
+        z.backward()
