@@ -425,7 +425,10 @@ class _Members:
         return v
 
     def tobytes(self, order="C") -> bytes:
-        return self._value().tobytes(order)
+        v = self._value()
+        if graph.value_hook is not None:
+            graph.value_hook(self, "tobytes", v)
+        return v.tobytes(order)
 
     def __repr__(self) -> str:
         v = self._value()

@@ -125,6 +125,8 @@ def test_float_of_traced_value_on_the_path_raises():
         lnp.grad(lambda x: lnp.sum(x) + lnp.sum(lnp.array(x.tolist())))(X3)
     with pytest.raises(AutogradError, match="item"):
         lnp.grad(lambda x: lnp.sum(x) * lnp.array([x[0].item(), 1.0])[0])(X3)
+    with pytest.raises(AutogradError, match="tobytes"):
+        lnp.grad(lambda x: lnp.sum(lnp.frombuffer(x.tobytes()) * 2.0))(X3)
 
 
 def test_float_as_a_constant_is_fine():
