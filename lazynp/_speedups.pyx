@@ -14,7 +14,9 @@ and are tested against it.
 """
 cimport cython
 cimport numpy as cnp
+from cpython.buffer cimport PyObject_GetBuffer
 from cpython.contextvars cimport get_value
+from cpython.ref cimport PyObject, Py_XDECREF
 from cpython.weakref cimport PyWeakref_NewRef
 from cpython.object cimport PyObject_RichCompare, PyObject_TypeCheck
 from cpython.number cimport (
@@ -547,6 +549,16 @@ cdef class ndarray:
                     target[index] = vv
                     return
         _setitem_py(self, index, value)
+
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        # The buffer protocol (memoryview, bytes, struct, hashlib, file writes; NumPy tries
+        # it before __array__): the buffer of the value __array__ gives, so it is shared
+        # with the caller exactly as numpy.asarray(a) shares it.  view.obj is that NumPy
+        # array (its buffer is released through NumPy); Cython's placeholder is dropped.
+        cdef PyObject *placeholder = <PyObject*>view.obj
+        value = self.__array__()
+        PyObject_GetBuffer(value, view, flags)
+        Py_XDECREF(placeholder)
 
     def __array__(self, dtype=None, copy=None):
         if self._v is None and dtype is None and not copy and not _record_all:
@@ -1552,6 +1564,9 @@ def run_node(Node n, epoch):
                     r.rem -= 1
                     if r.rem == 0 and not r.needed:
                         r.value = None
+    if n.has_fx:            # (its tree inputs, kept alive by it, chain back without end)
+        n.has_fx = False
+        n.fx_ins = n.fx_kf = n.fx_ki = None
     if not _graph_dict["keep_graph"]:
         n.params = None
         n.args = ()

@@ -964,6 +964,7 @@ def _after_run(n: Node, epoch: int) -> None:
                     r.rem -= 1
                     if r.rem == 0 and not r.needed:
                         r.value = None
+    n.fx = None       # (a computed node's tree inputs would chain back without end)
     if not keep_graph:
         n.params = None
         n.args = ()   # detach: the graph behind a computed value can be freed

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import copy as _copy
 import operator
+import sys
+import weakref
 
 import numpy as np
 
@@ -216,6 +218,11 @@ class _CoreReference:
             raise TypeError("len() of unsized object")
         return shape[0]
 
+    if sys.version_info >= (3, 12):
+        def __buffer__(self, flags: int) -> memoryview:
+            """The buffer protocol (the C core has it on every Python version)."""
+            return memoryview(self.__array__())
+
     # --- indexing ----------------------------------------------------------------------
     def __getitem__(self, index):
         from . import _indexing
@@ -350,7 +357,7 @@ class _Members:
             if dtype is not None and v.dtype != dtype:
                 return v.astype(dtype)
             if copy or _policy.record_all:
-                return v.copy()
+                return v.copy(order="K")
             self._ext = True
             return v
         if graph.array_hook is not None:
@@ -360,7 +367,7 @@ class _Members:
             # everything is recorded (policy "lazy", or a transform): a snapshot, so that
             # recorded readers never see the caller's later writes to it
             v = v.astype(dtype) if dtype is not None and v.dtype != dtype else v
-            return v.copy()
+            return v.copy(order="K")
         h = self._var.head
         if h.exported is not True:
             h.exported = True            # shared with the caller from now on: later ops
@@ -371,8 +378,22 @@ class _Members:
         if dtype is not None and v.dtype != dtype:
             return v.astype(dtype)
         if copy:
-            return v.copy()
+            return v.copy(order="K")
         return v
+
+    @property
+    def __array_interface__(self) -> dict:
+        """NumPy's array interface of the value (forced): its memory is shared with the
+        caller as by ``numpy.asarray(a)``, and kept alive as long as this array is."""
+        value = self.__array__()
+        key = id(self)
+        if key not in _interface_values:
+            weakref.finalize(self, _interface_values.pop, key, None)
+        _interface_values[key] = value
+        return value.__array_interface__
+
+    def __bytes__(self) -> bytes:
+        return self.tobytes()      # (NumPy's bytes(a) reads the buffer: the same bytes)
 
     def __bool__(self) -> bool:
         if self.size != 1:
@@ -504,6 +525,11 @@ class _Members:
 
     def __setstate__(self, state):
         raise TypeError("use pickle.loads")
+
+
+#: id(array) -> the value whose memory its ``__array_interface__`` described (kept while the
+#: array lives: NumPy's array made from the interface has the lazynp array as its base)
+_interface_values: dict = {}
 
 
 def _unpickle(value, scalar=False):
