@@ -166,3 +166,25 @@ def test_loop_with_views_and_reductions_bounded():
         total_n += un.sum()
     numpy.testing.assert_array_equal(numpy.asarray(u), un)
     numpy.testing.assert_allclose(float(total), float(total_n), rtol=1e-12)
+
+
+@pytest.mark.usefixtures("lazy_policy")
+def test_live_nodes_do_not_grow_in_a_long_recorded_loop():
+    """A computed node drops its tree-kernel inputs: they used to chain back through every
+    earlier tree of ``x = x * 1.0001 + 1`` (471 nodes and their buffers alive after 60k
+    steps, growing without end: issue 17 item 5)."""
+    from lazynp.kernels import cpu
+    x = lazynp.zeros(1000)
+    for _ in range(3_000):
+        x = x * 1.0001 + 1
+    x.tolist()
+    cpu.wait_compiles()
+    counts = []
+    for _ in range(3):
+        for _ in range(20_000):
+            x = x * 1.0001 + 1
+        x.tolist()
+        gc.collect()
+        counts.append(_live_nodes())
+    assert counts[-1] - counts[0] < 20, f"live graph nodes grow: {counts}"
+    numpy.testing.assert_array_equal(numpy.asarray(x), _numpy_loop(63_000))

@@ -181,25 +181,41 @@ def test_wait_on_a_node_another_thread_is_still_scheduling(lazy_policy, monkeypa
     numpy.testing.assert_array_equal(got[0], numpy.sin(numpy.arange(50000.0)) * 2 + 1)
 
 
-def _thread_program(seed: int, n: int, errors: list) -> None:
-    try:
-        rng = numpy.random.default_rng(seed)
-        a0 = rng.standard_normal(n)
-        a, ref = np.asarray(a0.copy()), a0.copy()
-        shared_sum = float(SHARED.sum())
-        for i in range(12):
-            a = a * 0.5 + 1.0
-            ref = ref * 0.5 + 1.0
-            b, rb = np.sin(a)[::2], numpy.sin(ref)[::2]
-            if i % 3 == 0:
-                a[3:9] += b[:6]
-                ref[3:9] += rb[:6]
-            if i % 4 == 1:
-                numpy.testing.assert_allclose(float(b.sum() + SHARED.sum()),
-                                              rb.sum() + shared_sum)
-        numpy.testing.assert_allclose(numpy.asarray(a), ref)
-    except BaseException as exc:       # (reported by the main thread)
-        errors.append(exc)
+def _run_threads(program, args_list) -> None:
+    """Run ``program(*args)`` in one thread per ``args``; fail on a hang or an error."""
+    errors: list = []
+
+    def guarded(*args):
+        try:
+            program(*args)
+        except BaseException as exc:       # (reported by the main thread)
+            errors.append(exc)
+    threads = [threading.Thread(target=guarded, args=args) for args in args_list]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(HANG)
+        assert not t.is_alive(), "a thread hangs"
+    if errors:
+        raise errors[0]
+
+
+def _thread_program(seed: int, n: int) -> None:
+    rng = numpy.random.default_rng(seed)
+    a0 = rng.standard_normal(n)
+    a, ref = np.asarray(a0.copy()), a0.copy()
+    shared_sum = float(SHARED.sum())
+    for i in range(12):
+        a = a * 0.5 + 1.0
+        ref = ref * 0.5 + 1.0
+        b, rb = np.sin(a)[::2], numpy.sin(ref)[::2]
+        if i % 3 == 0:
+            a[3:9] += b[:6]
+            ref[3:9] += rb[:6]
+        if i % 4 == 1:
+            numpy.testing.assert_allclose(float(b.sum() + SHARED.sum()),
+                                          rb.sum() + shared_sum)
+    numpy.testing.assert_allclose(numpy.asarray(a), ref)
 
 
 SHARED = np.linspace(-1, 1, 1000)
@@ -211,19 +227,9 @@ def test_four_threads_200_times(policy, monkeypatch):
     a pending-graph bound so small that one thread's bound flush schedules the others'
     nodes (the race of issue 19 item 8)."""
     monkeypatch.setattr(graph._state, "max_pending", 5)
-    errors: list = []
     with np.policy(policy):
         for run in range(200):
-            threads = [threading.Thread(target=_thread_program,
-                                        args=(run * 4 + k, 300 + 40 * k, errors))
-                       for k in range(4)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(HANG)
-                assert not t.is_alive(), "a thread hangs"
-            if errors:
-                raise errors[0]
+            _run_threads(_thread_program, [(run * 4 + k, 300 + 40 * k) for k in range(4)])
 
 
 # --- fork and multiprocessing -----------------------------------------------------------
@@ -310,3 +316,39 @@ def test_multiprocessing_pool(method, tmp_path):
                        timeout=HANG)
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stdout.split() == ["True"]
+
+
+def test_four_threads_1000_iterations_each():
+    """issue 17 item 5: 4 threads, private and shared arrays, 10^3 iterations each."""
+    def program(seed):
+        rng = numpy.random.default_rng(seed)
+        a0 = rng.standard_normal(64)
+        a, ref = np.asarray(a0.copy()), a0.copy()
+        total, ref_total = 0.0, 0.0
+        for i in range(1000):
+            a = np.tanh(a * 1.01 + SHARED[:64])
+            ref = numpy.tanh(ref * 1.01 + numpy.linspace(-1, 1, 1000)[:64])
+            if i % 50 == 0:
+                total += float(a.sum() + SHARED.mean())
+                ref_total += ref.sum() + numpy.linspace(-1, 1, 1000).mean()
+        numpy.testing.assert_allclose(numpy.asarray(a), ref)
+        numpy.testing.assert_allclose(total, ref_total)
+    _run_threads(program, [(k,) for k in range(4)])
+
+
+@pytest.mark.parametrize("in_flight", [False, True])
+def test_exit_with_work_pending(in_flight):
+    """Leaving the interpreter with recorded work (pending, or running on the engine's
+    threads) neither hangs nor crashes."""
+    code = f"""
+        import lazynp as np
+        from lazynp import graph
+        x = np.linspace(0, 1, 1 << 21)
+        y = np.sqrt(np.exp(x) * 2 + 1)
+        for i in range(20):
+            y = np.sin(y) + x
+        if {in_flight}:
+            graph.flush_live()
+        print("leaving")
+    """
+    assert _run_child(code).split() == ["leaving"]
