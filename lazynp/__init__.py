@@ -18,11 +18,12 @@ from ._namespace import *  # noqa: E402,F401,F403
 from ._namespace import __all_lazy__ as _all_lazy  # noqa: E402
 from ._ufunc import ufunc  # noqa: E402
 from ._api import evaluate, stats, reset_stats, set_strict, strict  # noqa: E402
+from ._explain import explain  # noqa: E402
 from ._policy import get_policy, policy, set_policy  # noqa: E402
 from . import linalg, fft, random, lib, testing  # noqa: E402
-from . import _fork  # noqa: E402
+from . import _lifecycle  # noqa: E402
 
-_fork.install()
+_lifecycle.install()
 
 __version__ = "0.1.0"
 newaxis = None
@@ -43,6 +44,13 @@ def __getattr__(name: str):
         obj = getattr(_np, name)
     except AttributeError:
         raise AttributeError(f"module 'lazynp' has no attribute {name!r}") from None
+    if isinstance(obj, _np.ufunc):
+        # an alias set on numpy by another library (numexpr sets numpy.expm1x = expm1)
+        from ._ufunc import UFUNCS
+        lazy = UFUNCS.get(obj.__name__)
+        if lazy is not None and lazy._np is obj:
+            globals()[name] = lazy
+            return lazy
     wrapped = _fallback.fallback_attr(obj, name)
     globals()[name] = wrapped
     return wrapped

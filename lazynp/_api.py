@@ -21,8 +21,12 @@ def evaluate(*arrays):
 
 
 def stats() -> dict:
-    """Counters: ops recorded, flushes, nodes executed, fallbacks with their call sites."""
-    out = {"ops_recorded": graph._state.n_recorded}
+    """Counters: ops recorded, flushes, nodes executed, fallbacks with their call sites.
+
+    A ``dict`` (:class:`lazynp._jupyter.Stats`) that prints as a table and shows as one in
+    Jupyter."""
+    from ._jupyter import Stats
+    out = Stats(ops_recorded=graph._state.n_recorded)
     out.update(graph.STATS)
     from .kernels import cpu, pool, tree
     out.update(cpu.STATS)

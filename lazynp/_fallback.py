@@ -114,7 +114,10 @@ def call_numpy(fn, name: str, args, kwargs):
             res = arr
     if writebacks and "out" in kwargs and res is new_kwargs.get("out"):
         return kwargs["out"]
-    return wrap_result(res)
+    out = wrap_result(res)
+    from ._explain import tag_fallback
+    tag_fallback(out, name)       # (drawn as a fallback by lazynp.explain)
+    return out
 
 
 def fallback_function(fn, name: str):

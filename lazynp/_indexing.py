@@ -116,14 +116,42 @@ def _basic_view_shadow(arr, idx: tuple):
     return res, False
 
 
+def is_field_key(index) -> bool:
+    """A structured array's field index: a field name or a list of field names."""
+    if isinstance(index, str):
+        return True
+    return type(index) is list and len(index) > 0 and all(isinstance(k, str) for k in index)
+
+
+def field_view(arr, key):
+    """``arr[key]`` for a field name (or a list of them): a view sharing ``arr``'s storage,
+    as in NumPy (its dtype, shape for sub-array fields, errors: NumPy's, from the shadow)."""
+    from ._views import _empty_like_shadow
+    shadow = arr._get_shadow()[key]
+    if shadow.size == 0:
+        return _empty_like_shadow(shadow)
+    return arr._view_of(shadow)
+
+
+def _element(arr, basic):
+    """``arr[basic]`` for a full integer index: NumPy's scalar (a pending array is computed
+    first).  A structured element (``numpy.void``) is a view into the buffer, as in NumPy,
+    so the buffer is given out as by ``numpy.asarray(arr)`` (shared with the caller from then
+    on; a snapshot where everything is recorded)."""
+    if arr.dtype.kind == "V":
+        return arr.__array__()[basic]
+    return arr._value()[basic]
+
+
 def getitem(arr, index):
+    if is_field_key(index):
+        return field_view(arr, index)
     basic = _normalize_basic(index)
     if basic is not None:
         shadow, scalar = _basic_view_shadow(arr, basic)
         if scalar:
-            if not _policy.record_all:
-                # NumPy's own scalar (a pending array is computed first)
-                return arr._value()[basic]
+            if not _policy.record_all or shadow.dtype.kind == "V":
+                return _element(arr, basic)
             # a copy of the element, not a view of it (traced: lazy, NumPy's scalar later)
             v = arr._view_of(shadow)
             node = graph.record(_COPY_ELEMENT, (v._node(),), None, (), shadow.dtype)
@@ -206,6 +234,10 @@ def _check_scalar_assign(dtype, value) -> None:
 
 
 def setitem(arr, index, value) -> None:
+    if is_field_key(index):
+        # NumPy assigns to a field through its view: so does lazynp (the base sees it)
+        setitem(field_view(arr, index), Ellipsis, value)
+        return
     if not _policy.record_all and _setitem_now(arr, index, value):
         return
     basic = _normalize_basic(index)
@@ -228,6 +260,16 @@ def setitem(arr, index, value) -> None:
     else:
         template, args, dummy_index = _advanced_template(index)
     concrete = not isinstance(value, ndarray) and not isinstance(value, np.ndarray)
+    if concrete and arr.dtype.names is not None:
+        # records given as tuples (or one scalar for every field): NumPy's conversion,
+        # to the written region's shape
+        if basic is not None:
+            region = shadow.shape
+        else:
+            region = np.broadcast_to(np.empty((), arr.dtype), arr.shape)[dummy_index].shape
+        converted = np.empty(region, arr.dtype)
+        converted[...] = value
+        value, concrete = converted, False
     scratch_checked = basic is None and not args and concrete and arr.size <= 100_000
     if scratch_checked:
         # NumPy's own errors, in NumPy's order (index shapes, value broadcast and

@@ -1,6 +1,7 @@
 """``ndarray`` dunders and methods, each delegating to the lazy namespace."""
 from __future__ import annotations
 
+import builtins
 import operator
 
 import numpy as np
@@ -42,6 +43,11 @@ def _compare(uf):
             return uf(self, other)
         except (TypeError, ValueError) as exc:
             if uf.__name__ in ("equal", "not_equal") and isinstance(exc, TypeError):
+                if self.dtype.kind == "V":
+                    # structured arrays: NumPy's ``==`` compares field by field (no ufunc)
+                    from ._fallback import call_numpy
+                    op = operator.eq if uf.__name__ == "equal" else operator.ne
+                    return call_numpy(op, f"ndarray.__{op.__name__}__", (self, other), {})
                 return NotImplemented
             raise
     return f
@@ -95,6 +101,20 @@ def _sort(self, axis=-1, kind=None, order=None, stable=None):
 
 
 def _view(self, dtype=None, type=None):
+    """NumPy's ``ndarray.view``.  ``type`` (or ``dtype`` given a class) an ndarray subclass:
+    NumPy's object of that class on this array's buffer, as NumPy returns it (a counted
+    fallback; the buffer is given out as by ``numpy.asarray``: shared from then on)."""
+    lazy = builtins.type(self)
+    if type is None and isinstance(dtype, builtins.type) and \
+            issubclass(dtype, (np.ndarray, lazy)):
+        dtype, type = None, dtype
+    if type is not None and type is not lazy:
+        if not (isinstance(type, builtins.type) and issubclass(type, np.ndarray)):
+            raise ValueError("Type must be a sub-type of ndarray type")
+        from ._fallback import _note
+        _note("ndarray.view")
+        buffer = self.__array__()
+        return buffer.view(type) if dtype is None else buffer.view(dtype, type)
     if dtype is None:
         return self[...]
     from . import _views

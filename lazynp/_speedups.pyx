@@ -390,6 +390,27 @@ def install_member(cls, name, value):
         raise AttributeError(name)
 
 
+cdef extern from *:
+    """
+    /* A static type's metaclass (its ob_type) set after PyType_Ready: a subclass of type
+       with no fields of its own, so the layout is type's.  The static type is never freed,
+       so it keeps its reference to the metaclass. */
+    static void lz_set_metatype(PyObject *type, PyObject *meta) {
+        Py_INCREF(meta);
+        Py_SET_TYPE(type, (PyTypeObject *)meta);
+    }
+    """
+    void lz_set_metatype(object type, object meta)
+
+
+def set_metatype(type cls, type meta):
+    """Make ``meta`` (a subclass of ``type`` adding no fields) the metaclass of ``cls``,
+    this module's static array type (Cython cannot declare one)."""
+    if meta.__basicsize__ != type.__basicsize__ or not issubclass(meta, type):
+        raise TypeError("the metaclass must be a subclass of type without fields")
+    lz_set_metatype(cls, meta)
+
+
 cdef inline Py_ssize_t _size_of(shape):
     cdef Py_ssize_t n = 1
     for s in shape:
@@ -517,11 +538,15 @@ cdef class ndarray:
             v = _evalue(self)
             if v is not None:
                 t = type(index)
+                # (a structured element, a numpy.void viewing the buffer, takes the
+                # Python path, which shares the buffer with the caller)
                 if t is int or isinstance(index, _np_integer):
-                    if cnp.PyArray_NDIM(<cnp.ndarray>v) == 1:
+                    if cnp.PyArray_NDIM(<cnp.ndarray>v) == 1 and \
+                            cnp.PyArray_TYPE(<cnp.ndarray>v) != cnp.NPY_VOID:
                         return v[index]              # NumPy's scalar (or its IndexError)
                 elif t is tuple and _all_ints(<tuple>index) and \
-                        len(<tuple>index) == cnp.PyArray_NDIM(<cnp.ndarray>v):
+                        len(<tuple>index) == cnp.PyArray_NDIM(<cnp.ndarray>v) and \
+                        cnp.PyArray_TYPE(<cnp.ndarray>v) != cnp.NPY_VOID:
                     return v[index]
                 if _basic(index):
                     sh = _shadow_of(self)[index]
@@ -556,6 +581,10 @@ cdef class ndarray:
         # with the caller exactly as numpy.asarray(a) shares it.  view.obj is that NumPy
         # array (its buffer is released through NumPy); Cython's placeholder is dropped.
         cdef PyObject *placeholder = <PyObject*>view.obj
+        dtype = self.dtype
+        if dtype.kind == "V":
+            from lazynp.ndarray import check_buffer_dtype
+            check_buffer_dtype(dtype)
         value = self.__array__()
         PyObject_GetBuffer(value, view, flags)
         Py_XDECREF(placeholder)

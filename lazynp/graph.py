@@ -483,7 +483,7 @@ def writable_view(arr, region: int):
 
 def fork_prepare_recorder() -> bool:
     """Before ``os.fork()``: hold the recorder's lock, so no flush is half scheduled in
-    the child (see :mod:`lazynp._fork`)."""
+    the child (see :mod:`lazynp._lifecycle`)."""
     _lock.acquire()
     return True
 

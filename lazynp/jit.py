@@ -839,7 +839,13 @@ class jit:
 
     # --- reports ------------------------------------------------------------------------
     def explain(self) -> str:
-        """Why each plan was made (one paragraph per plan)."""
+        """Why each plan was made or remade (one paragraph per plan): a ``str``, shown in
+        Jupyter as a table with each plan's graph (:class:`lazynp._jupyter.JitExplanation`)."""
+        from ._jupyter import JitExplanation
+        name = getattr(self._fun, '__name__', '?')
+        return JitExplanation(self._explain_text(), self._log, self._plans, name)
+
+    def _explain_text(self) -> str:
         if not self._log:
             return f"lazynp.jit({getattr(self._fun, '__name__', '?')}): not called yet"
         lines = [f"lazynp.jit({getattr(self._fun, '__name__', '?')}): {len(self._log)} plan(s)"]

@@ -43,6 +43,39 @@ def _c_contiguous_owned(value: np.ndarray) -> np.ndarray:
     return value if value.flags.c_contiguous else np.ascontiguousarray(value)
 
 
+_EXACT_EXPORTS: dict = {}
+
+
+class _Interface:
+    def __init__(self, value: np.ndarray):
+        self.__array_interface__ = value.__array_interface__
+
+
+def _exports_exactly(dtype: np.dtype, protocol: str) -> bool:
+    """Whether NumPy reads ``dtype`` back unchanged through ``protocol`` ("buffer": PEP
+    3118, or "interface": ``__array_interface__``).  Not so for some structured dtypes
+    (fields out of offset order, the gaps a multi-field view leaves...)."""
+    exact = _EXACT_EXPORTS.get((dtype, protocol))
+    if exact is None:
+        probe = np.zeros(1, dtype)
+        try:
+            via = memoryview(probe) if protocol == "buffer" else _Interface(probe)
+            exact = np.asarray(via).dtype == dtype
+        except (BufferError, ValueError, TypeError, RuntimeError, NotImplementedError):
+            exact = False
+        _EXACT_EXPORTS[(dtype, protocol)] = exact
+    return exact
+
+
+def check_buffer_dtype(dtype: np.dtype) -> None:
+    """Raise for a structured dtype PEP 3118 cannot carry exactly (NumPy's own error where
+    NumPy refuses it, else BufferError): NumPy, which tries the buffer protocol first, then
+    reads the array another way."""
+    if not _exports_exactly(dtype, "buffer"):
+        memoryview(np.zeros(1, dtype))          # NumPy's error, when NumPy raises one
+        raise BufferError(f"lazynp: dtype {dtype} has no exact PEP 3118 buffer format")
+
+
 class _CoreReference:
     """The array's state and hot paths in pure Python (the C core mirrors this).
 
@@ -221,6 +254,8 @@ class _CoreReference:
     if sys.version_info >= (3, 12):
         def __buffer__(self, flags: int) -> memoryview:
             """The buffer protocol (the C core has it on every Python version)."""
+            if self.dtype.kind == "V":
+                check_buffer_dtype(self.dtype)
             return memoryview(self.__array__())
 
     # --- indexing ----------------------------------------------------------------------
@@ -384,7 +419,11 @@ class _Members:
     @property
     def __array_interface__(self) -> dict:
         """NumPy's array interface of the value (forced): its memory is shared with the
-        caller as by ``numpy.asarray(a)``, and kept alive as long as this array is."""
+        caller as by ``numpy.asarray(a)``, and kept alive as long as this array is.  Absent
+        for a structured dtype the interface cannot carry exactly (NumPy then reads the
+        array through ``__array__``)."""
+        if self.dtype.kind == "V" and not _exports_exactly(self.dtype, "interface"):
+            raise AttributeError("__array_interface__")
         value = self.__array__()
         key = id(self)
         if key not in _interface_values:
@@ -568,6 +607,23 @@ class _Flat:
         return np.asarray(self._arr._value().ravel(), dtype=dtype)
 
 
+class _ArrayType(type):
+    """The metaclass of :class:`lazynp.ndarray`: a class statement deriving from it makes a
+    *NumPy* subclass (``numpy.ndarray`` takes its place among the bases).
+
+    User code written against ``np.ndarray`` (which ``import lazynp as np`` makes lazynp's)
+    thereby keeps NumPy's subclass semantics: ``__array_finalize__``, view casting,
+    ``super().__new__(cls, shape, ...)``, results of operations keeping the subclass.
+    """
+
+    def __new__(mcls, name, bases, namespace, **kwargs):
+        lazy = globals().get("ndarray")
+        if lazy is not None and lazy in bases:
+            bases = tuple(np.ndarray if b is lazy else b for b in bases)
+            return type(name, bases, namespace, **kwargs)
+        return super().__new__(mcls, name, bases, namespace, **kwargs)
+
+
 _SKIP = frozenset(("__dict__", "__weakref__", "__module__", "__doc__", "__slots__", "__new__",
                    "__init__"))
 
@@ -578,14 +634,15 @@ def _make_class():
     Returns ``(class, names its core defines)``."""
     if graph.speedups is not None:
         cls = graph.speedups.ndarray
+        graph.speedups.set_metatype(cls, _ArrayType)
         core = frozenset(cls.__dict__)
         install = graph.speedups.install_member
         for name, value in _CoreReference.__dict__.items():   # the core's cold paths
             if name not in _SKIP and name not in core:
                 install(cls, name, value)
     else:
-        cls = type("ndarray", (_CoreReference,), {"__slots__": (), "__module__": "lazynp",
-                                                  "__doc__": _DOC})
+        cls = _ArrayType("ndarray", (_CoreReference,), {"__slots__": (), "__module__": "lazynp",
+                                                        "__doc__": _DOC})
         core = frozenset(_CoreReference.__dict__)
         install = setattr
     for name, value in _Members.__dict__.items():

@@ -24,8 +24,6 @@ import base64
 import html
 import inspect
 import json
-import shutil
-import subprocess
 import sys
 import traceback
 
@@ -746,65 +744,29 @@ class Symbol:
             f.write(text)
 
     # --- drawing ----------------------------------------------------------------------
-    def to_dot(self, name: str = "lazynp") -> str:
-        """Graphviz DOT source of the graph."""
-        lines = [f"digraph {json.dumps(name)} {{", "  rankdir=TB;",
-                 '  node [fontname="Helvetica", fontsize=10];']
-        outs = {int(o): k for k, o in enumerate(self._outputs)}
-        for i, n in enumerate(self.nodes):
-            shp = "x".join(map(str, n.params.get("dims", n.shape))) if n.op == "placeholder" \
-                else "x".join(map(str, n.shape))
-            if n.op == "placeholder":
-                label, attrs = f"{n.params['name']}\\n{shp} {n.dtype}", \
-                    'shape=ellipse, style=filled, fillcolor="#d0e8ff"'
-            elif n.op == "leaf":
-                label, attrs = f"const\\n{shp} {n.dtype}", 'shape=box, style=dashed'
-            else:
-                label = f"{n.op}\\n{shp} {n.dtype}"
-                attrs = 'shape=box, style="rounded,filled", fillcolor="#f5f5f5"'
-            if i in outs:
-                attrs += ", peripheries=2"
-            lines.append(f'  n{i} [label="{_dot_escape(label)}", {attrs}];')
-        for i, n in enumerate(self.nodes):
-            for a in n.args:
-                if type(a) is Ref:
-                    lines.append(f"  n{int(a)} -> n{i};")
-        for k, o in enumerate(self._outputs):
-            lines.append(f'  out{k} [label="output {k}", shape=plaintext];')
-            lines.append(f"  n{int(o)} -> out{k};")
-        lines.append("}")
-        return "\n".join(lines)
+    def drawing(self, title: str = ""):
+        """The graph as a :class:`lazynp._draw.Drawing`: ops labelled with shape and dtype,
+        fusion groups boxed, entries coloured by the buffer the memory plan gives them."""
+        from . import _draw
+        return _draw.drawing_of_symbol(self, title=title)
 
-    def _repr_svg_(self):
-        dot = shutil.which("dot")
-        if dot is not None:
-            try:
-                res = subprocess.run([dot, "-Tsvg"], input=self.to_dot().encode(),
-                                     capture_output=True, timeout=30)
-                if res.returncode == 0:
-                    return res.stdout.decode("utf-8", "replace")
-            except (OSError, subprocess.SubprocessError):
-                pass
-        # text rendering as SVG (Graphviz not installed)
-        lines = self.text().splitlines() or ["(empty)"]
-        h = 16 * len(lines) + 10
-        w = 8 * max(len(s) for s in lines) + 20
-        body = "".join(f'<text x="8" y="{16 * (k + 1)}">{html.escape(s)}</text>'
-                       for k, s in enumerate(lines))
-        return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
-                f'font-family="monospace" font-size="12">{body}</svg>')
+    def to_dot(self, name: str = "lazynp") -> str:
+        """Graphviz DOT source of the graph (see :meth:`drawing`)."""
+        from . import _draw
+        return _draw.to_dot(self.drawing(), name)
+
+    def svg(self, engine: str = "auto") -> str:
+        """SVG picture of the graph: Graphviz's ``dot`` when it is installed (``engine=
+        "auto"``), else (or with ``engine="python"``) lazynp's own layered layout."""
+        from . import _draw
+        return _draw.to_svg(self.drawing(), engine)
+
+    def _repr_svg_(self) -> str:
+        return self.svg()
 
     def _repr_html_(self) -> str:
-        if shutil.which("dot") is not None:
-            svg = self._repr_svg_()
-            if svg.lstrip().startswith("<?xml") or "<svg" in svg:
-                return f"<div>{svg[svg.find('<svg'):]}</div>"
-        return (f"<div><b>{html.escape(repr(self))}</b><pre>{html.escape(self.text())}"
-                f"</pre></div>")
-
-
-def _dot_escape(s: str) -> str:
-    return s.replace('"', '\\"')
+        return (f"<div><div>{html.escape(repr(self))}</div>{self.svg()}<details><summary>"
+                f"listing</summary><pre>{html.escape(self.text())}</pre></details></div>")
 
 
 def _shape_tree(spec):

@@ -431,7 +431,7 @@ def _work_loop() -> None:
         pass
     while True:
         source, sig = _queue.get()
-        if (source, sig) not in _ready and (source, sig) not in _failed:
+        if not _stopped and (source, sig) not in _ready and (source, sig) not in _failed:
             if before_compile is not None:
                 try:
                     before_compile()
@@ -500,6 +500,17 @@ def get_kernel(source: str, args, block: bool = False):
 
 def wait_compiles() -> None:
     """Block until every queued kernel compile finished (tests, benchmarks)."""
+    _queue.join()
+
+
+_stopped = False
+
+
+def stop_compiles() -> None:
+    """At interpreter exit: no queued compile starts any more; the one in flight finishes
+    (the kernels it would make are not needed)."""
+    global _stopped
+    _stopped = True
     _queue.join()
 
 

@@ -1,14 +1,20 @@
-"""``os.fork()`` with lazynp in use: the child has every value and a working library.
+"""The process around lazynp's threads: ``os.fork()`` and interpreter exit.
 
-A fork copies only the calling thread.  Work in flight on the engine's threads, or a kernel
+**Fork**: the child has every value and a working library.  A fork copies only the calling
+thread.  Work in flight on the engine's threads, or a kernel
 compile in the background thread, would never finish in the child, and a lock one of them
 held would stay held there: a read of such an array waited forever.  So before a fork
 lazynp lets that work finish and holds its locks (the fork waits for it, as it would for
 NumPy code that computes before it forks); the child then starts fresh threads when it
 needs them.  ``multiprocessing`` with the ``fork`` start method goes through here too.
+
+**Exit**: the engine's workers and the compile thread are daemon threads.  Left running
+while the interpreter finalizes, a kernel or a compile can touch memory being freed (a
+crash at exit); so at exit the pushed work finishes and no new compile starts.
 """
 from __future__ import annotations
 
+import atexit
 import os
 
 from . import engine, graph
@@ -59,8 +65,14 @@ def _after_fork_in_child() -> None:
     _release(child=True)
 
 
+def _at_exit() -> None:
+    cpu.stop_compiles()
+    engine.wait_all()
+
+
 def install() -> None:
-    """Register the fork hooks (once, at import)."""
+    """Register the fork and exit hooks (once, at import)."""
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
                             after_in_child=_after_fork_in_child)
+    atexit.register(_at_exit)
