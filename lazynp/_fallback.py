@@ -96,6 +96,13 @@ def wrap_result(res, inputs=()):
     return res
 
 
+def forced(name: str, args, res):
+    """Note that ``res`` was computed by NumPy from the forced values of ``args`` (not
+    recorded); returns ``res``.  An open autograd trace replaces this function to mark such
+    results as non-differentiable when they depend on a differentiated input."""
+    return res
+
+
 def call_numpy(fn, name: str, args, kwargs):
     """Run NumPy's ``fn`` on materialized arguments and wrap the result (counted)."""
     _note(name)

@@ -14,7 +14,10 @@ import warnings
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
-from . import _eager, _policy, _reductions, _views, graph
+from . import _differentiable, _eager, _policy, _reductions, _views, graph
+from ._differentiable import (append, asarray_chkfinite, block, c_, gradient,  # noqa
+                              insert, place, polyadd, polyder, polyint, polymul, polysub, put,
+                              r_, real_if_close, sort_complex)
 from ._functions import _fill_deep, dummy, lazy_call, twin
 from ._operands import broadcast_shapes, key_of, operand, shape_of, to_numpy
 from ._ufunc import UFUNCS
@@ -148,6 +151,8 @@ def asarray(a, dtype=None, order=None, *, device=None, copy=None, like=None):
         return a.copy() if copy else a
     if not copy and not _policy.record_all and _shareable(a, dtype):
         return ndarray._from_shared(a)    # (recording everything: a snapshot, below)
+    if _differentiable.recording(a):       # a list holding lazy arrays: a lazy stack
+        return _differentiable.nested_array(a, dtype)
     if copy is False:
         res = np.asarray(to_numpy(a), dtype=dtype)     # NumPy's error when a copy is needed
         if not res.flags.c_contiguous:
@@ -184,6 +189,8 @@ def array(object, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, lik
     if copy is False or copy is None:
         if type(object) is np.ndarray and object.ndim >= ndmin:
             return asarray(object, dtype, copy=copy)
+    if _differentiable.recording(object):  # a list holding lazy arrays: a lazy stack
+        return _differentiable.nested_array(object, dtype, ndmin)
     value = np.array(to_numpy(object), dtype=dtype, copy=True, order="C", ndmin=ndmin)
     return ndarray._from_node(graph.leaf(value))
 
@@ -195,11 +202,18 @@ def copy(a, order="K", subok=False):
 
 def _values_now(np_fn):
     """Creation functions whose values are known at the call: run NumPy now, wrap a leaf."""
+    from . import _fallback
+    lazy = getattr(_differentiable, np_fn.__name__, None)
+
     def f(*args, **kwargs):
+        if lazy is not None and _differentiable.recording(args[:2]):
+            return lazy(*args, **kwargs)        # lazy endpoints: recorded (differentiable)
         res = np_fn(*to_numpy(args), **to_numpy(kwargs))
         if isinstance(res, tuple):
-            return tuple(ndarray._from_node(graph.leaf(np.asarray(r, order="C"))) for r in res)
-        return ndarray._from_node(graph.leaf(np.asarray(res, order="C")))
+            res = tuple(ndarray._from_node(graph.leaf(np.asarray(r, order="C"))) for r in res)
+        else:
+            res = ndarray._from_node(graph.leaf(np.asarray(res, order="C")))
+        return _fallback.forced("numpy." + np_fn.__name__, (args, kwargs), res)
     f.__name__ = np_fn.__name__
     f.__doc__ = np_fn.__doc__
     return f
@@ -267,8 +281,9 @@ class _GridProxy:
         self._grid = grid
 
     def __getitem__(self, key):
-        from ._fallback import wrap_result
-        return wrap_result(self._grid[to_numpy(key)])
+        from . import _fallback
+        return _fallback.forced("numpy.mgrid", key,
+                                _fallback.wrap_result(self._grid[to_numpy(key)]))
 
 
 mgrid = _GridProxy(np.mgrid)
@@ -1014,6 +1029,35 @@ percentile = _generic("percentile", scalar=True)
 nanquantile = _generic("nanquantile", scalar=True)
 nanpercentile = _generic("nanpercentile", scalar=True)
 vander = _generic("vander")
+unwrap = _generic("unwrap")
+
+
+def cumulative_sum(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
+    return _cumulative(cumsum, 0, x, axis, dtype, out, include_initial, np.cumulative_sum)
+
+
+def cumulative_prod(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
+    return _cumulative(cumprod, 1, x, axis, dtype, out, include_initial, np.cumulative_prod)
+
+
+def _cumulative(scan_fn, initial, x, axis, dtype, out, include_initial, np_fn):
+    """NumPy 2's ``cumulative_sum``/``cumulative_prod``: the scan, with the initial value
+    prepended when asked."""
+    x = asarray(x)
+    probe = np_fn(np.zeros((1,) * _bmax(x.ndim, 1) if x.ndim else (), x.dtype), axis=axis,
+                  dtype=dtype, include_initial=include_initial)    # NumPy's errors, dtype
+    if x.ndim == 0:
+        x = x.reshape(1)
+    ax = 0 if axis is None else normalize_axis_index(axis, x.ndim)
+    res = scan_fn(x, axis=ax, dtype=dtype).astype(probe.dtype, copy=False)
+    if include_initial:
+        shp = list(res.shape)
+        shp[ax] = 1
+        res = concatenate([full(tuple(shp), initial, probe.dtype), res], axis=ax)
+    if out is not None:
+        out[...] = res
+        return out
+    return res
 polyval = _generic("polyval")
 lexsort = _generic("lexsort")
 
@@ -1049,8 +1093,9 @@ def _forcing(name):
     np_fn = getattr(np, name)
 
     def f(*args, **kwargs):
-        from ._fallback import wrap_result
-        return wrap_result(np_fn(*to_numpy(args), **to_numpy(kwargs)))
+        from . import _fallback
+        return _fallback.forced("numpy." + name, (args, kwargs), _fallback.wrap_result(
+            np_fn(*to_numpy(args), **to_numpy(kwargs))))
     f.__name__ = name
     f.__doc__ = np_fn.__doc__
     return f
@@ -1070,8 +1115,8 @@ histogram2d = _forcing("histogram2d")
 histogramdd = _forcing("histogramdd")
 histogram_bin_edges = _forcing("histogram_bin_edges")
 digitize = _forcing("digitize")
-extract = _forcing("extract")
-compress = _forcing("compress")
+extract = _differentiable.extract
+compress = _differentiable.compress
 trim_zeros = _forcing("trim_zeros")
 isin = _forcing("isin")
 intersect1d = _forcing("intersect1d")

@@ -32,7 +32,6 @@ differentiated input cannot be differentiated: the backward pass raises
 """
 from __future__ import annotations
 
-import sys
 import weakref
 
 import numpy as _np
@@ -53,6 +52,10 @@ class AutogradError(RuntimeError):
     """A value on the differentiated path cannot be differentiated."""
 
 
+class NoGradientRule(AutogradError, NotImplementedError):
+    """An operation on the differentiated path has no gradient rule (the message names it)."""
+
+
 # --- tracing: the tape and the hooks ------------------------------------------------------
 
 _REC: list = []          # nodes recorded while any trace is open (the tape)
@@ -61,6 +64,7 @@ _depth = 0
 _paused = 0
 _INPUT_IDS: dict = {}    # id(node) -> node, inputs of open traces (fallback dependency check)
 _POISON: dict = {}       # id(leaf node) -> (node, function name): fallback results on the path
+_LEAKS: list = []        # (function name, NumPy value): differentiated values forced to Python
 _orig: dict = {}
 
 
@@ -122,6 +126,8 @@ def _depends_on_inputs(obj) -> bool:
         seen.add(id(n))
         if id(n) in _INPUT_IDS:
             return True
+        if n.op is _vjps.STOP:
+            continue
         for a in n.args:
             if type(a) is Node:
                 stack.append(a)
@@ -129,44 +135,112 @@ def _depends_on_inputs(obj) -> bool:
 
 
 def _taint(res, name):
+    """Mark NumPy's result ``res`` of a computation on differentiated values: its lazy
+    arrays poison the backward pass, its NumPy values are noted as leaked."""
     for n in _lazy_leaves(res, []):
         if n.dtype.kind in "fc":
             _POISON[id(_root(n))] = (_root(n), name)
+    for v in _plain_leaves(res, []):
+        _LEAKS.append((name, _np.asarray(v).ravel()))
+
+
+def _plain_leaves(obj, out):
+    """NumPy (not lazynp) float/complex values in a result."""
+    if isinstance(obj, (_np.ndarray, _np.generic, float, complex)) and \
+            not isinstance(obj, ndarray) and _np.asarray(obj).dtype.kind in "fc" and \
+            _np.asarray(obj).size <= 1 << 16:
+        out.append(obj)
+    elif isinstance(obj, (list, tuple)) and not isinstance(obj, ndarray):
+        for x in obj:
+            _plain_leaves(x, out)
+    return out
+
+
+def _heads(obj, out):
+    """``{id(array): (array, its Var's head)}`` of the lazy arrays in ``obj``."""
+    if isinstance(obj, ndarray):
+        out[id(obj)] = (obj, obj._var.head)
+    elif isinstance(obj, (list, tuple)):
+        for x in obj:
+            _heads(x, out)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            _heads(x, out)
+    return out
 
 
 def _h_call_numpy(fn, name, args, kwargs):
+    before = _heads((args, kwargs), {})
     res = _orig["call_numpy"](fn, name, args, kwargs)
     if _depends_on_inputs((args, kwargs)):
         _taint(res, "numpy." + name)
+        for arr, head in before.values():       # written back into an argument (put...)
+            if arr._var.head is not head and arr.dtype.kind in "fc":
+                _POISON[id(arr._var.head)] = (arr._var.head, "numpy." + name)
     return res
 
 
-def _h_wrap_result(res, inputs=()):
-    out = _orig["wrap_result"](res, inputs)
-    f = sys._getframe(1)
-    loc = f.f_locals
-    if f.f_code.co_name == "f" and "np_fn" in loc:   # the forcing functions (unique, ...)
-        if _depends_on_inputs((loc.get("args"), loc.get("kwargs"))):
-            _taint(out, "numpy." + getattr(loc["np_fn"], "__name__", "?"))
-    return out
+def _h_forced(name, args, res):
+    if _depends_on_inputs(args):
+        _taint(res, name)
+    return res
+
+
+def _h_leaf(value, exported=False):
+    n = _orig["leaf"](value, exported)
+    if _LEAKS and value.dtype.kind in "fc" and 0 < value.size <= 1 << 16:
+        for name, v in _LEAKS:
+            if _np.isin(value, v).any():
+                _POISON[id(n)] = (n, name + "()")
+                break
+    return n
+
+
+def _note_leak(arr, name, value):
+    """``arr``'s value left lazynp as Python/NumPy data (``float(x)``, ``x.tolist()``...):
+    fine as a constant, but a gradient through data built from it would be silently
+    wrong; remembered so that such data on the differentiated path raises."""
+    if _depth and arr.dtype.kind in "fc" and _depends_on_inputs(arr):
+        _LEAKS.append((name, _np.asarray(value).ravel()))
+
+
+def _h_array(arr, name="numpy.asarray"):
+    """``numpy.asarray(x)`` (``x.__array__()``) of a value that depends on a differentiated
+    input: NumPy would compute on it without a gradient (JAX raises here too)."""
+    if _depth and not _paused and arr.dtype.kind in "fc" and _depends_on_inputs(arr):
+        if _rec_stack:
+            # MXNet-style record(): reading values (logging) is common; data built from
+            # them that reaches a head raises at backward() instead
+            _LEAKS.append((name, _np.asarray(arr._value()).ravel()))
+            return
+        raise AutogradError(
+            f"lazynp.autograd: {name}() of an array that depends on a differentiated input "
+            f"(a NumPy computation on it would carry no gradient); use lazynp functions, or "
+            f"lazynp.autograd.stop_gradient(x) to use its value as a constant")
 
 
 def _install():
     _orig.update(record=_graph.record, view_node=_graph.view_node, flush=_graph.flush,
-                 call_numpy=_fallback.call_numpy, wrap_result=_fallback.wrap_result)
+                 call_numpy=_fallback.call_numpy, forced=_fallback.forced, leaf=_graph.leaf)
     _graph.record = _h_record
     _graph.view_node = _h_view_node
     _graph.flush = _h_flush
+    _graph.leaf = _h_leaf
+    _graph.array_hook = _h_array
+    _graph.value_hook = _note_leak
     _fallback.call_numpy = _h_call_numpy
-    _fallback.wrap_result = _h_wrap_result
+    _fallback.forced = _h_forced
 
 
 def _uninstall():
     _graph.record = _orig["record"]
     _graph.view_node = _orig["view_node"]
     _graph.flush = _orig["flush"]
+    _graph.leaf = _orig["leaf"]
+    _graph.array_hook = None
+    _graph.value_hook = None
     _fallback.call_numpy = _orig["call_numpy"]
-    _fallback.wrap_result = _orig["wrap_result"]
+    _fallback.forced = _orig["forced"]
 
 
 class _Trace:
@@ -199,7 +273,7 @@ class _Trace:
                 for a in n.args:
                     if type(a) is Node:
                         _root(a).exported = True
-        return _Tape(tape, dict(_POISON))
+        return _Tape(tape, dict(_POISON), [name for name, _ in _LEAKS])
 
     def __exit__(self, *exc):
         global _depth, _marked
@@ -211,20 +285,23 @@ class _Trace:
             _REC.clear()
             _marked = 0
             _POISON.clear()
+            _LEAKS.clear()
         self._kg.__exit__(*exc)
         return False
 
 
 class _Tape:
-    __slots__ = ("nodes", "poison")
+    __slots__ = ("nodes", "poison", "leaks")
 
-    def __init__(self, nodes, poison):
+    def __init__(self, nodes, poison, leaks=()):
         self.nodes = nodes
         self.poison = poison
+        self.leaks = list(leaks)
 
     def merge(self, other):
         self.nodes.update(other.nodes)
         self.poison.update(other.poison)
+        self.leaks.extend(other.leaks)
 
 
 # --- the backward pass ------------------------------------------------------------------------
@@ -235,7 +312,7 @@ def _lnp():
 
 
 def _diff_dtype(dt) -> bool:
-    return dt.kind == "f"
+    return dt.kind in "fc"
 
 
 def _fit(c, shape, dtype):
@@ -256,8 +333,10 @@ def _fit(c, shape, dtype):
         if c.shape != tuple(shape):
             c = lnp.broadcast_to(c, shape)
     if c.dtype != dtype:
-        if dtype.kind != "f":
+        if dtype.kind not in "fc":
             return None
+        if c.dtype.kind == "c" and dtype.kind == "f":
+            c = lnp.real(c)          # a real input: the real part (autograd's convention)
         c = c.astype(dtype)
     return c
 
@@ -292,16 +371,13 @@ def _backward(outs, cots, inputs, tape: _Tape):
                 continue
             stack.pop()
             nid = id(node)
+            p = tape.poison.get(nid)
+            if p is not None and p[0] is node and nid not in input_ids:
+                raise AutogradError(_poison_message(p[1]))
             if nid in input_ids:
                 act = True
             elif ent is None:
                 act = False
-                p = tape.poison.get(nid)
-                if p is not None and p[0] is node:
-                    raise AutogradError(
-                        f"lazynp.autograd: {p[1]} has no lazy implementation (it ran as a "
-                        f"NumPy fallback on a value that depends on a differentiated input), "
-                        f"so it cannot be differentiated")
             else:
                 act = _diff_dtype(node.dtype) and any(
                     type(a) is Node and active.get(id(a)) for a in args)
@@ -314,6 +390,11 @@ def _backward(outs, cots, inputs, tape: _Tape):
         prev = ct.get(k)
         ct[k] = c if prev is None else prev + c
 
+    if tape.leaks and not any(active.get(id(o)) for o in outs):
+        raise AutogradError(
+            f"lazynp.autograd: the differentiated output does not depend on the inputs "
+            f"through lazynp operations, but {tape.leaks[0]}() took a differentiated value "
+            f"out of lazynp: its gradient would be silently zero")
     for o, c in zip(outs, cots):
         if c is not None and active.get(id(o)):
             acc(o, _fit(c, o.shape, o.dtype))
@@ -337,13 +418,28 @@ def _backward(outs, cots, inputs, tape: _Tape):
         need = [type(a) is Node and bool(active.get(id(a))) for a in args]
         if not any(need):
             continue
-        res = _vjps.vjp(node, args, params, g, need)
+        try:
+            res = _vjps.vjp(node, args, params, g, need)
+        except NotImplementedError as e:
+            if isinstance(e, AutogradError):
+                raise
+            raise NoGradientRule(str(e)) from e
         for a, c, nd in zip(args, res, need):
             if nd and c is not None:
                 c = _fit(c, a.shape, a.dtype)
                 if c is not None:
                     acc(a, c)
     return [ct.get(id(n)) for n in inputs]
+
+
+def _poison_message(name):
+    if name.endswith("()"):
+        return (f"lazynp.autograd: data built from {name} of a differentiated value reaches "
+                f"the output: its gradient would be silently wrong (keep the computation in "
+                f"lazynp arrays)")
+    return (f"lazynp.autograd: {name} has no lazy implementation (it ran as a NumPy "
+            f"fallback on a value that depends on a differentiated input), so it cannot be "
+            f"differentiated")
 
 
 def _graph_tuple_get():
@@ -437,16 +533,31 @@ def _scalar_out(out):
     if out.size != 1:
         raise TypeError(f"lazynp.grad: the function must return a scalar, not an array of "
                         f"shape {out.shape} (use vjp, jacobian or elementwise_grad)")
+    if out.dtype.kind == "c":
+        raise TypeError("lazynp.grad: the function must return a real scalar, not a complex "
+                        "one (as autograd: differentiate its real part, abs or the like, or "
+                        "use vjp/jacobian)")
     return out
 
 
-def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True):
-    """``fun``'s value and gradient w.r.t. the arguments ``argnums`` (lazy arrays).
+def _argnum_alias(argnums, argnum):
+    """autograd spells ``argnums`` ``argnum``: accept either (not both)."""
+    if argnum is None:
+        return argnums
+    if argnums != 0 and argnums != argnum:
+        raise TypeError("give argnums or its alias argnum, not both")
+    return argnum
+
+
+def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True, *, argnum=None):
+    """``fun``'s value and gradient w.r.t. the arguments ``argnums`` (lazy arrays;
+    ``argnum`` is accepted as autograd's name for it).
 
     ``fun`` must return a scalar (or ``(scalar, aux)`` with ``has_aux=True``).  Returns
     ``(value, grad)`` or ``((value, aux), grad)``; the gradient has the structure of the
     argument (a tuple over ``argnums`` when it is a tuple).
     """
+    argnums = _argnum_alias(argnums, argnum)
     single = isinstance(argnums, int)
     nums = _argnums_tuple(argnums)
 
@@ -532,12 +643,15 @@ def _replay_entry(replay, onode, tape, flat_nodes):
     return replay.lookup(key), key, externals
 
 
-def grad(fun, argnums=0, has_aux=False):
-    """The gradient of scalar-valued ``fun`` w.r.t. argument(s) ``argnums`` (lazy).
+def grad(fun, argnums=0, has_aux=False, *, argnum=None):
+    """The gradient of real scalar-valued ``fun`` w.r.t. argument(s) ``argnums`` (lazy;
+    ``argnum`` is autograd's name for it).  Complex inputs get autograd's gradient
+    ``df/dx - i df/dy``; a complex output raises TypeError.
 
     >>> import lazynp as np
     >>> np.grad(lambda x: np.sum(np.tanh(x)))(np.ones(3))    # doctest: +SKIP
     """
+    argnums = _argnum_alias(argnums, argnum)
     vg = value_and_grad(fun, argnums, has_aux, _want_value=False)
 
     def wrapped(*args, **kwargs):
@@ -549,9 +663,30 @@ def grad(fun, argnums=0, has_aux=False):
     return wrapped
 
 
-def vjp(fun, *primals, has_aux=False):
+_VJP_REPLAYS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _replay_of(table, fun):
+    """``fun``'s replay plans in ``table`` (None when ``fun`` cannot be weakly keyed)."""
+    try:
+        replay = table.get(fun)
+        if replay is None:
+            replay = table[fun] = _replay.GradReplay()
+        return replay
+    except TypeError:
+        return None
+
+
+def vjp(fun, *primals, has_aux=False, _replayable=True):
     """``(fun(*primals), vjp_fn)``; ``vjp_fn(cotangent)`` returns a tuple with one cotangent
-    per primal (pytrees like the primals).  The backward pass runs when vjp_fn is called."""
+    per primal (pytrees like the primals).  The backward pass runs when vjp_fn is called.
+    Calls of the same ``fun`` whose forward graph has the structure of an earlier call run
+    a compiled forward + backward plan in ``vjp_fn`` (:mod:`lazynp._grad_replay`), unless
+    something was computed between ``vjp`` and ``vjp_fn`` the first time."""
+    flushes = _graph.STATS["flushes"]
+    replay = _replay_of(_VJP_REPLAYS, fun) if (_replayable and _replay.enabled() and
+                                                 _depth == 0 and not has_aux) else None
+    entry = key = externals = None
     with _Trace() as tr:
         new_args, specs, nodes, originals = _prepare(primals, range(len(primals)), tr)
         res = fun(*new_args)
@@ -563,6 +698,10 @@ def vjp(fun, *primals, has_aux=False):
         out_arrays = [lnp.asarray(o) for o in out_leaves]
         out_nodes = [o._node() for o in out_arrays]
         tape = tr.capture(protect=True)
+        if replay is not None and _graph.STATS["flushes"] == flushes and not tape.poison \
+                and not tape.leaks and all(sp is None for sp in specs) and out_nodes:
+            entry, key, externals = _replay_entry(replay, out_nodes, tape,
+                                                  [n for ns in nodes for n in ns])
     flat_nodes = [n for ns in nodes for n in ns]
 
     def vjp_fn(cotangent):
@@ -570,20 +709,59 @@ def vjp(fun, *primals, has_aux=False):
         _flatten(cotangent, leaves)
         if len(leaves) != len(out_nodes):
             raise ValueError("vjp: the cotangent must have the structure of the output")
+        cots = [lnp.asarray(c) for c in leaves]
+        plan_ok = entry is not None and all(
+            c.shape == o.shape for c, o in zip(cots, out_arrays))
+        if plan_ok:
+            cots = [c.astype(o.dtype) if c.dtype != o.dtype and o.dtype.kind in "fc" else c
+                    for c, o in zip(cots, out_arrays)]
+        if plan_ok and entry.plan:
+            try:
+                _v, grads = _replay.run_entry(entry, externals + [c._node() for c in cots])
+            except Exception:          # the recorded pass below raises at its line
+                _replay.STATS["failures"] += 1
+                replay.drop(key)
+            else:
+                _replay.STATS["hits"] += 1
+                return _grads_out(grads, specs, nodes, originals, False)
         with _Trace():
-            cots = [lnp.asarray(c) for c in leaves]
             grads = _backward(out_nodes, cots, flat_nodes, tape)
+            if plan_ok and entry.plan is None and entry.count >= _replay.COMPILE_AT:
+                if _graph.STATS["flushes"] != flushes:
+                    _replay.STATS["uncacheable"] += 1     # (forward values were computed)
+                else:
+                    try:
+                        _replay.compile_entry(entry, [], grads,
+                                              externals + [c._node() for c in cots])
+                    except Exception:
+                        _replay.STATS["failures"] += 1
+                        entry.plan = False
         return _grads_out(grads, specs, nodes, originals, False)
     if has_aux:
         return res, vjp_fn, aux
     return res, vjp_fn
 
 
+_JVP_REPLAYS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 def jvp(fun, primals, tangents):
-    """``(fun(*primals), J @ tangents)`` (forward mode, as the transpose of a VJP)."""
+    """``(fun(*primals), J @ tangents)`` (forward mode, as the transpose of a VJP).  Calls
+    of the same ``fun`` whose forward graph has the structure of an earlier call run a
+    compiled plan (:mod:`lazynp._grad_replay`)."""
     lnp = _lnp()
     primals = tuple(primals)
     tangents = tuple(tangents)
+    if _replay.enabled() and _depth == 0 and len(primals) == len(tangents) and \
+            not any(isinstance(p, (list, tuple, dict)) for p in primals + tangents):
+        replay = _replay_of(_JVP_REPLAYS, fun)
+        if replay is not None:
+            watch: list = []
+            r = _jvp_replayed(replay, fun, primals, tangents, watch)
+            if watch:
+                _replay.release_dead(watch)
+            if r is not None:
+                return r
     with _Trace() as tr:
         out, fn = vjp(fun, *primals)
         out_leaves = []
@@ -612,6 +790,70 @@ def jvp(fun, primals, tangents):
     return out, _unflatten(out_spec, iter(vals))
 
 
+def _jvp_replayed(replay, fun, primals, tangents, watch):
+    """``(out, tangent_out)`` through the replay (None: take the eager path)."""
+    lnp = _lnp()
+    flushes = _graph.STATS["flushes"]
+    with _Trace() as tr:
+        new_args, _specs, nodes, originals = _prepare(primals, range(len(primals)), tr)
+        xs = [o for orig in originals for o in orig]
+        ts = [lnp.asarray(t) for t in tangents]
+        if any(t.shape != x.shape for t, x in zip(ts, xs)):
+            return None
+        ts = [t.astype(x.dtype) if t.dtype != x.dtype and x.dtype.kind in "fc" else t
+              for t, x in zip(ts, xs)]
+        res = fun(*new_args)
+        if not isinstance(res, ndarray):
+            return None
+        out = res
+        onode = out._node()
+        tape = tr.capture()
+        flat_nodes = [n for ns in nodes for n in ns]
+        entry = None
+        if _graph.STATS["flushes"] == flushes and not tape.poison and not tape.leaks:
+            entry, key, externals = _replay_entry(replay, onode, tape, flat_nodes)
+            if entry is not None:
+                externals = externals + [t._node() for t in ts]
+        if entry is not None and entry.plan:
+            recorded = _REC[tr.start:]
+        else:
+            u, un = _fresh(lnp.zeros(out.shape, out.dtype if out.dtype.kind in "fc"
+                                     else float), tr)
+            gs = _backward([onode], [u], flat_nodes, tape)
+            s = None
+            for gl, t in zip(gs, ts):
+                if gl is not None:
+                    term = lnp.sum(lnp.asarray(gl) * t)
+                    s = term if s is None else s + term
+            if s is None:
+                tout = _zeros_like(u)
+            else:
+                tape2 = tr.capture()
+                tout = _as_cot(_backward([s._node()], [lnp.ones((), s.dtype)], [un],
+                                         tape2)[0], u)
+            if entry is not None and entry.plan is None and \
+                    entry.count >= _replay.COMPILE_AT:
+                if _graph.STATS["flushes"] != flushes:
+                    _replay.STATS["uncacheable"] += 1
+                else:
+                    try:
+                        _replay.compile_entry(entry, [out], [tout], externals)
+                    except Exception:
+                        _replay.STATS["failures"] += 1
+                        entry.plan = False
+            return out, tout
+    try:
+        values, touts = _replay.run_entry(entry, externals)
+    except Exception:
+        _replay.STATS["failures"] += 1
+        replay.drop(key)
+        return None
+    _replay.STATS["hits"] += 1
+    out = _replay.deliver(out, onode, values[0])
+    watch.extend(_replay.abandon(recorded))
+    return out, touts[0]
+
+
 def _partial(fun, args, nums):
     """``fun`` as a function of the arguments at positions ``nums`` only."""
     def part(*diff):
@@ -622,15 +864,16 @@ def _partial(fun, args, nums):
     return part
 
 
-def elementwise_grad(fun, argnums=0):
+def elementwise_grad(fun, argnums=0, *, argnum=None):
     """Sum of the gradients of ``fun``'s outputs (a VJP with a cotangent of ones): the
     derivative of elementwise functions."""
+    argnums = _argnum_alias(argnums, argnum)
     nums = _argnums_tuple(argnums)
     single = isinstance(argnums, int)
 
     def wrapped(*args):
         lnp = _lnp()
-        out, fn = vjp(_partial(fun, args, nums), *[args[k] for k in nums])
+        out, fn = vjp(_partial(fun, args, nums), *[args[k] for k in nums], _replayable=False)
         leaves = []
         spec = _flatten(out, leaves)
         ones = [lnp.ones(lnp.asarray(o).shape, lnp.asarray(o).dtype) for o in leaves]
@@ -639,15 +882,19 @@ def elementwise_grad(fun, argnums=0):
     return wrapped
 
 
-def jacobian(fun, argnums=0):
+def jacobian(fun, argnums=0, *, argnum=None):
     """The Jacobian of ``fun`` w.r.t. argument ``argnums``: shape ``out.shape + x.shape``
-    (one VJP per output element, all recorded lazily and run together)."""
+    (one VJP per output element, all recorded lazily and run together).  Like ``grad``, a
+    call whose forward graph has the structure of an earlier one runs a compiled plan
+    instead of recording the backward passes again (:mod:`lazynp._grad_replay`)."""
+    argnums = _argnum_alias(argnums, argnum)
     nums = _argnums_tuple(argnums)
     single = isinstance(argnums, int)
+    replay = _replay.GradReplay()
 
-    def wrapped(*args):
+    def eager(args):
         lnp = _lnp()
-        out, fn = vjp(_partial(fun, args, nums), *[args[k] for k in nums])
+        out, fn = vjp(_partial(fun, args, nums), *[args[k] for k in nums], _replayable=False)
         out = lnp.asarray(out)
         m = out.size
         rows = []
@@ -664,11 +911,86 @@ def jacobian(fun, argnums=0):
             st = lnp.stack([lnp.asarray(r[k]) for r in rows])
             res.append(lnp.reshape(st, out.shape + x.shape))
         return res[0] if single else tuple(res)
+
+    def wrapped(*args):
+        if not (_replay.enabled() and _depth == 0) or \
+                any(isinstance(args[k], (list, tuple, dict)) for k in nums):
+            return eager(args)
+        watch: list = []
+        res = _jacobian_replayed(replay, fun, args, nums, watch)
+        if watch:
+            _replay.release_dead(watch)
+        if res is None:
+            return eager(args)
+        return res[0] if single else tuple(res)
     return wrapped
 
 
-def hessian(fun, argnums=0):
+def _jacobian_blocks(out, onode, tape, flat_nodes, xs):
+    """The Jacobian blocks (one per input node) by one recorded VJP per output element."""
+    lnp = _lnp()
+    m = out.size
+    rows = []
+    for i in range(m):
+        e = _np.zeros(m, out.dtype if out.dtype.kind in "fc" else _np.float64)
+        e[i] = 1.0
+        rows.append(_backward([onode], [lnp.asarray(e.reshape(out.shape))], flat_nodes, tape))
+    blocks = []
+    for k, x in enumerate(xs):
+        if m == 0:
+            blocks.append(lnp.zeros(out.shape + x.shape, x.dtype))
+            continue
+        st = lnp.stack([_as_cot(r[k], x) for r in rows])
+        blocks.append(lnp.reshape(st, out.shape + x.shape))
+    return blocks
+
+
+def _jacobian_replayed(replay, fun, args, nums, watch):
+    """Blocks of the Jacobian through the replay (None: take the eager path)."""
+    lnp = _lnp()
+    flushes = _graph.STATS["flushes"]
+    with _Trace() as tr:
+        new_args, _specs, nodes, originals = _prepare(args, nums, tr)
+        res = fun(*new_args)
+        if not isinstance(res, ndarray) and not _np.isscalar(res):
+            return None
+        out = lnp.asarray(res)
+        onode = out._node()
+        tape = tr.capture()
+        flat_nodes = [n for ns in nodes for n in ns]
+        xs = [o for orig in originals for o in orig]
+        entry = None
+        if _graph.STATS["flushes"] == flushes and not tape.poison and not tape.leaks:
+            entry, key, externals = _replay_entry(replay, onode, tape, flat_nodes)
+        if entry is not None and entry.plan:
+            recorded = _REC[tr.start:]
+        else:
+            blocks = _jacobian_blocks(out, onode, tape, flat_nodes, xs)
+            if entry is not None and entry.plan is None and \
+                    entry.count >= _replay.COMPILE_AT:
+                if _graph.STATS["flushes"] != flushes:
+                    _replay.STATS["uncacheable"] += 1
+                else:
+                    try:
+                        _replay.compile_entry(entry, [], blocks, externals)
+                    except Exception:
+                        _replay.STATS["failures"] += 1
+                        entry.plan = False
+            return blocks
+    try:
+        _values, blocks = _replay.run_entry(entry, externals)
+    except Exception:
+        _replay.STATS["failures"] += 1
+        replay.drop(key)
+        return None
+    _replay.STATS["hits"] += 1
+    watch.extend(_replay.abandon(recorded))
+    return blocks
+
+
+def hessian(fun, argnums=0, *, argnum=None):
     """The Hessian of scalar ``fun``: ``jacobian(grad(fun))``."""
+    argnums = _argnum_alias(argnums, argnum)
     return jacobian(grad(fun, argnums), argnums)
 
 

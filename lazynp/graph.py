@@ -175,6 +175,12 @@ class RecordState:
 
 
 _state = RecordState()
+
+#: set by an open autograd trace: called with an array handed to NumPy (``__array__``)
+array_hook = None
+#: set by an open autograd trace: called with an array, a name and the Python value that
+#: ``float()``/``complex()``/``item()``/``tolist()`` took out of it
+value_hook = None
 _DEFAULT_EXT = _extobj_var.get()
 
 

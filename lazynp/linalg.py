@@ -128,6 +128,193 @@ def norm(x, ord=None, axis=None, keepdims=False):
                      meta=lambda n, t: (shape, dt), scalar=True)
 
 
+_SVDResult = type(_np.linalg.svd(_np.eye(1)))
+_EigResult = type(_np.linalg.eig(_np.eye(1)))
+
+
+def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+    a = _asarray(a)
+    if a.ndim < 2:
+        raise LinAlgError(f"{a.ndim}-dimensional array given. Array must be at least "
+                          "two-dimensional")
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    batch = a.shape[:-2]
+    tw = _np.linalg.svd(_np.eye(1, dtype=a.dtype))
+    kw = {"full_matrices": full_matrices, "compute_uv": compute_uv, "hermitian": hermitian}
+    if not compute_uv:
+        return lazy_call("linalg.svd", _np.linalg.svd, (a,), kw,
+                         meta=lambda nd, t: (batch + (k,), tw[1].dtype))
+    ku, kv = (m, n) if full_matrices else (k, k)
+    u, s, vh = lazy_call("linalg.svd", _np.linalg.svd, (a,), kw,
+                         meta=lambda nd, t: [(batch + (m, ku), tw[0].dtype),
+                                             (batch + (k,), tw[1].dtype),
+                                             (batch + (kv, n), tw[2].dtype)], nout=3)
+    return _SVDResult(u, s, vh)
+
+
+_QRResult = type(_np.linalg.qr(_np.eye(1)))
+
+
+def qr(a, mode="reduced"):
+    """Lazy for ``mode='reduced'`` of a tall (or square) matrix stack; NumPy's otherwise."""
+    a = _asarray(a)
+    if mode != "reduced" or a.ndim < 2 or a.shape[-2] < a.shape[-1]:
+        from ._fallback import call_numpy
+        return call_numpy(_np.linalg.qr, "linalg.qr", (a,), {"mode": mode})
+    m, n = a.shape[-2:]
+    tw = _np.linalg.qr(_np.eye(1, dtype=a.dtype))
+    q, r = lazy_call("linalg.qr", _np.linalg.qr, (a,), {"mode": mode},
+                     meta=lambda nd, t: [(a.shape[:-2] + (m, n), tw[0].dtype),
+                                         (a.shape[:-2] + (n, n), tw[1].dtype)], nout=2)
+    return _QRResult(q, r)
+
+
+def lstsq(a, b, rcond=None):
+    """NumPy's ``lstsq``; while recording with lazy inputs, built from lazy ops (the
+    solution through ``pinv``; the rank is read from the values) so that it carries a
+    gradient."""
+    from ._differentiable import recording
+    from ._fallback import call_numpy
+    from . import _namespace as ns
+    if not recording([a, b]):
+        return call_numpy(_np.linalg.lstsq, "linalg.lstsq", (a, b), {"rcond": rcond})
+    from ._operands import to_numpy
+    a, b = _asarray(a), _asarray(b)
+    proto = _np.linalg.lstsq(_np.zeros(a.shape, a.dtype), _np.zeros(b.shape, b.dtype),
+                             rcond=rcond)                  # NumPy's errors and dtypes
+    m, n = a.shape
+    av = to_numpy(a)
+    eps = _np.finfo(av.dtype).eps
+    cutoff = (max(m, n) * eps) if rcond is None else rcond
+    sv = svd(a, compute_uv=False)
+    sv_now = _np.linalg.svd(av, compute_uv=False)
+    rank = int(_np.sum(sv_now > cutoff * sv_now.max(initial=0.0)))
+    x = ns.matmul(pinv(a, rcond=cutoff), b)
+    if rank == n and m > n:
+        r = b - ns.matmul(a, x)
+        resid = ns.sum(ns.real(r * ns.conjugate(r)), axis=0)
+        resid = ns.reshape(resid, (1,)) if b.ndim == 1 else resid
+    else:
+        resid = ns.zeros((0,), proto[1].dtype)
+    return x.astype(proto[0].dtype), resid.astype(proto[1].dtype), _np.int32(rank), \
+        sv.astype(proto[3].dtype)
+
+
+def svdvals(x, /):
+    return svd(x, compute_uv=False)
+
+
+def pinv(a, rcond=None, hermitian=False, *, rtol=_np._NoValue):
+    a = _asarray(a)
+    kw = {"hermitian": hermitian}
+    if rcond is not None:
+        kw["rcond"] = rcond
+    if rtol is not _np._NoValue:
+        kw["rtol"] = rtol
+    dt = _np.linalg.pinv(_np.eye(1, dtype=a.dtype)).dtype if a.ndim >= 2 else None
+    if dt is None:
+        _np.linalg.pinv(_np.zeros(a.shape, a.dtype))         # NumPy's error
+    return lazy_call("linalg.pinv", _np.linalg.pinv, (a,), kw,
+                     meta=lambda nd, t: (a.shape[:-2] + a.shape[-1:] + a.shape[-2:-1], dt))
+
+
+def _eig_dtypes(a):
+    """eig's output dtypes depend on the values (real when every eigenvalue is real):
+    NumPy runs on the values (the input is computed now)."""
+    from ._operands import to_numpy
+    w, v = _np.linalg.eig(to_numpy(a))
+    return w.dtype, v.dtype
+
+
+def eig(a):
+    a = _asarray(a)
+    _square_twin(a)
+    wd, vd = _eig_dtypes(a)
+    w, v = lazy_call("linalg.eig", _np.linalg.eig, (a,), {},
+                     meta=lambda nd, t: [(a.shape[:-1], wd), (a.shape, vd)], nout=2)
+    return _EigResult(w, v)
+
+
+def eigvals(a):
+    a = _asarray(a)
+    _square_twin(a)
+    wd, _ = _eig_dtypes(a)
+    return lazy_call("linalg.eigvals", _np.linalg.eigvals, (a,), {},
+                     meta=lambda nd, t: (a.shape[:-1], wd))
+
+
+# the array API names of the namespace's functions (lazy through it)
+def matmul(x1, x2, /):
+    from ._namespace import matmul as f
+    return f(x1, x2)
+
+
+def matrix_transpose(x, /):
+    from ._namespace import matrix_transpose as f
+    return f(x)
+
+
+def tensordot(x1, x2, /, *, axes=2):
+    from ._namespace import tensordot as f
+    return f(x1, x2, axes=axes)
+
+
+def vecdot(x1, x2, /, *, axis=-1):
+    from ._namespace import conjugate, sum as sum_
+    x1, x2 = _asarray(x1), _asarray(x2)
+    _np.linalg.vecdot(_np.zeros(x1.shape, x1.dtype), _np.zeros(x2.shape, x2.dtype),
+                      axis=axis)                          # NumPy's errors
+    return sum_(conjugate(x1) * x2, axis=axis)
+
+
+def trace(x, /, *, offset=0, dtype=None):
+    from ._namespace import trace as f
+    return f(_asarray(x), offset, -2, -1, dtype)
+
+
+def diagonal(x, /, *, offset=0):
+    from ._namespace import diagonal as f
+    return f(_asarray(x), offset, -2, -1)
+
+
+def cross(x1, x2, /, *, axis=-1):
+    from ._namespace import cross as f
+    x1, x2 = _asarray(x1), _asarray(x2)
+    _np.linalg.cross(_np.zeros(x1.shape, x1.dtype), _np.zeros(x2.shape, x2.dtype), axis=axis)
+    return f(x1, x2, axis=axis)
+
+
+def outer(x1, x2, /):
+    from ._namespace import outer as f
+    x1, x2 = _asarray(x1), _asarray(x2)
+    _np.linalg.outer(_np.zeros(x1.shape, x1.dtype), _np.zeros(x2.shape, x2.dtype))
+    return f(x1, x2)
+
+
+def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
+    from ._namespace import reshape, moveaxis
+    x = _asarray(x)
+    _np.linalg.vector_norm(_np.zeros(tuple(min(s, 1) for s in x.shape), x.dtype), axis=axis,
+                           keepdims=keepdims, ord=ord)     # NumPy's errors
+    if axis is None:
+        r = norm(reshape(x, (-1,)), ord=ord)
+        return reshape(r, (1,) * x.ndim) if keepdims else r
+    axes = normalize_axis_tuple(axis, x.ndim)
+    if len(axes) == 1:
+        return norm(x, ord=ord, axis=axes[0], keepdims=keepdims)
+    rest = [i for i in range(x.ndim) if i not in axes]
+    moved = moveaxis(x, axes, range(x.ndim - len(axes), x.ndim))
+    r = norm(reshape(moved, tuple(x.shape[i] for i in rest) + (-1,)), ord=ord, axis=-1)
+    if keepdims:
+        r = reshape(r, tuple(1 if i in axes else x.shape[i] for i in range(x.ndim)))
+    return r
+
+
+def matrix_norm(x, /, *, keepdims=False, ord="fro"):
+    return norm(x, ord=ord, axis=(-2, -1), keepdims=keepdims)
+
+
 def _with_eager(name, fn):
     """The execution policy: NumPy's own function at once on computed arguments
     (lazynp/_eager.py); the lazy ``fn`` otherwise."""
@@ -138,5 +325,8 @@ def _with_eager(name, fn):
 _LAZY = {name: (obj if name == "LinAlgError" else _with_eager(name, obj))
          for name, obj in dict(globals()).items()
          if name in ("inv", "cholesky", "solve", "det", "slogdet", "eigh", "eigvalsh", "norm",
-                     "LinAlgError")}
+                     "svd", "svdvals", "pinv", "eig", "eigvals", "qr", "lstsq", "matmul",
+                     "matrix_transpose",
+                     "tensordot", "vecdot", "trace", "diagonal", "cross", "outer",
+                     "vector_norm", "matrix_norm", "LinAlgError")}
 sys.modules[__name__] = FallbackModule(__name__, _np.linalg, _LAZY)

@@ -395,6 +395,8 @@ class _Members:
                 return v.copy(order="K")
             self._ext = True
             return v
+        if graph.array_hook is not None:
+            graph.array_hook(self)           # (autograd: no silent constant on its path)
         v = self._value()
         if _policy.record_all:
             # everything is recorded (policy "lazy", or a transform): a snapshot, so that
@@ -463,18 +465,30 @@ class _Members:
             if self.size == 1:
                 raise TypeError(f"only 0-dimensional arrays can be converted to Python scalars")
             raise TypeError(f"only length-1 arrays can be converted to Python scalars")
-        return self._value()[()]
+        v = self._value()[()]
+        if graph.value_hook is not None:
+            graph.value_hook(self, what, v)       # (autograd: no silent constant on its path)
+        return v
 
     def item(self, *args):
         """Copy an element to a standard Python scalar (forces)."""
-        return self._value().item(*args)
+        v = self._value().item(*args)
+        if graph.value_hook is not None:
+            graph.value_hook(self, "item", v)
+        return v
 
     def tolist(self):
         """The array as nested Python lists (forces)."""
-        return self._value().tolist()
+        v = self._value().tolist()
+        if graph.value_hook is not None:
+            graph.value_hook(self, "tolist", v)
+        return v
 
     def tobytes(self, order="C") -> bytes:
-        return self._value().tobytes(order)
+        v = self._value()
+        if graph.value_hook is not None:
+            graph.value_hook(self, "tobytes", v)
+        return v.tobytes(order)
 
     def __repr__(self) -> str:
         v = self._value()

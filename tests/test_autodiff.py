@@ -494,10 +494,10 @@ def test_integer_inputs_and_constants():
 
 
 def test_fallback_raises_naming_function():
-    with pytest.raises(lnp.autograd.AutogradError, match="gradient"):
-        lnp.grad(lambda x: lnp.sum(lnp.gradient(x)))(numpy.arange(4.0))
-    with pytest.raises(lnp.autograd.AutogradError, match="compress"):
-        lnp.grad(lambda x: lnp.sum(lnp.compress([1, 0, 1], x)))(numpy.arange(3.0))
+    with pytest.raises(lnp.autograd.AutogradError, match="histogram"):
+        lnp.grad(lambda x: lnp.sum(lnp.histogram(x)[1]))(numpy.arange(4.0))
+    with pytest.raises(lnp.autograd.AutogradError, match="unique"):
+        lnp.grad(lambda x: lnp.sum(lnp.unique(x)))(numpy.arange(3.0))
     # a fallback on constants is fine
     g = lnp.grad(lambda x: lnp.sum(x * lnp.gradient(numpy.arange(3.0))))(numpy.ones(3))
     numpy.testing.assert_allclose(_np(g), [1, 1, 1])

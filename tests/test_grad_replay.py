@@ -2,6 +2,7 @@
 structure seen twice must give exactly what recording the backward pass gives, and must be
 bypassed whenever the structure or a value it depends on changes."""
 import contextlib
+import gc
 import warnings
 
 import numpy
@@ -511,3 +512,78 @@ def test_mark_variables_writes_into_the_given_buffers():
         loss.backward()
         numpy.testing.assert_array_equal(numpy.asarray(gw), [2.0, 4.0])
         assert w.grad is gw
+
+
+# --- jacobian, hessian and jvp replay (issue 15) -----------------------------------------------
+
+def _fd_jacobian(f, x, eps=1e-6):
+    cols = []
+    for k in range(x.size):
+        e = numpy.zeros(x.size)
+        e[k] = eps
+        cols.append((numpy.asarray(f(np.asarray(x + e))) - numpy.asarray(f(np.asarray(x - e))))
+                    / (2 * eps))
+    return numpy.stack(cols, -1)
+
+
+def test_jacobian_and_hessian_replay_give_the_recorded_values():
+    gc.collect()     # (earlier tests' failing graphs must not linger into a bound flush here)
+    def f(x):
+        return np.tanh(x) * np.sum(x ** 2)
+
+    def s(x):
+        return np.sum(np.sin(x) * x[0])
+    J, H, G = np.jacobian(f), np.hessian(s), np.grad(s)
+    rng = numpy.random.RandomState(0)
+    hits = []
+    for _ in range(4):
+        x = rng.standard_normal(3)
+        before = R.STATS["hits"]
+        j, h = numpy.asarray(J(x)), numpy.asarray(H(x))
+        hits.append(R.STATS["hits"] - before)
+        numpy.testing.assert_allclose(j, _fd_jacobian(f, x), rtol=1e-6, atol=1e-8)
+        numpy.testing.assert_allclose(h, _fd_jacobian(lambda y: G(y), x), rtol=1e-6, atol=1e-8)
+    assert hits[0] == 0 and hits[-1] == 2     # recorded, compiled, then replayed
+
+
+def test_jvp_replay_gives_the_recorded_values():
+    gc.collect()
+    def f(x, y):
+        return np.tanh(x) * np.sum(x ** 2) + y[0]
+    rng = numpy.random.RandomState(1)
+    hits = []
+    for _ in range(4):
+        x, y, tx, ty = (rng.standard_normal(n) for n in (3, 2, 3, 2))
+        before = R.STATS["hits"]
+        out, t = np.jvp(f, (x, y), (tx, ty))
+        hits.append(R.STATS["hits"] - before)
+        eps = 1e-6
+        fd = (numpy.asarray(f(np.asarray(x + eps * tx), np.asarray(y + eps * ty))) -
+              numpy.asarray(f(np.asarray(x - eps * tx), np.asarray(y - eps * ty)))) / (2 * eps)
+        numpy.testing.assert_allclose(numpy.asarray(t), fd, rtol=1e-6, atol=1e-8)
+        numpy.testing.assert_allclose(numpy.asarray(out),
+                                      numpy.asarray(f(np.asarray(x), np.asarray(y))))
+    assert hits[0] == 0 and hits[-1] == 1
+
+
+def test_vjp_replay_gives_the_recorded_values():
+    gc.collect()
+
+    def f(x, y):
+        return np.tanh(x) * np.sum(x ** 2) + y[0]
+    rng = numpy.random.RandomState(2)
+    hits = []
+    for _ in range(4):
+        x, y, u = rng.standard_normal(3), rng.standard_normal(2), rng.standard_normal(3)
+        out, fn = np.vjp(f, x, y)
+        before = R.STATS["hits"]
+        gx, gy = fn(u)
+        hits.append(R.STATS["hits"] - before)
+        with replay(False):
+            _, fn_off = np.vjp(f, x, y)
+            want = fn_off(u)
+        numpy.testing.assert_allclose(numpy.asarray(gx), numpy.asarray(want[0]), rtol=1e-12)
+        numpy.testing.assert_allclose(numpy.asarray(gy), numpy.asarray(want[1]), rtol=1e-12)
+        numpy.testing.assert_allclose(numpy.asarray(out),
+                                      numpy.asarray(f(np.asarray(x), np.asarray(y))))
+    assert hits[0] == 0 and hits[-1] == 1

@@ -196,6 +196,9 @@ CALL_RULES: dict = {}   # lazy_call function name -> rule(g, ans, A, K, node) ->
 UNARY: dict = {}        # ufunc name -> f(g, ans, x)
 BINARY: dict = {}       # ufunc name -> f(g, ans, x, y) -> (gx, gy)
 ZERO = object()
+#: a call rule's cotangent for an argument it cannot differentiate: an error when that
+#: argument depends on a differentiated input, else no gradient
+NO_GRADIENT = type("NoGradient", (), {"__repr__": lambda self: "NO_GRADIENT"})()
 
 
 def _unary(names, fn):
@@ -217,8 +220,20 @@ def _np_():
 
 # elementwise math (one line each, like autograd's numpy_vjps)
 _unary("negative", lambda g, ans, x: -g)
-_unary("positive conjugate", lambda g, ans, x: g)
-_unary("absolute fabs", lambda g, ans, x: g * _np_().sign(x))
+_unary("positive", lambda g, ans, x: g)
+_unary("conjugate", lambda g, ans, x: _np_().conjugate(g))
+
+
+def _abs_rule(g, ans, x):
+    """``abs``: ``sign(x)`` for real ``x``; ``conj(x) / |x|`` (0 at 0) for complex ``x``
+    (autograd's and JAX's convention for real functions of complex inputs)."""
+    lnp = _np_()
+    if getattr(x, "dtype", np.dtype(float)).kind == "c":
+        return g * lnp.conjugate(x) / lnp.where(ans == 0, 1.0, ans)
+    return g * lnp.sign(x)
+
+
+_unary("absolute fabs", _abs_rule)
 _unary("reciprocal", lambda g, ans, x: -g * ans * ans)
 _unary("exp", lambda g, ans, x: g * ans)
 _unary("exp2", lambda g, ans, x: g * ans * _LN2)
@@ -300,7 +315,8 @@ _binary("logaddexp2", lambda g, ans, x, y: (g * _np_().exp2(x - ans),
 _binary("ldexp", lambda g, ans, x, y: (g * _np_().exp2(y), None))
 _binary("remainder mod", _fmod_like("floor"))
 _binary("fmod", _fmod_like("trunc"))
-_binary("floor_divide heaviside nextafter", lambda g, ans, x, y: (None, None))
+_binary("floor_divide heaviside", lambda g, ans, x, y: (None, None))
+_binary("nextafter", lambda g, ans, x, y: (g, None))     # the next float: slope 1 in x
 
 
 def _elementwise(name, g, ans, xs):
@@ -457,10 +473,17 @@ def _tuple_get_vjp(g, node, args, params, need):   # handled by the walker (Mult
 def _view_vjp(g, node, args, params, need):
     base = args[0]
     p = params
-    if np.dtype(p["dtype"]) != base.dtype:
+    geom = (p["offset"], tuple(p["shape"]), tuple(p["strides"]), p["dtype"])
+    vdt = np.dtype(p["dtype"])
+    if vdt != base.dtype:
+        if base.dtype.kind == "c" and vdt.kind == "f" and 2 * vdt.itemsize == \
+                base.dtype.itemsize:
+            # .real/.imag of a complex array: scatter into its (re, im) pairs, then
+            # re - 1j*im (autograd's convention: d/dx - i d/dy)
+            pairs = region_add(g, (), geom, None, base.shape + (2,), vdt)
+            return [pairs[..., 0] - 1j * pairs[..., 1]]
         raise NotImplementedError("lazynp.autograd: cannot differentiate through a view that "
                                   "reinterprets the dtype")
-    geom = (p["offset"], tuple(p["shape"]), tuple(p["strides"]), p["dtype"])
     return [region_add(g, (), geom, None, base.shape, base.dtype)]
 
 
@@ -762,6 +785,11 @@ def _call_vjp(name, g, node, args, params, need):
     res = rule(g, _W(node), A, K, node)
     out = [None] * len(args)
     for k, c in _slots(tpl_a, res):
+        if c is NO_GRADIENT:
+            if need[k]:
+                raise NotImplementedError(f"lazynp.autograd: no gradient of numpy.{fname} "
+                                          f"with respect to its argument {k}")
+            continue
         out[k] = c if out[k] is None else out[k] + c
     for k in _slot_ids(tpl_k):
         if need[k] and out[k] is None:
@@ -831,7 +859,6 @@ def _vdot_rule(g, ans, A, K, node):
             lnp.reshape(g * lnp.ravel(a), b.shape) if _needs(b) else None)
 
 
-@_call("inner")
 def _inner_rule(g, ans, A, K, node):
     a, b = A[0], A[1]
     if a.ndim == 0 or b.ndim == 0:
@@ -875,17 +902,18 @@ def _tensordot_rule(g, ans, A, K, node):
     return _einsum_cots(g, ["".join(la), "".join(lb)], out, [a, b])
 
 
-def _einsum_cots(g, specs, out, ops):
-    """Cotangents of ``einsum(",".join(specs) + "->" + out, *ops)``."""
+def _einsum_cots(g, specs, out, ops, only=None):
+    """Cotangents of ``einsum(",".join(specs) + "->" + out, *ops)`` (of operand ``only``
+    alone when given)."""
     lnp = _np_()
     res = []
     for i, (spec, x) in enumerate(zip(specs, ops)):
-        if not _needs(x):
+        if not _needs(x) or (only is not None and i != only):
             res.append(None)
             continue
         if len(set(spec)) != len(spec):
-            raise NotImplementedError("lazynp.autograd: einsum gradient with a repeated "
-                                      "index in one operand (diagonal)")
+            res.append(_einsum_diag_cot(g, specs, out, ops, i))
+            continue
         others = [(s, o) for j, (s, o) in enumerate(zip(specs, ops)) if j != i]
         avail = set(out) | set("".join(s for s, _ in others))
         keep = "".join(c for c in spec if c in avail)
@@ -902,12 +930,72 @@ def _einsum_cots(g, specs, out, ops):
     return res
 
 
+def _einsum_diag_cot(g, specs, out, ops, i):
+    """Cotangent of operand ``i`` whose subscripts repeat a letter (einsum reads a
+    diagonal): the cotangent of its distinct letters, put back on that diagonal."""
+    lnp = _np_()
+    spec, x = specs[i], ops[i]
+    first = {}
+    for p, ch in enumerate(spec):
+        first.setdefault(ch, p)
+    uniq = "".join(first)
+    sizes = {ch: x.shape[p] for ch, p in first.items()}
+    specs2 = list(specs)
+    specs2[i] = uniq
+    ux = lnp.zeros(tuple(sizes[ch] for ch in uniq), x.dtype)    # a stand-in of its shape
+    c = _einsum_cots(g, specs2, out, [ops[j] if j != i else _Needed(ux)
+                                      for j in range(len(ops))], only=i)[i]
+    c = lnp.reshape(c, tuple(x.shape[p] if first[ch] == p else 1 for p, ch in enumerate(spec)))
+    for p, ch in enumerate(spec):
+        q = first[ch]
+        if q != p:
+            n = sizes[ch]
+            shp = [1] * len(spec)
+            shp[q] = shp[p] = n
+            c = c * lnp.reshape(lnp.eye(n, dtype=bool), shp)
+    return lnp.broadcast_to(c, x.shape) if c.shape != x.shape else c
+
+
+class _Needed:
+    """A stand-in operand that :func:`_needs` accepts (only its shape is read)."""
+
+    def __init__(self, like):
+        self._like = like
+        self.shape, self.ndim, self.dtype = like.shape, like.ndim, like.dtype
+
+    def _node(self):
+        return self._like._node()
+
+
+def _sublist_subscripts(A):
+    """``einsum(op0, sub0, op1, sub1, ..., [out])`` as ``(subscripts, operands)``."""
+    def letters(sub):
+        return "".join("..." if t is Ellipsis else _LETTERS[int(t)] for t in sub)
+    items = list(A)
+    ops, specs = items[0::2], items[1::2]
+    out = None
+    if len(items) % 2 == 1:
+        out = items[-1]
+        ops = ops[:-1]
+    subs = ",".join(letters(sp) for sp in specs)
+    if out is not None:
+        subs += "->" + letters(out)
+    return subs, ops
+
+
 @_call("einsum")
 def _einsum_rule(g, ans, A, K, node):
     subs = A[0]
-    ops = list(A[1:])
     if not isinstance(subs, str):
-        raise NotImplementedError("lazynp.autograd: einsum gradient needs the subscripts form")
+        subs, ops = _sublist_subscripts(A)
+        res = _einsum_rule(g, ans, [subs] + list(ops), K, node)[1:]
+        out = []
+        for c in res:                 # back to (op, sublist, op, sublist, ...)
+            out += [c, None]
+        if len(A) % 2 == 1:
+            out.append(None)
+        return out
+    ops = list(A[1:])
     subs = subs.replace(" ", "")
     ins, arrow, out = subs.partition("->")
     specs = ins.split(",")
@@ -1035,24 +1123,6 @@ def _take_rule(g, ans, A, K, node):
     ax = axis % a.ndim
     index = (slice(None),) * ax + (it,)
     return (region_add(g, ia, None, index, a.shape, a.dtype), None)
-
-
-@_call("diff")
-def _diff_rule(g, ans, A, K, node):
-    lnp = _np_()
-    n = _arg(A, K, 1, "n", 1)
-    axis = _arg(A, K, 2, "axis", -1)
-    if _arg(A, K, 3, "prepend", np._NoValue) is not np._NoValue or \
-            _arg(A, K, 4, "append", np._NoValue) is not np._NoValue:
-        raise NotImplementedError("lazynp.autograd: diff(prepend/append) gradient")
-    c = g
-    nd = g.ndim
-    ax = axis % nd
-    for _ in range(n):
-        pw = [(0, 0)] * nd
-        pw[ax] = (1, 1)
-        c = -lnp.diff(lnp.pad(c, pw), axis=ax)
-    return (c,)
 
 
 @_call("tril")
@@ -1220,31 +1290,395 @@ def _eigh_G(wg, vg, w, v):
     return lnp.matmul(lnp.matmul(v, inner), _T(v))
 
 
-@_call("linalg.eigh")
-def _eigh_rule(g, ans, A, K, node):
-    from ..ndarray import ndarray
-    from .._ufunc import TUPLE_GET
+def _eigh_raw_cot(gw, gv, w, v, lower):
+    """Cotangent of the raw input of ``eigh`` (one triangle read; a complex Hermitian's
+    diagonal read as real) from its outputs' cotangents: with
+    ``N = V [diag(gw) + (F o V^T gv)^T] V^H`` (``dV = V (F o V^H dH V)``: eigenvectors in
+    the gauge with ``v_i^H dv_i = 0``), the triangle of ``N^T + conj(N)``, halved on the
+    diagonal."""
+    lnp = _np_()
+    n = w.shape[-1]
+    eye = lnp.eye(n, dtype=w.dtype)
+    inner = 0.0 * eye
+    if gw is not None:
+        inner = lnp.expand_dims(gw, -1) * eye
+    if gv is not None:
+        diff = lnp.expand_dims(w, -2) - lnp.expand_dims(w, -1)      # w_j - w_i
+        F = (1.0 - eye) / (diff + eye)
+        inner = inner + _T(F * lnp.matmul(_T(v), gv))
+    N = lnp.matmul(lnp.matmul(v, inner), _H(v) if _is_complex(v) else _T(v))
+    S = _T(N) + (lnp.conjugate(N) if _is_complex(N) else N)
+    half = 1.0 - 0.5 * eye
+    return (lnp.tril(S) if lower else lnp.triu(S)) * half
+
+
+def _eigh_parts(node, a):
+    wdt = np.dtype(node.dtype)
+    vdt = np.result_type(wdt, a.dtype) if a.dtype.kind == "c" else wdt
+    return _tuple_parts(node, [(a.shape[:-1], wdt), (a.shape, vdt)])
+
+
+def _eigh_rule_impl(g, node, A, K, any_gauge):
     uplo = _arg(A, K, 1, "UPLO", "L")
-    # the answer's parts: tuple_get nodes on this multi node
-    w = ndarray._from_node(graph.record(TUPLE_GET, (node, 0), None, node.shape, node.dtype))
     a = A[0]
-    v = ndarray._from_node(graph.record(TUPLE_GET, (node, 1), None, a.shape, node.dtype))
     if g[0] is None and g[1] is None:
         return (None,)
-    G = _eigh_G(g[0], g[1], w, v)
-    # G is the gradient w.r.t. a symmetric perturbation split as G (not symmetrized)
-    Gs = 0.5 * (G + _T(G))
-    return (_one_triangle(Gs, uplo.upper() == "L") ,)
+    if g[1] is None and _is_complex(a) and not any_gauge:
+        # eigenvalues only: through an eigh whose eigenvector phases may be any (so that
+        # this rule can be differentiated again)
+        w, v = _eigh_inside_rule(a, uplo)
+    else:
+        w, v = _eigh_parts(node, a)
+    if g[1] is not None and _is_complex(v) and not any_gauge:
+        raise NotImplementedError("lazynp.autograd: no gradient of linalg.eigh through the "
+                                  "eigenvectors of a complex matrix (their phase is "
+                                  "arbitrary); eigenvalues and gauge-invariant uses only")
+    return (_eigh_raw_cot(g[0], g[1], w, v, uplo.upper() == "L"),)
+
+
+@_call("linalg.eigh")
+def _eigh_rule(g, ans, A, K, node):
+    return _eigh_rule_impl(g, node, A, K, False)
+
+
+@_call("ad.eigh_any_gauge")
+def _eigh_any_gauge_rule(g, ans, A, K, node):
+    """eigh inside gradient rules whose result does not depend on the eigenvectors' phases."""
+    return _eigh_rule_impl(g, node, A, K, True)
+
+
+def _eigh_inside_rule(a, uplo):
+    from .._functions import lazy_call
+    a = _L().asarray(a)
+    r = np.linalg.eigh(np.eye(1, dtype=a.dtype))
+    return lazy_call("ad.eigh_any_gauge", np.linalg.eigh, (a,), {"UPLO": uplo},
+                     meta=lambda n, t: [(a.shape[:-1], r[0].dtype), (a.shape, r[1].dtype)],
+                     nout=2)
 
 
 @_call("linalg.eigvalsh")
 def _eigvalsh_rule(g, ans, A, K, node):
-    lnp = _np_()
     uplo = _arg(A, K, 1, "UPLO", "L")
+    w, v = _eigh_inside_rule(A[0], uplo)
+    return (_eigh_raw_cot(g, None, w, v, uplo.upper() == "L"),)
+
+
+# --- issue 15: more rules (complex-aware: autograd's convention, see _abs_rule) -------------
+
+def _is_complex(x):
+    return getattr(x, "dtype", np.dtype(float)).kind == "c"
+
+
+def _H(x):
+    """Conjugate transpose of the last two axes."""
+    return _np_().conjugate(_T(x))
+
+
+def _sgn(x):
+    """``d|x|/dx`` in autograd's convention: ``sign(x)``, or ``conj(x)/|x|`` (0 at 0)."""
+    lnp = _np_()
+    if _is_complex(x):
+        ax = lnp.abs(x)
+        return lnp.conjugate(x) / lnp.where(ax == 0, 1.0, ax)
+    return lnp.sign(x)
+
+
+@_call("angle")
+def _angle_rule(g, ans, A, K, node):
+    lnp = _np_()
+    z = A[0]
+    if not _is_complex(z):
+        return (None,)
+    deg = _arg(A, K, 1, "deg", False)
+    if deg:
+        g = g * (180.0 / math.pi)
+    a2 = lnp.real(z * lnp.conjugate(z))
+    return (g * lnp.conjugate(z * 1j) / lnp.where(a2 == 0, 1.0, a2),)
+
+
+@_call("sinc")
+def _sinc_rule(g, ans, A, K, node):
+    lnp = _np_()
+    x = A[0]
+    px = math.pi * x
+    safe = lnp.where(lnp.abs(px) < 1e-3, 1.0, px)
+    d = (lnp.cos(px) * math.pi - ans * math.pi) / safe    # (cos(pi x) - sinc x) / x
+    small = lnp.abs(px) < 1e-3                  # Taylor: sinc'(x) = -pi^2 x / 3 + O(x^3)
+    return (g * lnp.where(small, x * (-math.pi ** 2 / 3.0), d),)
+
+
+@_call("inner")
+def _inner_rule_0d(g, ans, A, K, node):
+    lnp = _np_()
+    a, b = A[0], A[1]
+    if a.ndim == 0 or b.ndim == 0:         # a scalar operand: a product
+        ga = lnp.sum(g * b) if a.ndim == 0 else g * b
+        gb = lnp.sum(g * a) if b.ndim == 0 else g * a
+        return (ga if _needs(a) else None, gb if _needs(b) else None)
+    return _inner_rule(g, ans, A, K, node)
+
+
+@_call("kron")
+def _kron_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a, b = A[0], A[1]
+    nd = max(a.ndim, b.ndim)
+    sa = (1,) * (nd - a.ndim) + a.shape
+    sb = (1,) * (nd - b.ndim) + b.shape
+    inter = []
+    for p, q in zip(sa, sb):
+        inter += [p, q]
+    g2 = lnp.reshape(g, inter)
+    la = _LETTERS[:nd]
+    lb = _LETTERS[nd:2 * nd]
+    gl = "".join(x + y for x, y in zip(la, lb))
+    out = []
+    if _needs(a):
+        out.append(lnp.reshape(lnp.einsum(f"{gl},{lb}->{la}", g2, lnp.reshape(b, sb)), a.shape))
+    else:
+        out.append(None)
+    if _needs(b):
+        out.append(lnp.reshape(lnp.einsum(f"{gl},{la}->{lb}", g2, lnp.reshape(a, sa)), b.shape))
+    else:
+        out.append(None)
+    return tuple(out)
+
+
+@_call("cross")
+def _cross_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a, b = A[0], A[1]
+    axis = _arg(A, K, 5, "axis", None)
+    axa, axb, axc = (axis, axis, axis) if axis is not None else \
+        (_arg(A, K, 2, "axisa", -1), _arg(A, K, 3, "axisb", -1), _arg(A, K, 4, "axisc", -1))
+    am = lnp.moveaxis(a, axa, -1)
+    bm = lnp.moveaxis(b, axb, -1)
+    if am.shape[-1] == 3 and bm.shape[-1] == 3:
+        gm = lnp.moveaxis(g, axc, -1)
+        ga = lnp.cross(bm, gm)            # d<g, a x b>/da = b x g
+        gb = lnp.cross(gm, am)
+    else:
+        if am.shape[-1] == 3 or bm.shape[-1] == 3:     # a 2-vector is read as (x, y, 0)
+            gm = lnp.moveaxis(g, axc, -1)
+            a3 = am if am.shape[-1] == 3 else lnp.concatenate(
+                [am, lnp.zeros(am.shape[:-1] + (1,), am.dtype)], axis=-1)
+            b3 = bm if bm.shape[-1] == 3 else lnp.concatenate(
+                [bm, lnp.zeros(bm.shape[:-1] + (1,), bm.dtype)], axis=-1)
+            ga = lnp.cross(b3, gm)[..., :am.shape[-1]]
+            gb = lnp.cross(gm, a3)[..., :bm.shape[-1]]
+        else:                                   # 2-vectors: a0 b1 - a1 b0
+            ge = lnp.expand_dims(g, -1)
+            ga = ge * lnp.stack([bm[..., 1], -bm[..., 0]], axis=-1)
+            gb = ge * lnp.stack([-am[..., 1], am[..., 0]], axis=-1)
+    ga = _unbroadcast_to(ga, am.shape)
+    gb = _unbroadcast_to(gb, bm.shape)
+    return (lnp.moveaxis(ga, -1, axa) if _needs(a) else None,
+            lnp.moveaxis(gb, -1, axb) if _needs(b) else None)
+
+
+def _unbroadcast_to(c, shape):
+    lnp = _np_()
+    shape = tuple(shape)
+    if c.ndim > len(shape):
+        c = lnp.sum(c, axis=tuple(range(c.ndim - len(shape))))
+    axes = tuple(i for i, s in enumerate(shape) if s == 1 and c.shape[i] != 1)
+    if axes:
+        c = lnp.sum(c, axis=axes, keepdims=True)
+    return c
+
+
+@_call("diagflat")
+def _diagflat_rule(g, ans, A, K, node):
+    lnp = _np_()
+    v = A[0]
+    k = _arg(A, K, 1, "k", 0)
+    return (lnp.reshape(lnp.diagonal(g, k), v.shape),)
+
+
+@_call("partition")
+def _partition_rule(g, ans, A, K, node):
+    lnp = _np_()
     a = A[0]
-    w, v = lnp.linalg.eigh(lnp.asarray(a), UPLO=uplo)
-    G = _eigh_G(g, None, w, v)
-    return (_one_triangle(0.5 * (G + _T(G)), uplo.upper() == "L"),)
+    kth = _arg(A, K, 1, "kth")
+    axis = _arg(A, K, 2, "axis", -1)
+    if axis is None:
+        perm = lnp.argpartition(lnp.ravel(a), kth)
+        c = region_add(g, (perm._node(),), None, (_slot0(),), (a.size,), a.dtype)
+        return (lnp.reshape(c, a.shape),)
+    perm = lnp.argpartition(a, kth, axis=axis)
+    return (_take_along_axis_cot(g, perm, a, axis),)
+
+
+def _slot0():
+    from .._indexing import _Slot
+    return _Slot(0)
+
+
+def _take_along_axis_cot(g, idx, a, axis):
+    from ..ndarray import ndarray
+    n = graph.record(TAL_ADD, (_L().asarray(g)._node(), idx._node()),
+                     {"shape": a.shape, "dtype": a.dtype, "axis": axis}, a.shape, a.dtype)
+    return ndarray._from_node(n)
+
+
+@_call("select")
+def _select_rule(g, ans, A, K, node):
+    lnp = _np_()
+    condlist = A[0]
+    choicelist = A[1]
+    taken = None
+    cots = []
+    for c in condlist:
+        c = lnp.asarray(c)
+        here = c if taken is None else lnp.logical_and(c, lnp.logical_not(taken))
+        cots.append(here)
+        taken = c if taken is None else lnp.logical_or(taken, c)
+    res = [lnp.where(m, g, 0.0) if _needs(ch) else None for m, ch in zip(cots, choicelist)]
+    default = _arg(A, K, 2, "default", 0)
+    gd = lnp.where(taken, 0.0, g) if _needs(default) else None
+    return (None, res, gd)
+
+
+@_call("diff")
+def _diff_rule_ext(g, ans, A, K, node):
+    """diff (also with constant ``prepend``/``append``): the transpose of the differences,
+    restricted to ``a``'s part."""
+    lnp = _np_()
+    a = A[0]
+    n = _arg(A, K, 1, "n", 1)
+    axis = _arg(A, K, 2, "axis", -1)
+    pre = _arg(A, K, 3, "prepend", np._NoValue)
+    nd = g.ndim
+    ax = axis % nd
+    c = g
+    for _ in range(n):
+        pw = [(0, 0)] * nd
+        pw[ax] = (1, 1)
+        c = -lnp.diff(lnp.pad(c, pw), axis=ax)
+    if c.shape == a.shape:
+        return (c,)
+    npre = 0 if pre is np._NoValue else (np.shape(pre)[ax] if np.ndim(pre) else 1)
+    sl = [slice(None)] * nd
+    sl[ax] = slice(npre, npre + a.shape[ax])
+    return (c[tuple(sl)],)
+
+
+@_call("ediff1d")
+def _ediff1d_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a = A[0]
+    to_end = _arg(A, K, 1, "to_end", None)
+    to_begin = _arg(A, K, 2, "to_begin", None)
+    nb = 0 if to_begin is None else int(np.size(to_begin))
+    ne = 0 if to_end is None else int(np.size(to_end))
+    core = g[nb:g.shape[0] - ne]
+    c = -lnp.diff(lnp.pad(core, [(1, 1)]))
+    return (lnp.reshape(c, a.shape),)
+
+
+@_call("trapezoid")
+def _trapezoid_rule(g, ans, A, K, node):
+    lnp = _np_()
+    y = A[0]
+    x = _arg(A, K, 1, "x", None)
+    dx = _arg(A, K, 2, "dx", 1.0)
+    axis = _arg(A, K, 3, "axis", -1)
+    ym = lnp.moveaxis(y, axis, -1)
+    gx = None
+    if x is not None and _needs(x):
+        if x.ndim != 1:
+            raise NotImplementedError("lazynp.autograd: no gradient of numpy.trapezoid "
+                                      "w.r.t. an n-d x")
+        avg = (ym[..., 1:] + ym[..., :-1]) * 0.5          # d/dx_i: avg[i-1] - avg[i]
+        pad0 = [(0, 0)] * (avg.ndim - 1)
+        dx_ = lnp.pad(avg, pad0 + [(1, 0)]) - lnp.pad(avg, pad0 + [(0, 1)])
+        gx = lnp.sum(lnp.expand_dims(g, -1) * dx_, axis=tuple(range(dx_.ndim - 1)))
+    n = ym.shape[-1]
+    if x is None:
+        d = lnp.full((n - 1,), 1.0) * dx
+    else:
+        d = lnp.diff(lnp.asarray(x))
+        if d.ndim > 1:
+            d = lnp.moveaxis(d, axis, -1)
+    w = lnp.pad(d, [(0, 0)] * (d.ndim - 1) + [(0, 1)]) * 0.5 + \
+        lnp.pad(d, [(0, 0)] * (d.ndim - 1) + [(1, 0)]) * 0.5
+    ge = lnp.expand_dims(g, -1) * w
+    gy = lnp.moveaxis(_unbroadcast_to(ge, ym.shape), -1, axis) if _needs(y) else None
+    return (gy, gx) if len(A) > 1 else (gy,)
+
+
+@_call("polyval")
+def _polyval_rule(g, ans, A, K, node):
+    lnp = _np_()
+    p, x = A[0], A[1]
+    n = p.shape[0]
+    gp = gx = None
+    if _needs(p):
+        pw = lnp.stack([lnp.ones_like(x) if k == 0 else x ** k for k in range(n - 1, -1, -1)])
+        gp = lnp.sum(lnp.reshape(g, (1,) + g.shape) * pw,
+                     axis=tuple(range(1, pw.ndim)))
+    if _needs(x):
+        dp = lnp.polyval(p[:-1] * lnp.arange(n - 1, 0, -1), x) if n > 1 else 0.0 * x
+        gx = g * dp
+    return (gp, gx)
+
+
+@_call("vander")
+def _vander_rule(g, ans, A, K, node):
+    lnp = _np_()
+    x = A[0]
+    N = _arg(A, K, 1, "N", None)
+    incr = _arg(A, K, 2, "increasing", False)
+    n = x.shape[0] if N is None else N
+    pw = np.arange(n) if incr else np.arange(n - 1, -1, -1)
+    d = lnp.where(pw > 0, pw * lnp.expand_dims(x, -1) ** lnp.asarray(np.maximum(pw - 1, 0)),
+                  0.0)
+    return (lnp.sum(g * d, axis=-1),)
+
+
+@_call("convolve", "correlate")
+def _convolve_rule(g, ans, A, K, node):
+    """Through the full convolution: ``ga[i] = sum_j gf[i + j] w[j]`` (a correlation)."""
+    lnp = _np_()
+    a, v = A[0], A[1]
+    corr = node.op.name.endswith("correlate")
+    mode = _arg(A, K, 2, "mode", "valid" if corr else "full")
+    if _is_complex(a) or _is_complex(v):
+        raise NotImplementedError(f"lazynp.autograd: no gradient of numpy."
+                                  f"{'correlate' if corr else 'convolve'} on complex input")
+    w = lnp.flip(v) if corr else v          # correlate(a, v) == convolve(a, v[::-1])
+    n, m = a.shape[0], w.shape[0]
+    full = n + m - 1
+    L = ans.shape[0]
+    start = {"full": 0, "same": (min(n, m) - 1) // 2, "valid": min(n, m) - 1}[mode]
+    gf = lnp.pad(g, [(start, full - start - L)])
+    ga = lnp.correlate(gf, w, "valid") if _needs(a) else None
+    gw = lnp.correlate(gf, a, "valid") if _needs(v) else None
+    if gw is not None and corr:
+        gw = lnp.flip(gw)
+    return (ga, gw)
+
+
+# --- linalg: norm of every ord, svd, pinv, eig ------------------------------------------------
+
+def _tuple_parts(node, shapes_dtypes):
+    from ..ndarray import ndarray
+    from .._ufunc import TUPLE_GET
+    return [ndarray._from_node(graph.record(TUPLE_GET, (node, i), None, tuple(sh), np.dtype(dt)))
+            for i, (sh, dt) in enumerate(shapes_dtypes)]
+
+
+def _svals_cot(gs, u, vh):
+    """d(sum(gs * singular values)) / dA = conj(U diag(gs) Vh) (autograd's convention)."""
+    lnp = _np_()
+    r = lnp.matmul(u * lnp.expand_dims(gs, -2), vh)
+    return lnp.conjugate(r) if _is_complex(r) else r
+
+
+def _even_split(mask, axis):
+    lnp = _np_()
+    m = mask.astype(float)
+    return m / lnp.sum(m, axis=axis, keepdims=True)
 
 
 @_call("linalg.norm")
@@ -1254,19 +1688,532 @@ def _norm_rule(g, ans, A, K, node):
     ordv = _arg(A, K, 1, "ord", None)
     axis = _arg(A, K, 2, "axis", None)
     kd = _arg(A, K, 3, "keepdims", False)
-    vector = (axis is None and x.ndim == 1) or isinstance(axis, (int, np.integer)) or \
-        (isinstance(axis, tuple) and len(axis) == 1)
-    if axis is None and ordv is None:
-        axes = None
+    if axis is None:
+        axes = tuple(range(x.ndim))
+        matrix = x.ndim == 2 and ordv is not None
     else:
-        axes = axis
-    if ordv is None or ordv == "fro" or (ordv == 2 and vector):
-        gb = _expand(g, x.shape, axes, kd)
-        ab = _expand(ans, x.shape, axes, kd)
-        return (gb * x / ab,)
-    if vector and ordv == 1:
-        return (_expand(g, x.shape, axes, kd) * lnp.sign(x),)
-    if vector and ordv in (np.inf, float("inf")):
+        axes = _axes(x.shape, axis)
+        matrix = len(axes) == 2
+    gb = _expand(g, x.shape, axes, kd)
+    ab = _expand(ans, x.shape, axes, kd)
+    if ordv is None or ordv == "fro" or (not matrix and ordv == 2):
+        c = lnp.conjugate(x) if _is_complex(x) else x
+        return (gb * c / lnp.where(ab == 0, 1.0, ab),)
+    if not matrix:
         ax = lnp.abs(x)
-        return (_max_cot(g, ans, ax, axes, kd) * lnp.sign(x),)
-    raise NotImplementedError(f"lazynp.autograd: no gradient for linalg.norm(ord={ordv!r})")
+        if ordv == 0:
+            return (None,)
+        if ordv == 1:
+            return (gb * _sgn(x),)
+        if ordv in (np.inf, -np.inf):
+            return (gb * _even_split(ax == ab, axes) * _sgn(x),)
+        p = float(ordv)
+        ratio = ax / lnp.where(ab == 0, 1.0, ab)
+        return (gb * ratio ** (p - 1.0) * _sgn(x),)
+    r, c = axes
+    xm = lnp.moveaxis(x, (r, c), (-2, -1))
+    gm = lnp.moveaxis(gb, (r, c), (-2, -1))[..., :1, :1]
+    am = lnp.moveaxis(ab, (r, c), (-2, -1))[..., :1, :1]
+    if ordv == "nuc" or ordv in (2, -2):
+        u, sv, vh = _svd_inside_rule(xm)
+        if ordv == "nuc":
+            w = lnp.ones_like(sv)
+        else:       # (the extreme of these singular values: LAPACK drivers differ in ulps)
+            ext = (lnp.max if ordv == 2 else lnp.min)(sv, axis=-1, keepdims=True)
+            w = _even_split(sv == ext, -1)
+        res = _svals_cot(w, u, vh) * gm
+    elif ordv in (1, -1):
+        colsum = lnp.sum(lnp.abs(xm), axis=-2, keepdims=True)
+        res = _sgn(xm) * _even_split(colsum == am, -1) * gm
+    elif ordv in (np.inf, -np.inf):
+        rowsum = lnp.sum(lnp.abs(xm), axis=-1, keepdims=True)
+        res = _sgn(xm) * _even_split(rowsum == am, -2) * gm
+    else:
+        raise NotImplementedError(f"lazynp.autograd: no gradient for linalg.norm(ord={ordv!r})")
+    return (lnp.moveaxis(res, (-2, -1), (r, c)),)
+
+
+@_call("linalg.svd", "ad.svd_any_gauge")
+def _svd_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a = A[0]
+    full = _arg(A, K, 1, "full_matrices", True)
+    compute_uv = _arg(A, K, 2, "compute_uv", True)
+    if not compute_uv:
+        u, _s, vh = _svd_inside_rule(a)
+        return (_svals_cot(g, u, vh),)
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    gu, gs, gvh = g[0], g[1], g[2]
+    dt = np.dtype(node.dtype)
+    u, s, vh = _tuple_parts(node, [(a.shape[:-2] + (m, m if full else k), dt),
+                                   (a.shape[:-2] + (k,), np.dtype(dt.char.lower()) if
+                                    dt.kind == "c" else dt),
+                                   (a.shape[:-2] + (n if full else k, n), dt)])
+    if gu is None and gvh is None:
+        if _is_complex(a):          # (through an SVD whose rule accepts any phases)
+            u, _s, vh = _svd_inside_rule(a)
+        return (_svals_cot(gs, u[..., :k], vh[..., :k, :]),)
+    if full and m != n:
+        raise NotImplementedError("lazynp.autograd: no gradient of linalg.svd("
+                                  "full_matrices=True) of a non-square matrix through U or Vh "
+                                  "(their extra columns are not unique; use "
+                                  "full_matrices=False)")
+    if _is_complex(a):
+        if node.op.name.endswith("ad.svd_any_gauge"):
+            return (_complex_svd_cot(gu, gs, gvh, u, s, vh, m, n),)
+        raise NotImplementedError("lazynp.autograd: no gradient of a complex linalg.svd "
+                                  "through U or Vh (their phases are arbitrary); singular "
+                                  "values only")
+    # Townsend (2016): A = U S V^T, reduced
+    v = _T(vh)
+    gv = None if gvh is None else _T(gvh)
+    eye = lnp.eye(k, dtype=a.dtype)
+    s2 = s * s
+    F = (1.0 - eye) / (lnp.expand_dims(s2, -2) - lnp.expand_dims(s2, -1) + eye)
+    inner = 0.0
+    if gs is not None:
+        inner = lnp.expand_dims(gs, -1) * eye
+    Sd = lnp.expand_dims(s, -1) * eye
+    sinv = 1.0 / s
+    res = 0.0
+    if gu is not None:
+        J = F * (lnp.matmul(_T(u), gu) - lnp.matmul(_T(gu), u))
+        inner = inner + lnp.matmul(J, Sd)
+        if m > k:
+            proj = lnp.eye(m, dtype=a.dtype) - lnp.matmul(u, _T(u))
+            res = res + lnp.matmul(lnp.matmul(proj, gu) * lnp.expand_dims(sinv, -2), vh)
+    if gv is not None:
+        Kv = F * (lnp.matmul(_T(v), gv) - lnp.matmul(_T(gv), v))
+        inner = inner + lnp.matmul(Sd, Kv)
+        if n > k:
+            proj = lnp.eye(n, dtype=a.dtype) - lnp.matmul(v, vh)
+            res = res + lnp.matmul(u * lnp.expand_dims(sinv, -2), lnp.matmul(_T(gv), proj))
+    res = res + lnp.matmul(lnp.matmul(u, inner), vh)
+    return (res,)
+
+
+@_call("linalg.pinv")
+def _pinv_rule(g, ans, A, K, node):
+    """d pinv(A) for constant rank (Golub and Pereyra): -P dA P + P P^T dA^T (I - A P)
+    + (I - P A) dA^T P^T P, transposed."""
+    lnp = _np_()
+    a = A[0]
+    if _is_complex(a):
+        raise NotImplementedError("lazynp.autograd: no gradient of linalg.pinv of a complex "
+                                  "matrix")
+    P = ans
+    m, n = a.shape[-2:]
+    Q = lnp.eye(m, dtype=a.dtype) - lnp.matmul(a, P)
+    R = lnp.eye(n, dtype=a.dtype) - lnp.matmul(P, a)
+    gT = _T(g)
+    return (-lnp.matmul(lnp.matmul(_T(P), g), _T(P))
+            + lnp.matmul(lnp.matmul(Q, gT), lnp.matmul(P, _T(P)))
+            + lnp.matmul(lnp.matmul(_T(P), P), lnp.matmul(gT, R)),)
+
+
+def _eigvals_cot(gw, v):
+    """w = eigvals(A) (holomorphic in A): dA = V^-T diag(gw) V^T."""
+    lnp = _np_()
+    return lnp.matmul(_T(lnp.linalg.inv(v)) * lnp.expand_dims(gw, -2), _T(v))
+
+
+@_call("linalg.eigvals")
+def _eigvals_rule(g, ans, A, K, node):
+    """(The eigenvectors inside: V^-T diag(g) V^T does not depend on their scaling.)"""
+    from .._functions import lazy_call
+    a = _L().asarray(A[0])
+    wdt = np.dtype(node.dtype)
+    vdt = wdt if wdt.kind == "c" else a.dtype
+    _w, v = lazy_call("ad.eig_any_scale", np.linalg.eig, (a,), {},
+                      meta=lambda n, t: [(a.shape[:-1], wdt), (a.shape, vdt)], nout=2)
+    return (_eigvals_cot(g, v),)
+
+
+@_call("linalg.eig", "ad.eig_any_scale")
+def _eig_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a = A[0]
+    gw, gv = g[0], g[1]
+    w, v = _tuple_parts(node, [(a.shape[:-1], node.dtype), (a.shape, node.dtype)])
+    if gv is None:
+        return (_eigvals_cot(gw, v),)
+    any_scale = node.op.name.endswith("ad.eig_any_scale")
+    if _is_complex(v) and not any_scale:
+        raise NotImplementedError("lazynp.autograd: no gradient of linalg.eig through complex "
+                                  "eigenvectors (LAPACK's phase convention); eigenvalues only")
+    # real eigenvectors of unit length: dV = V (F o E) - V diag(V^T V (F o E)),
+    # E = V^-1 dA V; transposed
+    n = a.shape[-1]
+    eye = lnp.eye(n, dtype=v.dtype)
+    vinv = lnp.linalg.inv(v)
+    F = (1.0 - eye) / (lnp.expand_dims(w, -2) - lnp.expand_dims(w, -1) + eye)
+    gv2 = gv if any_scale else gv - v * lnp.sum(v * gv, axis=-2, keepdims=True)
+    inner = F * lnp.matmul(_T(v), gv2)
+    if gw is not None:
+        inner = inner + lnp.expand_dims(gw, -1) * eye
+    return (lnp.matmul(lnp.matmul(_T(vinv), inner), _T(v)),)
+
+
+
+# --- fft (autograd's convention: a holomorphic linear map's VJP is its transpose; the DFT
+# matrix is symmetric, so fft's VJP is fft and ifft's is ifft) -------------------------------
+
+def _fit_len(c, ax, length):
+    """``c`` cropped or zero-padded along ``ax`` to ``length``."""
+    lnp = _np_()
+    n = c.shape[ax]
+    if n == length:
+        return c
+    if n > length:
+        sl = [slice(None)] * c.ndim
+        sl[ax] = slice(0, length)
+        return c[tuple(sl)]
+    pw = [(0, 0)] * c.ndim
+    pw[ax] = (0, length - n)
+    return lnp.pad(c, pw)
+
+
+def _half_weights(n, m, ax, nd, dtype):
+    """irfft's weights of the half spectrum: 1 for DC (and Nyquist when n is even), else 2."""
+    w = np.full(m, 2.0)
+    w[0] = 1.0
+    if n % 2 == 0 and n // 2 < m:
+        w[n // 2] = 1.0
+    shp = [1] * nd
+    shp[ax] = m
+    return _L().asarray(w.reshape(shp).astype(np.dtype(dtype).char.lower() if
+                                               np.dtype(dtype).kind == "c" else dtype))
+
+
+def _fft_axes_args(name, A, K, x):
+    from .. import fft as lfft
+    if name in ("fft", "ifft", "rfft", "irfft"):
+        n = _arg(A, K, 1, "n", None)
+        ax = _arg(A, K, 2, "axis", -1) % x.ndim
+        m = x.shape[ax]
+        length = (2 * (m - 1) if name == "irfft" else m) if n is None else n
+        return [length], [ax], _arg(A, K, 3, "norm", None)
+    default = (-2, -1) if name.endswith("2") else None
+    s = _arg(A, K, 1, "s", None)
+    axes = _arg(A, K, 2, "axes", default)
+    ss, axs = lfft._cook_nd(x.shape, s, axes, name.startswith("irfft"))
+    return ss, [a % x.ndim for a in axs], _arg(A, K, 3, "norm", None)
+
+
+def _fft_rule(g, ans, A, K, node):
+    lnp = _np_()
+    name = node.op.name[len("fft."):]
+    x = A[0]
+    s, axes, norm = _fft_axes_args(name, A, K, x)
+    base = name.rstrip("n2")
+    inverse = base.startswith("i")
+    if base in ("fft", "ifft"):
+        c = (lnp.fft.ifftn if inverse else lnp.fft.fftn)(g, axes=axes, norm=norm)
+    elif base == "rfft":
+        gp = _fit_len(g, axes[-1], s[-1])          # R^T: the dropped half is zero
+        c = lnp.real(lnp.fft.fftn(gp, axes=axes, norm=norm)) if not _is_complex(x) else \
+            lnp.fft.fftn(gp, axes=axes, norm=norm).real + 0j
+    else:                                          # irfft: weights * ifft(g), half spectrum
+        c = lnp.fft.ifftn(g, axes=axes, norm=norm)
+        m = s[-1] // 2 + 1
+        c = _fit_len(c, axes[-1], m) * _half_weights(s[-1], m, axes[-1], c.ndim, c.dtype)
+    for ax in axes:
+        c = _fit_len(c, ax, x.shape[ax])
+    return (c,)
+
+
+for _n in ("fft", "ifft", "rfft", "irfft", "fftn", "ifftn", "rfftn", "irfftn", "fft2", "ifft2",
+           "rfft2", "irfft2"):
+    CALL_RULES["fft." + _n] = _fft_rule
+
+
+# --- nan reductions, median, cov, unwrap ------------------------------------------------------
+
+@_rule("nanprod")
+def _nanprod_vjp(g, node, args, params, need):
+    lnp = _np_()
+    x, axis, kd, w = _red_info(args, params)
+    nan = lnp.isnan(x)
+    gb = _expand(g * _W(node), x.shape, axis, kd) / lnp.where(nan, 1.0, x)
+    gb = lnp.where(nan, 0.0, gb)
+    if w is not None:
+        gb = lnp.where(w, gb, 0.0)
+    return [gb] + [None] * (len(args) - 1)
+
+
+@_rule("nanvar", "nanstd")
+def _nanvar_vjp(g, node, args, params, need):
+    lnp = _np_()
+    x, axis, kd, w = _red_info(args, params)
+    if w is not None:
+        raise NotImplementedError(f"lazynp.autograd: {node.op.name}(where=) gradient")
+    if node.op.name == "nanstd":
+        g = g * 0.5 / _W(node)
+    axes = _axes(x.shape, axis)
+    ok = lnp.logical_not(lnp.isnan(x))
+    n = lnp.sum(ok, axis=axes, keepdims=True).astype(g.dtype)
+    m = lnp.nanmean(x, axis=axes, keepdims=True)
+    d = lnp.where(ok, x - m, 0.0)
+    return [_expand(g, x.shape, axis, kd) * 2.0 * d / (n - _ddof(params))] + \
+        [None] * (len(args) - 1)
+
+
+@_rule("nancumprod")
+def _nancumprod_vjp(g, node, args, params, need):
+    lnp = _np_()
+    x = _W(args[0])
+    axis = (params or {}).get("axis")
+    nan = lnp.isnan(x)
+    xf = lnp.where(nan, 1.0, x)
+    ans = _W(node)
+    c = lnp.reshape(_rev_cumsum(g * ans, 0), x.shape) if axis is None else \
+        _rev_cumsum(g * ans, axis)
+    return [lnp.where(nan, 0.0, c / xf)]
+
+
+@_rule("median")
+def _median_vjp(g, node, args, params, need):
+    """The gradient goes to the middle element (split between the two middle ones for an
+    even count), located by a stable sort."""
+    lnp = _np_()
+    x, axis, kd, _w = _red_info(args, params)
+    axes = _axes(x.shape, axis)
+    if len(axes) != 1 and not (axis is None):
+        raise NotImplementedError("lazynp.autograd: median over several axes")
+    xs = lnp.reshape(x, (-1,)) if axis is None else x
+    ax = 0 if axis is None else axes[0]
+    n = xs.shape[ax]
+    wts = np.zeros(n)
+    wts[(n - 1) // 2] += 0.5
+    wts[n // 2] += 0.5
+    shp = [1] * xs.ndim
+    shp[ax] = n
+    gx = _expand(g, x.shape, axis, kd)
+    gx = lnp.reshape(gx, (-1,)) if axis is None else gx
+    perm = lnp.argsort(xs, axis=ax, kind="stable")
+    sorted_cot = gx * lnp.asarray(wts.reshape(shp))
+    c = _take_along_axis_cot(sorted_cot, perm, xs, ax)
+    return [lnp.reshape(c, x.shape)] + [None] * (len(args) - 1)
+
+
+@_call("cov")
+def _cov_rule(g, ans, A, K, node):
+    lnp = _np_()
+    m = A[0]
+    extra = [k for k in ("y", "fweights", "aweights") if K.get(k) is not None] + \
+        (["y"] if len(A) > 1 and A[1] is not None else [])
+    if extra or K.get("ddof") is not None:
+        raise NotImplementedError("lazynp.autograd: no gradient of numpy.cov with y, weights "
+                                  "or ddof")
+    rowvar = _arg(A, K, 2, "rowvar", True)
+    bias = _arg(A, K, 3, "bias", False)
+    X = lnp.reshape(m, (1, -1)) if m.ndim == 1 else (m if rowvar else _T(m))
+    N = X.shape[1]
+    Xc = X - lnp.mean(X, axis=1, keepdims=True)
+    G = lnp.reshape(g, (X.shape[0], X.shape[0]))
+    gXc = lnp.matmul(G + _T(G), Xc) / (N - (0 if bias else 1))
+    gX = gXc - lnp.mean(gXc, axis=1, keepdims=True)
+    gm = lnp.reshape(gX, m.shape) if m.ndim == 1 else (gX if rowvar else _T(gX))
+    return (gm,)
+
+
+@_call("unwrap")
+def _unwrap_rule(g, ans, A, K, node):
+    """unwrap adds multiples of ``period`` that are constant almost everywhere: slope 1."""
+    return (g,)
+
+
+@_call("quantile", "percentile")
+def _quantile_rule(g, ans, A, K, node):
+    """Linear interpolation between the two order statistics around ``(n - 1) q`` (NumPy's
+    default method): their weights ``1 - t`` and ``t`` carry the gradient back through a
+    stable sort."""
+    lnp = _np_()
+    a = A[0]
+    q = _arg(A, K, 1, "q")
+    axis = _arg(A, K, 2, "axis", None)
+    method = _arg(A, K, 5, "method", "linear")
+    if method != "linear" or (axis is not None and np.ndim(axis) != 0 and len(axis) != 1):
+        raise NotImplementedError(f"lazynp.autograd: no gradient of numpy."
+                                  f"{node.op.name[5:]}(method={method!r}) or over several axes")
+    if np.ndim(axis) == 1:
+        axis = axis[0]
+    qv = np.asarray(q, dtype=float) / (100.0 if node.op.name.endswith("percentile") else 1.0)
+    xs = lnp.reshape(a, (-1,)) if axis is None else lnp.moveaxis(a, axis, -1)
+    n = xs.shape[-1]
+    h = (n - 1) * qv
+    lo = np.floor(h).astype(int)
+    hi = np.minimum(lo + 1, n - 1)
+    t = h - lo
+    W = np.zeros(qv.shape + (n,))
+    idx = np.indices(qv.shape) if qv.ndim else ()
+    W[tuple(idx) + (lo,)] += 1.0 - t
+    W[tuple(idx) + (hi,)] += t
+    # g: q.shape + reduced shape (keepdims: size-1 axes kept)
+    rshape = xs.shape[:-1]
+    gq = lnp.reshape(g, qv.shape + rshape)
+    Wb = lnp.asarray(W.reshape(qv.shape + (1,) * len(rshape) + (n,)))
+    sorted_cot = lnp.sum(lnp.expand_dims(gq, -1) * Wb, axis=tuple(range(qv.ndim))) \
+        if qv.ndim else lnp.expand_dims(gq, -1) * Wb
+    perm = lnp.argsort(xs, axis=-1, kind="stable")
+    c = _take_along_axis_cot(sorted_cot, perm, xs, -1)
+    c = lnp.reshape(c, a.shape) if axis is None else lnp.moveaxis(c, -1, axis)
+    return (c, NO_GRADIENT)
+
+
+@_call("corrcoef")
+def _corrcoef_rule(g, ans, A, K, node):
+    """R = C / (s s^T), s = sqrt(diag C): dR/dC_ij = 1/(s_i s_j) off the diagonal terms,
+    and -R/2 (1/C_ii + 1/C_jj) through the diagonal; then cov's rule."""
+    lnp = _np_()
+    x = A[0]
+    if (len(A) > 1 and A[1] is not None) or K.get("y") is not None:
+        raise NotImplementedError("lazynp.autograd: no gradient of numpy.corrcoef with y")
+    if _is_complex(x):
+        raise NotImplementedError("lazynp.autograd: no gradient of a complex numpy.corrcoef")
+    rowvar = _arg(A, K, 2, "rowvar", True)
+    if x.ndim < 2 or (x.shape[0] if rowvar else x.shape[1]) == 1:
+        return (lnp.zeros_like(x),)          # a single variable: R is the constant 1
+    C = lnp.cov(x, rowvar=rowvar)
+    d = lnp.diagonal(C)
+    s = lnp.sqrt(d)
+    R = C / lnp.outer(s, s)
+    G = lnp.reshape(g, R.shape)
+    GR = G * R
+    v = -(lnp.sum(GR, axis=1) + lnp.sum(GR, axis=0)) / (2.0 * d)
+    gC = G / lnp.outer(s, s) + lnp.eye(d.shape[0], dtype=R.dtype) * v
+    return _cov_rule(gC, C, (x,), {"rowvar": rowvar}, node)
+
+
+def _order_stat_cot(g, a, axis, kd, qv, nan):
+    """Cotangent of linear-interpolated order statistics at fractions ``qv`` (a NumPy array;
+    the result has ``qv.shape`` in front) along ``axis`` of ``a``; with ``nan``, NaNs are
+    skipped (they sort last, and the count is per row)."""
+    lnp = _np_()
+    xs = lnp.reshape(a, (-1,)) if axis is None else lnp.moveaxis(a, axis, -1)
+    n_len = xs.shape[-1]
+    rshape = xs.shape[:-1]
+    if nan:
+        n = lnp.sum(lnp.logical_not(lnp.isnan(xs)), axis=-1, keepdims=True).astype(float)
+    else:
+        n = lnp.full(rshape + (1,), float(n_len))
+    k = lnp.asarray(np.arange(n_len, dtype=float))
+    gq = lnp.reshape(g, qv.shape + rshape)
+    sorted_cot = None
+    for i in np.ndindex(qv.shape):
+        h = (n - 1.0) * float(qv[i])
+        lo = lnp.floor(h)
+        hi = lnp.minimum(lo + 1.0, lnp.maximum(n - 1.0, 0.0))
+        t = h - lo
+        w = lnp.where(k == lo, 1.0 - t, 0.0) + lnp.where(k == hi, t, 0.0)
+        term = lnp.expand_dims(gq[i], -1) * w
+        sorted_cot = term if sorted_cot is None else sorted_cot + term
+    perm = lnp.argsort(xs, axis=-1, kind="stable")
+    c = _take_along_axis_cot(sorted_cot, perm, xs, -1)
+    c = lnp.reshape(c, a.shape) if axis is None else lnp.moveaxis(c, -1, axis)
+    return lnp.where(lnp.isnan(a), 0.0, c) if nan else c
+
+
+@_rule("nanmedian")
+def _nanmedian_vjp(g, node, args, params, need):
+    x, axis, kd, _w = _red_info(args, params)
+    if axis is not None and len(_axes(x.shape, axis)) != 1:
+        raise NotImplementedError("lazynp.autograd: nanmedian over several axes")
+    ax = None if axis is None else _axes(x.shape, axis)[0]
+    gg = g if not kd else _np_().squeeze(g, axis=ax) if ax is not None else _np_().reshape(g, ())
+    return [_order_stat_cot(gg, x, ax, False, np.asarray(0.5), True)] + \
+        [None] * (len(args) - 1)
+
+
+@_call("nanquantile", "nanpercentile")
+def _nanquantile_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a = A[0]
+    q = _arg(A, K, 1, "q")
+    axis = _arg(A, K, 2, "axis", None)
+    method = _arg(A, K, 5, "method", "linear")
+    kd = _arg(A, K, 6, "keepdims", False)
+    if method != "linear" or (axis is not None and np.ndim(axis) != 0 and len(axis) != 1):
+        raise NotImplementedError(f"lazynp.autograd: no gradient of numpy."
+                                  f"{node.op.name[5:]}(method={method!r}) or over several axes")
+    if np.ndim(axis) == 1:
+        axis = axis[0]
+    qv = np.asarray(q, dtype=float) / (100.0 if node.op.name.endswith("percentile") else 1.0)
+    if kd:
+        ax = tuple(range(qv.ndim, g.ndim)) if axis is None else (qv.ndim + axis % a.ndim,)
+        g = lnp.squeeze(g, axis=ax)
+    return (_order_stat_cot(g, a, None if axis is None else axis % a.ndim, False, qv, True),
+            NO_GRADIENT)
+
+
+@_call("linalg.qr")
+def _qr_rule(g, ans, A, K, node):
+    """Reduced QR of a tall matrix (JAX's QR JVP, transposed): with
+    ``M = gR R^T - Q^T gQ``, ``gA = (gQ + Q (M - tril(M - M^T, -1))) R^-T``."""
+    lnp = _np_()
+    a = A[0]
+    if _is_complex(a):
+        raise NotImplementedError("lazynp.autograd: no gradient of a complex linalg.qr")
+    m, n = a.shape[-2:]
+    q, r = _tuple_parts(node, [(a.shape[:-2] + (m, n), node.dtype),
+                               (a.shape[:-2] + (n, n), node.dtype)])
+    gq = g[0] if g[0] is not None else lnp.zeros_like(q)
+    gr = g[1] if g[1] is not None else lnp.zeros_like(r)
+    M = lnp.matmul(gr, _T(r)) - lnp.matmul(_T(q), gq)
+    N = gq + lnp.matmul(q, M - lnp.tril(M - _T(M), -1))
+    # N R^-T = solve(R, N^T)^T
+    return (_T(lnp.linalg.solve(r, _T(N))),)
+
+
+def _svd_inside_rule(a):
+    """A reduced SVD for use inside rules whose result does not depend on the singular
+    vectors' phases (its own rule then accepts complex U/Vh cotangents)."""
+    from .._functions import lazy_call
+    a = _L().asarray(a)
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    tw = np.linalg.svd(np.eye(1, dtype=a.dtype))
+    b = a.shape[:-2]
+    return lazy_call("ad.svd_any_gauge", np.linalg.svd, (a,), {"full_matrices": False},
+                     meta=lambda nd, t: [(b + (m, k), tw[0].dtype), (b + (k,), tw[1].dtype),
+                                         (b + (k, n), tw[2].dtype)], nout=3)
+
+
+def _complex_svd_cot(gu, gs, gvh, u, s, vh, m, n):
+    """JAX's complex SVD JVP (its gauge), transposed: with H = conj(cotangent),
+    ``H_A = U Z V^H`` (+ the parts outside the span for non-square A), where
+    ``Z = diag(gs) + Wu S + (E - E^H) / 2 + S Wv``, ``Wu = F o Ju + (F o Ju)^H``,
+    ``Ju = U^H conj(gU)``, ``E = diag(Ju) / s``; the cotangent is ``conj(H_A)``."""
+    lnp = _np_()
+    k = min(m, n)
+    eye = lnp.eye(k, dtype=s.dtype)
+    s_row = lnp.expand_dims(s, -2)
+    F = 1.0 / ((s_row + _T(s_row)) * (s_row - _T(s_row)) + eye) - eye
+    sinv = 1.0 / s
+    v = _H(vh)
+    Z = 0.0 * eye + 0j
+    if gs is not None:
+        Z = Z + lnp.expand_dims(gs, -1) * eye
+    extra = 0.0
+    if gu is not None:
+        HU = lnp.conjugate(gu)
+        Ju = lnp.matmul(_H(u), HU)
+        FJ = F * Ju
+        Wu = FJ + _H(FJ)
+        E = Ju * eye * lnp.expand_dims(sinv, -2)
+        Z = Z + Wu * s_row + 0.5 * (E - _H(E))
+        if m > n:
+            proj = lnp.eye(m, dtype=u.dtype) - lnp.matmul(u, _H(u))
+            extra = extra + lnp.matmul(lnp.matmul(proj, HU) * s_row ** -1.0, _H(v))
+    if gvh is not None:
+        HV = _T(gvh)                 # conj-transpose of conj(gVh)
+        Jv = lnp.matmul(_H(v), HV)
+        FJ = F * Jv
+        Wv = FJ + _H(FJ)
+        Z = Z + _T(s_row) * Wv
+        if n > m:
+            proj = lnp.eye(n, dtype=v.dtype) - lnp.matmul(v, _H(v))
+            extra = extra + lnp.matmul(u * s_row ** -1.0, lnp.matmul(_H(HV), proj))
+    HA = lnp.matmul(lnp.matmul(u, Z), _H(v)) + extra
+    return lnp.conjugate(HA)
