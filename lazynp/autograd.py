@@ -102,15 +102,20 @@ def _h_flush(targets, wait=True):
     return _orig["flush"](targets, wait)
 
 
-def _lazy_leaves(obj, out):
+def _arrays_in(obj):
+    """The lazynp arrays inside ``obj`` (nested lists, tuples and dict values)."""
     if isinstance(obj, ndarray):
-        out.append(obj._node())
+        yield obj
     elif isinstance(obj, (list, tuple)):
         for x in obj:
-            _lazy_leaves(x, out)
+            yield from _arrays_in(x)
     elif isinstance(obj, dict):
         for x in obj.values():
-            _lazy_leaves(x, out)
+            yield from _arrays_in(x)
+
+
+def _lazy_leaves(obj, out):
+    out.extend(a._node() for a in _arrays_in(obj))
     return out
 
 
@@ -158,14 +163,8 @@ def _plain_leaves(obj, out):
 
 def _heads(obj, out):
     """``{id(array): (array, its Var's head)}`` of the lazy arrays in ``obj``."""
-    if isinstance(obj, ndarray):
-        out[id(obj)] = (obj, obj._var.head)
-    elif isinstance(obj, (list, tuple)):
-        for x in obj:
-            _heads(x, out)
-    elif isinstance(obj, dict):
-        for x in obj.values():
-            _heads(x, out)
+    for a in _arrays_in(obj):
+        out[id(a)] = (a, a._var.head)
     return out
 
 

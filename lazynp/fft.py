@@ -48,12 +48,20 @@ def _one(name, np_fn, kind):
         shape = list(a.shape)
         shape[ax] = length // 2 + 1 if kind == "r" else length
         dt = _dtypes(a, real_out=kind == "ir", real_in=kind == "r")
-        res = lazy_call("fft." + name, np_fn, (a,), {"n": n, "axis": axis, "norm": norm},
-                        meta=lambda nodes, tpl: (tuple(shape), dt))
-        if out is not None:
-            out[...] = res
-            return out
-        return res
+        return _record(name, np_fn, a, {"n": n, "axis": axis, "norm": norm}, shape, dt, out)
+    return _named(f, name, np_fn)
+
+
+def _record(name, np_fn, a, kw, shape, dt, out):
+    """Record ``np_fn(a, **kw)`` (result ``shape`` and ``dt``), written into ``out`` if given."""
+    res = lazy_call("fft." + name, np_fn, (a,), kw, meta=lambda nodes, tpl: (tuple(shape), dt))
+    if out is not None:
+        out[...] = res
+        return out
+    return res
+
+
+def _named(f, name, np_fn):
     f.__name__ = name
     f.__doc__ = np_fn.__doc__
     return f
@@ -85,16 +93,8 @@ def _nd(name, np_fn, kind, default_axes=None):
         if kind == "r" and ax:
             shape[ax[-1]] = ss[-1] // 2 + 1
         dt = _dtypes(a, real_out=kind == "ir", real_in=kind == "r")
-        kw = {"s": s, "axes": axes, "norm": norm}
-        res = lazy_call("fft." + name, np_fn, (a,), kw,
-                        meta=lambda nodes, tpl: (tuple(shape), dt))
-        if out is not None:
-            out[...] = res
-            return out
-        return res
-    f.__name__ = name
-    f.__doc__ = np_fn.__doc__
-    return f
+        return _record(name, np_fn, a, {"s": s, "axes": axes, "norm": norm}, shape, dt, out)
+    return _named(f, name, np_fn)
 
 
 fft = _one("fft", _np.fft.fft, "c")
