@@ -1,7 +1,8 @@
 """Gradient of an MLP loss (784-256-10, batch 256, tanh, softmax cross-entropy).
 
 lazynp eager ``grad`` against HIPS ``autograd`` and ``jax`` (each skipped with a note when
-not installed), in the same run, as ratios.  Target: lazynp >= 2x faster than autograd.
+not installed), in the same run, as ratios.  Targets: eager ``grad`` within 1.15x of the same
+gradient written out by hand in NumPy; ``jit(grad)`` within 1.2x of ``jax.jit(jax.grad)``.
 
 Eager ``grad`` called again on a forward graph of the same structure replays a compiled plan
 (``lazynp/_grad_replay.py``); the "replay off" row records every backward pass.  A second
@@ -192,12 +193,15 @@ def main() -> int:
     for n in notes:
         print("note:", n)
     summary = Summary()
+    # (issue 15: the earlier ">= 2x autograd" target was, as measured, the time of the same
+    # gradient written out by hand in NumPy; the target is now that limit)
+    r = times["lazynp"] / times["numpy, hand-written gradient"]
+    summary.add("grad(MLP) vs hand-written NumPy gradient", "<= 1.15x its time", f"{r:.2f}x",
+                r <= 1.15)
     if "autograd" in times:
         r = times["autograd"] / times["lazynp"]
-        summary.add("grad(MLP) vs autograd", ">= 2.0x faster", f"{r:.2f}x", r >= 2.0)
-    else:
-        summary.add("grad(MLP) vs autograd", ">= 2.0x faster", "skipped (not installed)",
-                    True, kind="info")
+        summary.add("grad(MLP) vs autograd", "info (x faster)", f"{r:.2f}x", True,
+                    kind="info")
     if "jax (jit)" in times:
         r = times["lazynp (jit)"] / times["jax (jit)"]
         summary.add("jit(grad(MLP)) vs jax.jit(jax.grad)", "<= 1.2x jax's time", f"{r:.2f}x",
@@ -208,9 +212,6 @@ def main() -> int:
     floor = times["numpy, the 2 large matmuls only"]
     summary.add("BLAS floor (2 matmuls) / lazynp time", "info",
                 f"{floor / times['lazynp']:.2f}", True, kind="info")
-    if "autograd" in times:
-        summary.add("autograd time / 2 - BLAS floor", "info (< 0: 2x is below the floor)",
-                    fmt_time(times["autograd"] / 2 - floor), True, kind="info")
     if "jax (eager)" in times:
         r = times["jax (eager)"] / times["lazynp"]
         summary.add("grad(MLP) vs jax eager", "info", f"{r:.2f}x", True, kind="info")
