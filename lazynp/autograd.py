@@ -582,18 +582,9 @@ def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True, *, argnum=No
             grads = None
             if entry is not None and entry.plan is None and entry.count >= _replay.COMPILE_AT:
                 grads = _backward([onode], [lnp.ones(out.shape, out.dtype)], flat_nodes, tape)
-                if _graph.STATS["flushes"] != flushes:
-                    # something ran while the backward pass was recorded: its values would
-                    # be baked into the plan as constants (the next call tries again)
-                    _replay.STATS["uncacheable"] += 1
+                if not _compile_plan(entry, flushes, [out] if _want_value else [], grads,
+                                     externals):
                     entry = None
-                else:
-                    try:
-                        _replay.compile_entry(entry, [out] if _want_value else [], grads,
-                                              externals)
-                    except Exception:  # an op the plan compiler does not take: stay eager
-                        _replay.STATS["failures"] += 1
-                        entry.plan = False
             replayed = entry is not None and bool(entry.plan)
             if replayed:
                 recorded = _REC[tr.start:]
@@ -602,17 +593,14 @@ def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True, *, argnum=No
         if replayed:
             # (outside the trace: reading the inputs must not mark them as kept for a
             # backward pass, which would stop in-place updates of them)
-            try:
-                values, grads = _replay.run_entry(entry, externals)
-            except Exception:          # the eager path raises the error at its line
-                _replay.STATS["failures"] += 1
-                replay.drop(key)
+            ran = _run_plan(entry, externals, replay, key)
+            if ran is None:
                 if grads is None:      # (else the compiling call recorded them already)
                     with _Trace():
                         grads = _backward([onode], [lnp.ones(out.shape, out.dtype)],
                                           flat_nodes, tape)
             else:
-                _replay.STATS["hits"] += 1
+                values, grads = ran
                 # (grad drops the value: the forward graph must not outlive the call)
                 res = _replay.deliver(res, onode, values[0]) if values else None
                 watch.extend(_replay.abandon(recorded))
@@ -640,6 +628,34 @@ def _replay_entry(replay, onode, tape, flat_nodes):
         _replay.STATS["uncacheable"] += 1
         return None, None, None
     return replay.lookup(key), key, externals
+
+
+def _compile_plan(entry, flushes: int, outs, grads, externals) -> bool:
+    """Compile ``entry``'s replay plan from the pass just recorded; False when something
+    ran while it was recorded (its values would be baked into the plan as constants: the
+    next call tries again).  An op the plan compiler does not take keeps the call eager."""
+    if _graph.STATS["flushes"] != flushes:
+        _replay.STATS["uncacheable"] += 1
+        return False
+    try:
+        _replay.compile_entry(entry, outs, grads, externals)
+    except Exception:
+        _replay.STATS["failures"] += 1
+        entry.plan = False
+    return True
+
+
+def _run_plan(entry, externals, replay, key):
+    """``(values, grads)`` of ``entry``'s compiled plan on this call's inputs, or None when
+    it failed (the entry is dropped; the recorded pass raises the error at its line)."""
+    try:
+        result = _replay.run_entry(entry, externals)
+    except Exception:
+        _replay.STATS["failures"] += 1
+        replay.drop(key)
+        return None
+    _replay.STATS["hits"] += 1
+    return result
 
 
 def grad(fun, argnums=0, has_aux=False, *, argnum=None):
@@ -715,26 +731,14 @@ def vjp(fun, *primals, has_aux=False, _replayable=True):
             cots = [c.astype(o.dtype) if c.dtype != o.dtype and o.dtype.kind in "fc" else c
                     for c, o in zip(cots, out_arrays)]
         if plan_ok and entry.plan:
-            try:
-                _v, grads = _replay.run_entry(entry, externals + [c._node() for c in cots])
-            except Exception:          # the recorded pass below raises at its line
-                _replay.STATS["failures"] += 1
-                replay.drop(key)
-            else:
-                _replay.STATS["hits"] += 1
-                return _grads_out(grads, specs, nodes, originals, False)
+            ran = _run_plan(entry, externals + [c._node() for c in cots], replay, key)
+            if ran is not None:
+                return _grads_out(ran[1], specs, nodes, originals, False)
         with _Trace():
             grads = _backward(out_nodes, cots, flat_nodes, tape)
             if plan_ok and entry.plan is None and entry.count >= _replay.COMPILE_AT:
-                if _graph.STATS["flushes"] != flushes:
-                    _replay.STATS["uncacheable"] += 1     # (forward values were computed)
-                else:
-                    try:
-                        _replay.compile_entry(entry, [], grads,
-                                              externals + [c._node() for c in cots])
-                    except Exception:
-                        _replay.STATS["failures"] += 1
-                        entry.plan = False
+                _compile_plan(entry, flushes, [], grads,
+                              externals + [c._node() for c in cots])
         return _grads_out(grads, specs, nodes, originals, False)
     if has_aux:
         return res, vjp_fn, aux
@@ -832,22 +836,12 @@ def _jvp_replayed(replay, fun, primals, tangents, watch):
                                          tape2)[0], u)
             if entry is not None and entry.plan is None and \
                     entry.count >= _replay.COMPILE_AT:
-                if _graph.STATS["flushes"] != flushes:
-                    _replay.STATS["uncacheable"] += 1
-                else:
-                    try:
-                        _replay.compile_entry(entry, [out], [tout], externals)
-                    except Exception:
-                        _replay.STATS["failures"] += 1
-                        entry.plan = False
+                _compile_plan(entry, flushes, [out], [tout], externals)
             return out, tout
-    try:
-        values, touts = _replay.run_entry(entry, externals)
-    except Exception:
-        _replay.STATS["failures"] += 1
-        replay.drop(key)
+    ran = _run_plan(entry, externals, replay, key)
+    if ran is None:
         return None
-    _replay.STATS["hits"] += 1
+    values, touts = ran
     out = _replay.deliver(out, onode, values[0])
     watch.extend(_replay.abandon(recorded))
     return out, touts[0]
@@ -967,22 +961,12 @@ def _jacobian_replayed(replay, fun, args, nums, watch):
             blocks = _jacobian_blocks(out, onode, tape, flat_nodes, xs)
             if entry is not None and entry.plan is None and \
                     entry.count >= _replay.COMPILE_AT:
-                if _graph.STATS["flushes"] != flushes:
-                    _replay.STATS["uncacheable"] += 1
-                else:
-                    try:
-                        _replay.compile_entry(entry, [], blocks, externals)
-                    except Exception:
-                        _replay.STATS["failures"] += 1
-                        entry.plan = False
+                _compile_plan(entry, flushes, [], blocks, externals)
             return blocks
-    try:
-        _values, blocks = _replay.run_entry(entry, externals)
-    except Exception:
-        _replay.STATS["failures"] += 1
-        replay.drop(key)
+    ran = _run_plan(entry, externals, replay, key)
+    if ran is None:
         return None
-    _replay.STATS["hits"] += 1
+    blocks = ran[1]
     watch.extend(_replay.abandon(recorded))
     return blocks
 
@@ -1150,14 +1134,9 @@ def _backward_imperative(heads, head_grads, retain_graph, watch: list):
                 and _depth == 1:
             entry, key, externals = _replay_entry(_IMPERATIVE, outs, tape, inputs)
         if entry is not None and entry.plan:
-            try:
-                values, grads = _replay.run_entry(entry, externals)
-            except Exception:          # the recorded pass below raises at its line
-                _replay.STATS["failures"] += 1
-                _IMPERATIVE.drop(key)
-                grads = None
-            else:
-                _replay.STATS["hits"] += 1
+            ran = _run_plan(entry, externals, _IMPERATIVE, key)
+            if ran is not None:
+                values, grads = ran
                 for h, o, v in zip(heads, outs, values):
                     _replay.deliver(h, o, v)      # (reading the loss does not run it again)
                 watch.extend(_replay.abandon([tape.nodes[k][0] for k in tape.nodes]))
@@ -1167,14 +1146,7 @@ def _backward_imperative(heads, head_grads, retain_graph, watch: list):
             grads = _backward(outs, cots, inputs, tape)
             if entry is not None and entry.plan is None and \
                     entry.count >= _replay.COMPILE_AT:
-                if _graph.STATS["flushes"] != flushes:
-                    _replay.STATS["uncacheable"] += 1
-                else:
-                    try:
-                        _replay.compile_entry(entry, list(heads), grads, externals)
-                    except Exception:
-                        _replay.STATS["failures"] += 1
-                        entry.plan = False
+                _compile_plan(entry, flushes, list(heads), grads, externals)
     return entries, grads
 
 
