@@ -10,6 +10,8 @@ try:
     extensions = cythonize([Extension("lazynp._speedups", ["lazynp/_speedups.pyx"],
                                       include_dirs=[numpy.get_include()],
                                       define_macros=[("NPY_NO_DEPRECATED_API",
+                                                      "NPY_2_0_API_VERSION"),
+                                                     ("NPY_TARGET_VERSION",
                                                       "NPY_2_0_API_VERSION")],
                                       optional=True)],
                            compiler_directives={"language_level": 3})
