@@ -191,6 +191,12 @@ def _in_numpys_layout(res: np.ndarray):
 def eager_first(np_fn, lazy_fn, kind: str = "opaque"):
     """``lazy_fn`` behind a first attempt to run NumPy's ``np_fn`` at once (for functions
     that return fresh data)."""
+    if _graph.speedups is not None:
+        f = _graph.speedups.EagerFirst(np_fn, lazy_fn, kind)
+        functools.update_wrapper(f, lazy_fn)
+        f._lazynp_eager = np_fn
+        return f
+
     @functools.wraps(lazy_fn)
     def f(*args, **kwargs):
         if not _policy.record_all:

@@ -262,6 +262,8 @@ def install(cls, skip=frozenset()) -> None:
         byteswap=_byteswap, put=_put, tofile=_tofile, dump=_dump)
     for name in _DELEGATED:
         members[name] = _item_method(name)
+    if _g.speedups is not None:
+        _g.speedups.configure_methods({n: members[n] for n in _g.speedups.METHOD_NAMES})
     setter = _g.speedups.install_member if _g.speedups is not None else setattr
     for name, value in members.items():
         if name not in skip:

@@ -623,10 +623,69 @@ cdef class ndarray:
         return _size_of(self.shape)
 
     def __len__(self):
-        shape = self.shape
+        cdef object v = self._shadow
+        if v is None and self._v is None:
+            v = self._val
+        if v is not None:
+            if cnp.PyArray_NDIM(<cnp.ndarray>v) == 0:
+                raise TypeError("len() of unsized object")
+            return cnp.PyArray_DIMS(<cnp.ndarray>v)[0]
+        shape = (<Node>(<Var>self._v).head).shape
         if not shape:
             raise TypeError("len() of unsized object")
         return shape[0]
+
+    # --- NumPy's methods: at once on the value when the policy allows, else lazynp's
+    # recorded versions (lazynp._methods) --------------------------------------------------
+    def sum(self, *args, **kwargs):
+        return _method(self, "sum", "reduction", args, kwargs)
+
+    def prod(self, *args, **kwargs):
+        return _method(self, "prod", "reduction", args, kwargs)
+
+    def mean(self, *args, **kwargs):
+        return _method(self, "mean", "reduction", args, kwargs)
+
+    def std(self, *args, **kwargs):
+        return _method(self, "std", "reduction", args, kwargs)
+
+    def var(self, *args, **kwargs):
+        return _method(self, "var", "reduction", args, kwargs)
+
+    def min(self, *args, **kwargs):
+        return _method(self, "min", "reduction", args, kwargs)
+
+    def max(self, *args, **kwargs):
+        return _method(self, "max", "reduction", args, kwargs)
+
+    def argmin(self, *args, **kwargs):
+        return _method(self, "argmin", "reduction", args, kwargs)
+
+    def argmax(self, *args, **kwargs):
+        return _method(self, "argmax", "reduction", args, kwargs)
+
+    def all(self, *args, **kwargs):
+        return _method(self, "all", "reduction", args, kwargs)
+
+    def any(self, *args, **kwargs):
+        return _method(self, "any", "reduction", args, kwargs)
+
+    def cumsum(self, *args, **kwargs):
+        return _method(self, "cumsum", "reduction", args, kwargs)
+
+    def cumprod(self, *args, **kwargs):
+        return _method(self, "cumprod", "reduction", args, kwargs)
+
+    def clip(self, *args, **kwargs):
+        return _method(self, "clip", "elementwise", args, kwargs)
+
+    def copy(self, *args, **kwargs):
+        return _method(self, "copy", "elementwise", args, kwargs)
+
+    def astype(self, *args, **kwargs):
+        if "copy" in kwargs:        # (copy=False may return this very array: Python path)
+            return _method_py["astype"](self, *args, **kwargs)
+        return _method(self, "astype", "elementwise", args, kwargs)
 
     # --- indexing ---------------------------------------------------------------------
     def __getitem__(self, index):
@@ -1110,20 +1169,63 @@ cdef object _wrap_result(r, tuple inputs):
 def eager_call(fn, tuple args, dict kwargs, kind):
     """``_eager.try_call(fn, args, kwargs, kind)``: NumPy's ``fn`` at once when the policy
     allows it, else lazynp._eager.NOT_EAGER."""
+    return _eager_call(fn, args, kwargs, kind)
+
+
+cdef class EagerFirst:
+    """``lazynp._eager.eager_first`` in C: a namespace function that first tries NumPy's
+    ``np_fn`` at once (the policy allowing), else calls lazynp's ``lazy_fn``.  Carries
+    ``lazy_fn``'s name, docstring and signature (``__wrapped__``)."""
+
+    cdef readonly object np_fn, lazy_fn, kind
+    cdef dict __dict__
+
+    def __init__(self, np_fn, lazy_fn, kind):
+        self.np_fn = np_fn
+        self.lazy_fn = lazy_fn
+        self.kind = kind
+
+    def __call__(self, *args, **kwargs):
+        if not _record_all:
+            r = _eager_call(self.np_fn, args, kwargs, self.kind)
+            if r is not _NOT_EAGER:
+                return r
+        return self.lazy_fn(*args, **kwargs)
+
+    def __repr__(self):
+        return f"<function {getattr(self, '__qualname__', '?')}>"
+
+    def __reduce__(self):
+        # (by name, as functions pickle)
+        return (_namespace_member, (getattr(self, "__module__"), getattr(self, "__name__")))
+
+
+def _namespace_member(module, name):
+    import importlib
+    return getattr(importlib.import_module(module), name)
+
+
+cdef object _eager_call(fn, tuple args, dict kwargs, kind):
     if _record_all:
         return _NOT_EAGER
     cdef bint sized = kind in _sized_kinds
-    cdef Py_ssize_t maxsize = 0
-    cdef list vals = []
+    cdef Py_ssize_t maxsize = 0, i, n = len(args)
+    cdef tuple vals = args
+    cdef list replaced = None
     cdef dict kw
-    for a in args:
+    for i in range(n):
+        a = args[i]
         v = _call_arg(a, sized, &maxsize)
         if v is _NE:
             return _NOT_EAGER
         if v is _SLOW:
             return _try_call_py(fn, args, kwargs, kind)
-        vals.append(v)
-    kw = kwargs
+        if v is not a:                  # (a lazy argument: its value instead)
+            if replaced is None:
+                replaced = list(args)
+            replaced[i] = v
+    if replaced is not None:
+        vals = tuple(replaced)
     if kwargs:
         kw = {}
         for k, a in kwargs.items():
@@ -1135,14 +1237,40 @@ def eager_call(fn, tuple args, dict kwargs, kind):
             if v is _SLOW:
                 return _try_call_py(fn, args, kwargs, kind)
             kw[k] = v
+        if sized and maxsize >= _eager_max:
+            return _NOT_EAGER
+        return _wrap_result(fn(*vals, **kw), vals)
     if sized and maxsize >= _eager_max:
         return _NOT_EAGER
-    return _wrap_result(fn(*vals, **kw), tuple(vals))
+    return _wrap_result(fn(*vals), vals)
+
+
+#: The ndarray methods the C type defines (``sum``, ``copy``...) -> lazynp._methods'
+#: Python versions (the recorded path, when NumPy's method may not run at once).
+METHOD_NAMES = ("sum", "prod", "mean", "std", "var", "min", "max", "argmin", "argmax", "all",
+                "any", "cumsum", "cumprod", "clip", "copy", "astype")
+cdef dict _method_py = {}
+
+
+def configure_methods(dict python_methods):
+    """The recorded (Python) versions of :data:`METHOD_NAMES`."""
+    _method_py.update(python_methods)
+
+
+cdef object _method(ndarray self, name, kind, tuple args, dict kwargs):
+    r = _eager_method(self, name, args, kwargs, kind)
+    if r is _NOT_EAGER:
+        return _method_py[name](self, *args, **kwargs)
+    return r
 
 
 def eager_method(arr, name, tuple args, dict kwargs, kind):
     """``_eager.try_method``: NumPy's own method ``name`` on ``arr``'s value at once, or
     NOT_EAGER."""
+    return _eager_method(arr, name, args, kwargs, kind)
+
+
+cdef object _eager_method(arr, name, tuple args, dict kwargs, kind):
     if _record_all or type(arr) is not ndarray:
         return _try_method_py(arr, name, args, kwargs, kind)
     cdef bint sized = kind in _sized_kinds
@@ -1153,7 +1281,7 @@ def eager_method(arr, name, tuple args, dict kwargs, kind):
     if sized and maxsize >= _eager_max:
         return _NOT_EAGER
     if args or kwargs:
-        return eager_call(getattr(v, name), args, kwargs, "opaque") if \
+        return _eager_call(getattr(v, name), args, kwargs, "opaque") if \
             not (sized and _has_lazy_big(args, kwargs)) else _NOT_EAGER
     return _wrap_result(getattr(v, name)(), (v,))
 
@@ -1584,13 +1712,21 @@ cdef inline bint _py_scalar(t):
     return t is float or t is int or t is bool or t is complex
 
 
-def ufunc_call(self, *args, **kwargs):
-    """``lazynp.ufunc.__call__``: ``np.exp(a)``, ``np.add(a, b)``, ``np.maximum(a, 0)`` on
-    lazy arrays and Python scalars in C; everything else by the Python method ``_call_py``."""
-    info = self._c
-    if info is None or kwargs:
-        return self._call_py(*args, **kwargs)
-    cdef UfuncInfo u = <UfuncInfo>info
+cdef class UfuncBase:
+    """The base of ``lazynp.ufunc`` with the C call path: ``np.exp(a)``, ``np.add(a, b)``,
+    ``np.maximum(a, 0)`` on lazy arrays and Python scalars in C (a type slot, no method
+    lookup); everything else by the Python method ``_call_py``."""
+
+    cdef public object _c       # UfuncInfo, or None: always the Python path
+
+    def __call__(self, *args, **kwargs):
+        info = self._c
+        if info is None or kwargs:
+            return self._call_py(*args, **kwargs)
+        return _ufunc_call(<UfuncInfo>info, self, args)
+
+
+cdef object _ufunc_call(UfuncInfo u, self, tuple args):
     cdef Py_ssize_t nargs = len(args)
     cdef object va, vb
     if not _record_all:
@@ -1622,7 +1758,7 @@ def ufunc_call(self, *args, **kwargs):
                 return u.binary(a, b)
         elif type(b) is _array_cls and _py_scalar(type(a)):
             return u.binary_r(b, a)
-    return self._call_py(*args, **kwargs)
+    return self._call_py(*args)
 
 
 def binary_dunder(uf, bint reflected, bint sequence_aware, result_dtypes, check_python_int,

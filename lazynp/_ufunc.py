@@ -49,7 +49,10 @@ def _ufunc_named(name: str) -> "ufunc":
     return UFUNCS[name]
 
 
-class ufunc:
+_UfuncBase = object if graph.speedups is None else graph.speedups.UfuncBase
+
+
+class ufunc(_UfuncBase):
     """A lazy wrapper of a :class:`numpy.ufunc` with the same interface."""
 
     def __init__(self, np_ufunc: np.ufunc):
@@ -131,7 +134,8 @@ class ufunc:
         return ndarray._from_node(graph.record(self._op, tuple(ops), None, shape, dt),
                                   shape == ())
 
-    __call__ = _call_py if graph.speedups is None else graph.speedups.ufunc_call
+    if graph.speedups is None:
+        __call__ = _call_py     # (else UfuncBase.__call__, in C)
 
     def _scalars_only(self, args):
         """Only Python scalars: NumPy's own conversion rules (huge ints become uint64 or
