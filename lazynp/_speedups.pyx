@@ -18,6 +18,10 @@ from cpython.buffer cimport PyObject_GetBuffer
 from cpython.contextvars cimport get_value
 from cpython.ref cimport PyObject, Py_XDECREF
 from cpython.long cimport PyLong_AsLongLongAndOverflow
+cdef extern from "Python.h":
+    void PyObject_GC_UnTrack(object o)
+    void PyObject_GC_Track(object o)
+    int PyObject_GC_IsTracked(object o)
 from cpython.weakref cimport PyWeakref_NewRef
 from cpython.object cimport PyObject_RichCompare, PyObject_TypeCheck
 from cpython.number cimport (
@@ -562,6 +566,7 @@ cdef class ndarray:
     def _var(self, value):
         self._v = value
         self._val = None
+        _track(self)
 
     # --- construction -----------------------------------------------------------------
     @classmethod
@@ -1301,6 +1306,10 @@ cdef bint _has_lazy_big(tuple args, dict kwargs):
 cdef object _new_detached(value):
     cdef ndarray a = ndarray.__new__(ndarray)
     a._val = value
+    # A detached array holds a NumPy array only: like NumPy's arrays it is left out of the
+    # cycle collector (fewer, shorter collections in loops that make many small arrays);
+    # it is tracked again when it gets a Var (_attach).
+    PyObject_GC_UnTrack(a)
     return a
 
 
@@ -1328,7 +1337,13 @@ cdef Var _attach(ndarray a):
         v.head = _leaf_fn(a._val, a._ext)
         a._v = v
         a._val = None
+        _track(a)
     return <Var>a._v
+
+
+cdef inline void _track(a):
+    if not PyObject_GC_IsTracked(a):
+        PyObject_GC_Track(a)
 
 
 cdef object _shadow_of(ndarray a):
