@@ -520,6 +520,7 @@ cdef inline Py_ssize_t _size_of(shape):
 
 
 @cython.freelist(256)
+@cython.freelist(256)
 cdef class ndarray:
     """A lazy NumPy array.  Use it exactly like :class:`numpy.ndarray`.
 
