@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import numpy as _np
 
-from . import _config, _fallback, graph as _graph
+from . import _malloc
+
+_malloc.tune()
+
+from . import _config, _fallback, graph as _graph  # noqa: E402
 from ._fallback import FallbackError
 from .ndarray import ndarray, _install_methods
 

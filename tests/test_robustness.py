@@ -6,6 +6,7 @@ Every test that could hang runs in a subprocess or a thread guarded by a timeout
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -352,3 +353,31 @@ def test_exit_with_work_pending(in_flight):
         print("leaving")
     """
     assert _run_child(code).split() == ["leaving"]
+
+
+def test_large_temporaries_reuse_memory_after_numba_is_loaded():
+    """Once lazynp (and Numba) are imported, a loop making 2 MB temporaries must not page-fault
+    every iteration (glibc's dynamic mmap threshold does not hold after Numba loads; see
+    lazynp/_malloc.py): the loop reuses freed memory as in a plain NumPy process."""
+    import platform
+    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
+        pytest.skip("glibc malloc tuning only")
+    code = textwrap.dedent("""
+        import resource, numpy, lazynp, numba, json
+        a = numpy.random.rand(510, 510); b = numpy.random.rand(510, 510)
+        x = lazynp.asarray(a); y = lazynp.asarray(b)
+        for _ in range(20):
+            c = a + b; d = c * 2.0; z = x + y; w = z * 2.0
+        f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        for _ in range(100):
+            c = a + b; d = c * 2.0; z = x + y; w = z * 2.0
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+        print(json.dumps({"faults_per_iteration": faults / 100}))
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "LAZYNP_MALLOC_TUNING"}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert p.returncode == 0, p.stderr
+    faults = json.loads(p.stdout.strip().splitlines()[-1])["faults_per_iteration"]
+    # four 2 MB temporaries per iteration: ~2000 faults when their memory is mapped anew
+    assert faults < 50, f"{faults} page faults per iteration"
