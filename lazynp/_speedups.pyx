@@ -18,6 +18,7 @@ from cpython.buffer cimport PyObject_GetBuffer
 from cpython.contextvars cimport get_value
 from cpython.ref cimport PyObject, Py_XDECREF
 from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.number cimport PyNumber_Index
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(object o)
     void PyObject_GC_Track(object o)
@@ -701,9 +702,9 @@ cdef class ndarray:
             v = _evalue(self)
             if v is not None:
                 t = type(index)
-                if (t is int or t is tuple) and \
+                if (t is int or t is tuple or isinstance(index, _np_integer)) and \
                         cnp.PyArray_TYPE(<cnp.ndarray>v) != cnp.NPY_VOID:
-                    # one element by Python ints (the commonest index): NumPy's scalar
+                    # one element by integers (the commonest index): NumPy's scalar
                     item = _element_ptr(<cnp.ndarray>v, index, t is tuple)
                     if item != NULL:
                         return PyArray_Scalar(item, cnp.PyArray_DESCR(<cnp.ndarray>v), v)
@@ -732,7 +733,8 @@ cdef class ndarray:
         cdef Py_ssize_t region
         cdef char *item
         t = type(index)
-        if (t is int or t is tuple) and self._v is None and not _record_all:
+        if (t is int or t is tuple or isinstance(index, _np_integer)) and self._v is None and \
+                not _record_all:
             # one element of a detached (computed, unshared by pending work) array, by
             # Python ints, to a scalar: written at once, as NumPy writes it
             target = self._val
@@ -939,9 +941,20 @@ cdef class _ArrayIter:
         return self
 
     def __next__(self):
+        cdef char *item
         if self.i >= self.n:
             raise StopIteration
         self.i += 1
+        if not _record_all:
+            # a computed 1-D array: NumPy's scalar read at the element (the live buffer,
+            # looked up at each step as NumPy's iterator reads it)
+            v = _evalue(<ndarray>self.arr)
+            if v is not None and cnp.PyArray_NDIM(<cnp.ndarray>v) == 1 and \
+                    cnp.PyArray_TYPE(<cnp.ndarray>v) != cnp.NPY_VOID and \
+                    self.i <= cnp.PyArray_DIMS(<cnp.ndarray>v)[0]:
+                item = cnp.PyArray_BYTES(<cnp.ndarray>v) + \
+                    (self.i - 1) * cnp.PyArray_STRIDES(<cnp.ndarray>v)[0]
+                return PyArray_Scalar(item, cnp.PyArray_DESCR(<cnp.ndarray>v), v)
         return self.arr[self.i - 1]
 
 
@@ -970,8 +983,12 @@ cdef inline char *_element_ptr(cnp.ndarray v, index, bint is_tuple):
     cdef int overflow = 0
     cdef Py_ssize_t k
     if not is_tuple:
-        if nd != 1 or type(index) is not int:
+        if nd != 1:
             return NULL
+        if type(index) is not int:
+            if not isinstance(index, _np_integer):
+                return NULL
+            index = PyNumber_Index(index)
         i = PyLong_AsLongLongAndOverflow(index, &overflow)
         if overflow:
             return NULL
@@ -985,7 +1002,9 @@ cdef inline char *_element_ptr(cnp.ndarray v, index, bint is_tuple):
     for k in range(nd):
         x = (<tuple>index)[k]
         if type(x) is not int:
-            return NULL
+            if not isinstance(x, _np_integer):
+                return NULL
+            x = PyNumber_Index(x)
         i = PyLong_AsLongLongAndOverflow(x, &overflow)
         if overflow:
             return NULL

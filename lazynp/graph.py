@@ -766,7 +766,7 @@ def own_result(out, shape: tuple, dtype, vals, check_alias: bool = True) -> np.n
 def flush(targets, wait: bool = True) -> None:
     """Run the pending subgraph behind ``targets`` (nodes) on the engine."""
     global _epoch
-    if len(targets) == 1 and targets[0].fx is not None and _flush_tree(targets[0]):
+    if len(targets) == 1 and _flush_tree(targets[0]):
         return
     with _lock:
         _epoch += 1
@@ -784,17 +784,19 @@ def _flush_tree(t: Node) -> bool:
     """The small-flush fast path: compute ``t`` with its cached tree kernel (kernels/tree.py)
     in the calling thread.  False when the ordinary flush must run instead."""
     fx = t.fx
-    if t.state != PENDING or fx[5] != _state.generation or keep_graph or \
+    if fx is None or t.state != PENDING or fx[5] != _state.generation or keep_graph or \
             _prod(t.shape) >= 4 * _MIN_FUSED_WORK:      # (the fusion pass takes larger flushes)
         return False
     for x in fx[1]:
         if x.state != DONE or x.value is None or x.error is not None:
             return False
     with _lock:
+        if t.state != PENDING or t.fx is None:
+            return False            # (another thread's flush took it meanwhile)
         for h in _live_pending_heads():
             if h is not t and h.nuse:
                 return False        # a live array may be inside the tree: it needs its value
-        if not _tree.run(t, PENDING):
+        if not _tree.run(t, PENDING, fx):
             return False
         if t.nuse:
             _state.generation += 1  # pending readers of t recorded it as part of their trees

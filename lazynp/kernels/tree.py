@@ -93,10 +93,15 @@ def _const_exponent(node) -> bool:
     return node.op.name == "power" and type(node.args[1]) in (float, int)
 
 
-def run(target, pending_state: int) -> bool:
-    """Compute ``target`` with its tree kernel; False when it cannot run now (no kernel yet,
+def run(target, pending_state: int, fx=None) -> bool:
+    """Compute ``target`` with its tree kernel (``fx``: its tree structure, read once by the
+    caller: a node computed meanwhile drops it); False when it cannot run now (no kernel yet,
     the arguments do not fit, or a float intermediate was not finite)."""
-    sid, ins, kf, ki = target.fx[:4]
+    if fx is None:
+        fx = target.fx
+        if fx is None:
+            return False
+    sid, ins, kf, ki = fx[:4]
     plan = _plans.get(sid)
     vals = []
     for x in ins:
