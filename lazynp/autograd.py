@@ -45,7 +45,7 @@ from .ops import vjps as _vjps
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "elementwise_grad",
            "record", "pause", "backward", "is_recording", "stop_gradient", "AutogradError",
-           "mark_variables"]
+           "mark_variables", "custom_vjp", "custom_jvp", "primitive", "defvjp"]
 
 
 class AutogradError(RuntimeError):
@@ -1164,3 +1164,6 @@ def _install_methods():
 
 
 _install_methods()
+
+
+from ._custom_grad import custom_vjp, custom_jvp, primitive, defvjp  # noqa: E402
