@@ -374,11 +374,13 @@ class custom_jvp:
                 tnodes.append(tn)
             primals = call.rebuild(xs)
             tleaves = list(call.leaves)
-            for i, x in enumerate(tleaves):
-                if isinstance(x, (ndarray, np.ndarray, float, complex, np.generic)) and \
+            for i, x in enumerate(tleaves):       # (zero tangents for the constants)
+                if isinstance(x, ndarray):
+                    if x.dtype.kind in "fc":
+                        tleaves[i] = lnp.zeros(x.shape, x.dtype)
+                elif isinstance(x, (np.ndarray, float, complex, np.generic)) and \
                         np.asarray(x).dtype.kind in "fc":
-                    tleaves[i] = lnp.zeros(np.shape(x), np.asarray(x).dtype) \
-                        if not isinstance(x, ndarray) else lnp.zeros(x.shape, x.dtype)
+                    tleaves[i] = lnp.zeros(np.shape(x), np.asarray(x).dtype)
             for i, t in zip(call.lazy_idx, ts):
                 tleaves[i] = t
             tdiff = ad._unflatten(call.spec, iter(tleaves))
