@@ -1084,6 +1084,11 @@ def _take_along_axis_rule(g, ans, A, K, node):
     return (ndarray._from_node(n), None)
 
 
+@_rule("roll1")
+def _roll1_vjp(g, node, args, params, need):
+    return [_np_().roll(g, -params["shift"], axis=params["axis"])]
+
+
 @_call("roll")
 def _roll_rule(g, ans, A, K, node):
     shift = _arg(A, K, 1, "shift")
