@@ -605,7 +605,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True, *, argnum=No
     single = isinstance(argnums, int)
     nums = _argnums_tuple(argnums)
 
-    replay = _replay.GradReplay()
+    replay = _shared_replay(fun, (nums, has_aux, _want_value))
 
     def call(args, kwargs, watch: list):
         lnp = _lnp()
@@ -660,6 +660,27 @@ def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True, *, argnum=No
         return r
     wrapped.__name__ = f"value_and_grad({getattr(fun, '__name__', 'f')})"
     return _numpy_io(wrapped) if _want_value else wrapped
+
+
+_GRAD_REPLAYS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _shared_replay(fun, variant):
+    """The replay plans of ``grad``/``value_and_grad`` functions of ``fun`` (one table per
+    ``variant``: argnums, has_aux, whether the value is an output), shared by every
+    ``grad(fun)`` made: ``scipy.optimize.minimize(f, x0, jac=grad(f))`` called again does
+    not compile its plan again.  A plan depends only on the forward structure it is keyed
+    by, so sharing it is exact."""
+    try:
+        tables = _GRAD_REPLAYS.get(fun)
+        if tables is None:
+            tables = _GRAD_REPLAYS[fun] = {}
+    except TypeError:           # (not weakly referenceable)
+        return _replay.GradReplay()
+    replay = tables.get(variant)
+    if replay is None:
+        replay = tables[variant] = _replay.GradReplay()
+    return replay
 
 
 def _replay_entry(replay, onode, tape, flat_nodes):
