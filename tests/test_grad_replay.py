@@ -620,3 +620,13 @@ def test_a_custom_gradient_is_never_replayed():
     for k in range(4):
         numpy.testing.assert_allclose(gf(numpy.arange(3.0) + k), 2 * (numpy.arange(3.0) + k))
     assert R.STATS["plans"] == plans
+
+
+def test_frozen_parameters_keep_types_apart():
+    vals = [(1, 2), (1.0, 2), (True, 2), [1, 2], (1, 2, [3]), {"a": (1, 2)},
+            {"a": (1.0, 2)}, 1, 1.0, True, (), [], (numpy.int64(1), 2), (-0.0, 1), (0.0, 1)]
+    frozen = [R._freeze(v) for v in vals]
+    for i in range(len(vals)):
+        for j in range(i + 1, len(vals)):
+            assert frozen[i] != frozen[j], (vals[i], vals[j])
+        assert R._freeze(vals[i]) == frozen[i]
