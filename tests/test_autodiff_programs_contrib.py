@@ -110,3 +110,14 @@ def test_fixed_point_pytree_params_against_finite_differences():
 def test_fixed_point_that_does_not_converge_raises():
     with pytest.raises(RuntimeError, match="converge"):
         fixed_point(lambda a, x: 2.0 * x + a, 1.0, 1.0, max_iter=50)
+
+
+def test_odeint_second_order_and_jit():
+    f = lambda y, t, k: -k * y * y
+    y0, ts = numpy.array([1.0, 0.5]), numpy.array([0.0, 1.0])
+    L = lambda k: lnp.sum(odeint(f, y0, ts, k, n_steps=10))
+    g = lnp.grad(L)
+    numpy.testing.assert_allclose(lnp.jit(g)(0.7), g(0.7), rtol=1e-12)
+    eps = 1e-5
+    numpy.testing.assert_allclose(lnp.grad(g)(0.7), (g(0.7 + eps) - g(0.7 - eps)) / (2 * eps),
+                                  rtol=1e-6)

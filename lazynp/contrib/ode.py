@@ -30,7 +30,11 @@ def _check_closure(func, y0, t0, args):
     silently lost (the adjoint only sees ``y`` and ``args``)."""
     from .. import autograd as _ad
     lnp = _lnp()
-    if _ad._depth and _ad._depends_on_inputs(lnp.asarray(func(y0, t0, *args))):
+    if not _ad._depth:
+        return
+    stop = _ad.stop_gradient     # (detached arguments: a dependence left is a closure's)
+    args = [stop(a) if isinstance(a, lnp.ndarray) else a for a in args]
+    if _ad._depends_on_inputs(lnp.asarray(func(stop(y0), stop(t0), *args))):
         raise _ad.AutogradError(
             "lazynp.contrib.odeint: func reads a differentiated value that is not one of "
             "its arguments (a closure or global); pass it through odeint's *args so that "
