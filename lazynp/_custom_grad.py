@@ -82,7 +82,7 @@ class _Call:
     parameter): where its lazy leaves are, and how to rebuild its arguments."""
 
     __slots__ = ("owner", "args", "diff_pos", "spec", "leaves", "lazy_idx", "out_spec",
-                 "res", "outs")
+                 "res", "outs", "inputs")
 
     def rebuild(self, lazy_values):
         """The call's arguments with the lazy leaves replaced by ``lazy_values``."""
@@ -127,7 +127,28 @@ def _start(owner, args, diff_pos):
     call.lazy_idx = lazy_idx
     call.res = None
     detached = call.rebuild([stop(leaves[i]) for i in lazy_idx])
+    # (the call, a parameter of the graph's node, keeps no lazy array alive: a pending
+    # array held there, e.g. one traced by jit, would be computed by a later flush)
+    lazy = set(lazy_idx)
+    call.inputs = [leaves[i]._node() for i in lazy_idx]
+    call.leaves = [None if i in lazy else x for i, x in enumerate(leaves)]
+    call.args = tuple(None if p in diff_pos else a for p, a in enumerate(args))
     return call, detached
+
+
+def _hold(tree):
+    """``tree`` with its lazy arrays replaced by their nodes (see :func:`_start`)."""
+    ad = _ad()
+    leaves: list = []
+    spec = ad._flatten(tree, leaves)
+    return spec, [x._node() if isinstance(x, ndarray) else x for x in leaves], \
+        [isinstance(x, ndarray) for x in leaves]
+
+
+def _unhold(held):
+    from .ops.vjps import _W
+    spec, leaves, lazy = held
+    return _ad()._unflatten(spec, iter([_W(x) if k else x for x, k in zip(leaves, lazy)]))
 
 
 def _bind(call, out):
@@ -141,8 +162,7 @@ def _bind(call, out):
     if not outs:
         return out
     n = len(outs)
-    args = tuple(o._node() for o in outs) + tuple(call.leaves[i]._node()
-                                                  for i in call.lazy_idx)
+    args = tuple(o._node() for o in outs) + tuple(call.inputs)
     params = {"n": n, "call": call}
     node = _graph.record(CUSTOM, args, params, outs[0].shape, outs[0].dtype)
     if n == 1:
@@ -285,17 +305,18 @@ class custom_vjp:
         if call is None:
             return self.fun(*args)
         out, res = _fwd_pair(self.fwd(*detached), name)
-        call.res = res
+        call.res = _hold(res)
         return _bind(call, out)
 
     def _vjp(self, call, node, xs, gs):
         ad = _ad()
         name = f"custom_vjp({getattr(self.fun, '__name__', 'f')})"
-        res = call.res
         if ad._depth > 1:
             # an enclosing trace differentiates this backward pass: residuals computed from
             # the traced arguments carry their own derivatives
             _out, res = _fwd_pair(self.fwd(*call.rebuild(xs)), name)
+        else:
+            res = _unhold(call.res)
         g = ad._unflatten(call.out_spec, iter(gs))
         nondiff = [call.args[i] for i in self.nondiff_argnums]
         cots = self.bwd(*nondiff, res, g)
@@ -423,7 +444,7 @@ class _Primitive:
         if not _tracing() or not any(_is_lazy_float(a) for a in args):
             return self.fun(*args, **kwargs)
         call, detached = _start(self, args, list(range(len(args))))
-        call.res = kwargs
+        call.res = _hold(kwargs)
         return _bind(call, self.fun(*detached, **kwargs))
 
     def _vjp(self, call, node, xs, gs):
@@ -440,7 +461,7 @@ class _Primitive:
                 from .autograd import NoGradientRule
                 raise NoGradientRule(f"lazynp.autograd: the VJP of {name} w.r.t. argument "
                                      f"{i} is not defined (primitive.defvjp)")
-            cots.append(_check_cot(maker(ans, *args, **call.res)(g), x, name))
+            cots.append(_check_cot(maker(ans, *args, **_unhold(call.res))(g), x, name))
         return cots
 
 
