@@ -133,11 +133,18 @@ def _L():
     return lazynp
 
 
+_ndarray = None
+
+
 def _W(a):
     """Wrap a node argument as a lazynp array (constants pass through)."""
-    from ..ndarray import ndarray
+    global _ndarray
     if type(a) is not Node:
         return a
+    ndarray = _ndarray
+    if ndarray is None:
+        from ..ndarray import ndarray
+        _ndarray = ndarray
     if a.op is graph.VIEW:
         # a proper view handle on the base (a Var whose head is a view node would be read
         # as a contiguous base by further view functions)
@@ -772,7 +779,25 @@ def _slot_ids(tpl):
             yield from _slot_ids(t)
 
 
+def _plain_tpl(tpl_a, tpl_k, n) -> bool:
+    """True when a call's template is ``f(arg0, arg1, ...)`` (no constants, no keywords)."""
+    from .._indexing import _Slot
+    if tpl_k or len(tpl_a) != n:
+        return False
+    for i, t in enumerate(tpl_a):
+        if type(t) is not _Slot or t.k != i:
+            return False
+    return True
+
+
+#: ids of the wrapped arguments of the call rule running now whose cotangent is not needed
+#: (a constant operand): :func:`_needs` says False for them, so the rule does not record
+#: a cotangent graph nobody reads
+_NOT_NEEDED: frozenset = frozenset()
+
+
 def _call_vjp(name, g, node, args, params, need):
+    global _NOT_NEEDED
     from .._functions import _fill_deep
     fname = name[5:] if name.startswith("call:") else name
     rule = CALL_RULES.get(fname)
@@ -780,11 +805,24 @@ def _call_vjp(name, g, node, args, params, need):
     if rule is None:
         raise NotImplementedError(f"lazynp.autograd: no gradient rule for numpy.{fname}")
     vals = [_W(a) for a in args]
-    A = _fill_deep(tpl_a, vals)
-    K = _fill_deep(tpl_k, vals)
-    res = rule(g, _W(node), A, K, node)
+    plain = _plain_tpl(tpl_a, tpl_k, len(args))
+    if plain:
+        A, K = tuple(vals), {}
+    else:
+        A = _fill_deep(tpl_a, vals)
+        K = _fill_deep(tpl_k, vals)
+    saved = _NOT_NEEDED
+    _NOT_NEEDED = frozenset([id(v) for v, nd in zip(vals, need) if not nd])
+    try:
+        res = rule(g, _W(node), A, K, node)
+    finally:
+        _NOT_NEEDED = saved
     out = [None] * len(args)
-    for k, c in _slots(tpl_a, res):
+    pairs = zip(range(len(args)), res) if plain and isinstance(res, (tuple, list)) else \
+        _slots(tpl_a, res)
+    for k, c in pairs:
+        if c is None:
+            continue
         if c is NO_GRADIENT:
             if need[k]:
                 raise NotImplementedError(f"lazynp.autograd: no gradient of numpy.{fname} "
@@ -833,7 +871,9 @@ def _matmul_rule(g, ans, A, K, node):
 
 
 def _needs(x):
-    return hasattr(x, "_node")
+    """Whether a call rule should build the cotangent of operand ``x`` (a lazy array whose
+    cotangent the backward pass needs)."""
+    return hasattr(x, "_node") and id(x) not in _NOT_NEEDED
 
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
