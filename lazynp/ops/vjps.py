@@ -350,6 +350,25 @@ class Multi:
         return self.parts.get(i)
 
 
+def _power_x(g, ans, x, y):
+    return g * y * x ** (y - 1)
+
+
+def _power_y(g, ans, x, y):
+    return g * ans * _np_().log(_np_().where(x == 0, 1.0, x))
+
+
+#: binary rules split in two (the cotangent of x, of y), used when one operand's cotangent
+#: is not needed (a constant operand): the other one alone is recorded
+BINARY_PARTS = {
+    "subtract": (lambda g, ans, x, y: g, lambda g, ans, x, y: -g),
+    "multiply": (lambda g, ans, x, y: g * y, lambda g, ans, x, y: g * x),
+    "divide": (lambda g, ans, x, y: g / y, lambda g, ans, x, y: -g * x / (y * y)),
+    "power": (_power_x, _power_y),
+}
+BINARY_PARTS["true_divide"] = BINARY_PARTS["divide"]
+
+
 def vjp(node: Node, args: tuple, params, g, need: list):
     """Cotangents of ``node``'s args (list aligned with args; None = zero)."""
     op = node.op
@@ -357,6 +376,12 @@ def vjp(node: Node, args: tuple, params, g, need: list):
     ufunc = op.ufunc
     if ufunc is not None and op.kind == "elementwise":
         xs = [_W(a) for a in args]
+        if len(xs) == 2 and not (need[0] and need[1]):
+            parts = BINARY_PARTS.get(ufunc.__name__)
+            if parts is not None:
+                ans = _W(node)
+                return [parts[k](g, ans, xs[0], xs[1]) if need[k] else None
+                        for k in (0, 1)]
         return _elementwise(ufunc.__name__, g, _W(node), xs)
     rule = RULES.get(name)
     if rule is not None:
