@@ -29,6 +29,16 @@ own VJP applied to the tangent gives ``J @ t``).
 A NumPy fallback (a function with no lazy implementation) whose input depends on a
 differentiated input cannot be differentiated: the backward pass raises
 :class:`AutogradError` naming the function, never a silent zero.
+
+Functions with their own rule: :func:`custom_vjp`, :func:`custom_jvp`, :func:`primitive` +
+:func:`defvjp` (:mod:`lazynp._custom_grad`).  autograd's helpers:
+:func:`hessian_vector_product`, :func:`make_hvp`, :func:`make_vjp`, :func:`make_jvp`,
+:func:`tensor_jacobian_product`.
+
+NumPy in, NumPy out: ``grad``, ``value_and_grad``, ``jacobian``, ``hessian``,
+``elementwise_grad``, ``hessian_vector_product`` and the ``make_*`` functions called with no
+lazynp array outside any transform return NumPy arrays (0-d results as NumPy scalars), as
+autograd does, so that SciPy's compiled optimizers take them (``jac=lazynp.grad(f)``).
 """
 from __future__ import annotations
 
