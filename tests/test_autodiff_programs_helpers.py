@@ -102,3 +102,22 @@ def test_against_autograd():
     s, sa = (lambda x: lnp.sin(x) * x), (lambda x: anp.sin(x) * x)
     assert type(lnp.grad(s)(1.5)) is type(ag.grad(sa)(1.5))
     assert type(lnp.grad(s)(numpy.array(1.5))) is type(ag.grad(sa)(numpy.array(1.5)))
+
+
+def test_grad_of_a_jitted_function_is_not_silently_zero():
+    """A jit plan reads its inputs' values: inside grad the function's ops are recorded
+    instead, so the gradient flows (it was silently zero)."""
+    jf = lnp.jit(lambda x, c: lnp.sum(lnp.sin(x) * x ** 2) * c)
+    numpy.testing.assert_allclose(lnp.grad(jf)(X, 2.0), fd_grad(lambda t: jf(t, 2.0), X),
+                                  rtol=1e-6)
+    numpy.testing.assert_allclose(lnp.grad(jf, argnums=1)(X, 2.0),
+                                  fd_grad(lambda c: jf(X, float(c)), 2.0), rtol=1e-6)
+    w = lnp.asarray(X)
+    w.attach_grad()
+    with lnp.autograd.record():
+        y = jf(w, 2.0)
+    y.backward()
+    numpy.testing.assert_allclose(numpy.asarray(w.grad), fd_grad(lambda t: jf(t, 2.0), X),
+                                  rtol=1e-6)
+    numpy.testing.assert_allclose(numpy.asarray(jf(X, 2.0)), numpy.asarray(f(X, 2.0)) -
+                                  numpy.prod(X[:2]), rtol=1e-12)
