@@ -63,6 +63,8 @@ def __getattr__(name: str):
 def __dir__():
     return sorted(set(dir(_np)) | set(globals()))
 from .autograd import grad, value_and_grad, vjp, jvp, jacobian, hessian, elementwise_grad  # noqa: E402
+from .autograd import (custom_vjp, custom_jvp, hessian_vector_product, make_vjp,  # noqa: E402
+                       make_jvp, make_hvp)
 from . import autograd  # noqa: E402
 from .symbol import trace, Symbol  # noqa: E402
 from .jit import jit  # noqa: E402

@@ -63,20 +63,23 @@ def _freeze(v):
     """A hashable stand-in equal for equal parameters (the type is part of it: 1, 1.0 and
     True are equal in Python but not as NumPy constants)."""
     t = type(v)
-    if t is float:            # (by bits: 0.0 == -0.0, but x * -0.0 is not x * 0.0)
-        return (t, v.hex())
-    if t is complex:
-        return (t, v.real.hex(), v.imag.hex())
-    if t in _ATOMS or isinstance(v, np.dtype):
-        return (t, v)
     if t is tuple or t is list:
-        return (t, tuple([_freeze(x) for x in v]))
+        for x in v:
+            if type(x) is not int:
+                return (t, tuple([_freeze(x) for x in v]))
+        return (t, tuple(v))        # (all ints, e.g. a shape: their own stand-ins)
     if t is dict:
         return (dict, tuple([(k, _freeze(x)) for k, x in v.items()]))
-    if t is slice:
-        return (slice, _freeze(v.start), _freeze(v.stop), _freeze(v.step))
+    if t is float:            # (by bits: 0.0 == -0.0, but x * -0.0 is not x * 0.0)
+        return (t, v.hex())
+    if t in _ATOMS or isinstance(v, np.dtype):
+        return (t, v)
     if t is _Slot:
         return (_Slot, v.k)
+    if t is complex:
+        return (t, v.real.hex(), v.imag.hex())
+    if t is slice:
+        return (slice, _freeze(v.start), _freeze(v.stop), _freeze(v.step))
     if isinstance(v, np.generic) and v.dtype.kind in "biufcSUM?":
         return (t, v.tobytes())
     if isinstance(v, _BY_IDENTITY):
@@ -88,28 +91,56 @@ def structure(outs: list, tape_ids, inputs: list) -> tuple:
     """``(key, externals)`` of the graph behind ``outs``: nodes recorded in this trace
     (``tape_ids``) by op, parameters and wiring; every other node is an external input
     (its value is read when the plan runs), listed in ``externals``.  The key also says
-    where the differentiated ``inputs`` (nodes) are.  Raises :class:`Uncacheable`."""
+    where the differentiated ``inputs`` (nodes) are.  Raises :class:`Uncacheable`.
+
+    (One iterative post-order walk, inlined: it runs on every call of a replayed
+    gradient, over the whole forward graph.)"""
     pending = _graph.PENDING
-    index: dict = {}
+    placeholder = _graph.PLACEHOLDER
+    index: dict = {}            # id(node) -> position in items; -1 while being visited
     items: list = []
     externals: list = []
+    freeze = _freeze
 
-    def walk(n) -> bool:
+    def args_of(n):
         if id(n) in tape_ids:
-            return True
-        if n.op is _graph.PLACEHOLDER or n.error is not None:
+            return n.args
+        if n.op is placeholder or n.error is not None:
             raise Uncacheable
-        return False
-    for n, recorded in _graph.post_order(outs, walk):
-        index[id(n)] = len(items)
-        if not recorded:
-            items.append(("x", n.shape, n.dtype))
-            externals.append(n)
+        return None
+    for out in outs:
+        if id(out) in index:
             continue
-        if n.state != pending or n.ext is not None:
-            raise Uncacheable
-        ak = tuple([index[id(a)] if type(a) is Node else _freeze(a) for a in n.args])
-        items.append((n.op, ak, _freeze(n.params), n.shape, n.dtype))
+        index[id(out)] = -1
+        stack = [[out, args_of(out), 0]]
+        while stack:
+            top = stack[-1]
+            n, args, i = top
+            if args is not None:
+                k = len(args)
+                while i < k:
+                    a = args[i]
+                    i += 1
+                    if type(a) is Node and id(a) not in index:
+                        top[2] = i
+                        index[id(a)] = -1
+                        stack.append([a, args_of(a), 0])
+                        break
+                else:
+                    i = -1
+                if i != -1:
+                    continue
+            stack.pop()
+            index[id(n)] = len(items)
+            if args is None:
+                items.append(("x", n.shape, n.dtype))
+                externals.append(n)
+                continue
+            if n.state != pending or n.ext is not None:
+                raise Uncacheable
+            ak = tuple([index[id(a)] if type(a) is Node else freeze(a) for a in args])
+            p = n.params
+            items.append((n.op, ak, None if p is None else freeze(p), n.shape, n.dtype))
     where = tuple([index.get(id(n), -1) for n in inputs])
     heads = tuple([index[id(o)] for o in outs])      # (which entries, how many, in order)
     return (tuple(items), where, heads), externals

@@ -978,7 +978,34 @@ def _generic(name, kind="opaque", scalar=False):
     return f
 
 
-roll = _generic("roll")
+_roll_generic = _generic("roll")
+
+
+def _roll1_impl(x, *, shift, axis):
+    """``numpy.roll(x, shift, axis)`` for one axis: two slice copies (no index arrays)."""
+    n = x.shape[axis]
+    out = np.empty(x.shape, x.dtype)
+    s = shift % n if n else 0
+    head = (slice(None),) * axis
+    out[head + (slice(s, None),)] = x[head + (slice(None, n - s),)]
+    out[head + (slice(None, s),)] = x[head + (slice(n - s, None),)]
+    return out
+
+
+_ROLL1 = register(Op("roll1", "opaque", _roll1_impl, raises_on_values=False))
+
+
+def roll(a, shift, axis=None):
+    """``numpy.roll``; an integer shift along one integer axis of a lazynp array is one op
+    of its own (cheap to record and to run: stencil programs roll many times)."""
+    if type(a) is ndarray and type(shift) is int and type(axis) is int:
+        ax = normalize_axis_index(axis, a.ndim)
+        return ndarray._from_node(graph.record(_ROLL1, (a._node(),),
+                                               {"shift": shift, "axis": ax}, a.shape, a.dtype))
+    return _roll_generic(a, shift, axis=axis)
+
+
+roll.__doc__ = np.roll.__doc__
 tile = _generic("tile")
 _repeat_lazy = _generic("repeat")
 

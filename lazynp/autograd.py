@@ -29,6 +29,16 @@ own VJP applied to the tangent gives ``J @ t``).
 A NumPy fallback (a function with no lazy implementation) whose input depends on a
 differentiated input cannot be differentiated: the backward pass raises
 :class:`AutogradError` naming the function, never a silent zero.
+
+Functions with their own rule: :func:`custom_vjp`, :func:`custom_jvp`, :func:`primitive` +
+:func:`defvjp` (:mod:`lazynp._custom_grad`).  autograd's helpers:
+:func:`hessian_vector_product`, :func:`make_hvp`, :func:`make_vjp`, :func:`make_jvp`,
+:func:`tensor_jacobian_product`.
+
+NumPy in, NumPy out: ``grad``, ``value_and_grad``, ``jacobian``, ``hessian``,
+``elementwise_grad``, ``hessian_vector_product`` and the ``make_*`` functions called with no
+lazynp array outside any transform return NumPy arrays (0-d results as NumPy scalars), as
+autograd does, so that SciPy's compiled optimizers take them (``jac=lazynp.grad(f)``).
 """
 from __future__ import annotations
 
@@ -45,7 +55,9 @@ from .ops import vjps as _vjps
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "elementwise_grad",
            "record", "pause", "backward", "is_recording", "stop_gradient", "AutogradError",
-           "mark_variables"]
+           "mark_variables", "hessian_vector_product", "hessian_tensor_product",
+           "tensor_jacobian_product", "vector_jacobian_product", "make_vjp", "make_jvp",
+           "make_hvp", "custom_vjp", "custom_jvp", "primitive", "defvjp"]
 
 
 class AutogradError(RuntimeError):
@@ -548,6 +560,49 @@ def _argnum_alias(argnums, argnum):
     return argnum
 
 
+# --- NumPy in, NumPy out (SciPy and friends) ---------------------------------------------------
+
+def _plain_call(args, kwargs) -> bool:
+    """True when a transform is called with no lazynp array (NumPy arrays, Python
+    numbers) and no transform is open: it then returns NumPy values, as autograd does, so
+    that SciPy's compiled code (``scipy.optimize``'s ``jac=``, ``hessp=``) can use them."""
+    if _graph.keep_graph:
+        return False
+    for _a in _arrays_in((args, tuple(kwargs.values()) if kwargs else ())):
+        return False
+    return True
+
+
+def _to_numpy(obj):
+    """``obj`` with its lazynp arrays computed as NumPy arrays (0-d ones as NumPy scalars,
+    as autograd gives them)."""
+    if isinstance(obj, ndarray):
+        v = _np.asarray(obj)
+        return v[()] if v.ndim == 0 else v
+    if isinstance(obj, tuple):
+        vals = [_to_numpy(x) for x in obj]
+        return type(obj)(*vals) if hasattr(obj, "_fields") else tuple(vals)
+    if isinstance(obj, list):
+        return [_to_numpy(x) for x in obj]
+    if isinstance(obj, dict):
+        return {k: _to_numpy(v) for k, v in obj.items()}
+    return obj
+
+
+def _numpy_io(fn):
+    """``fn`` (a transformed function) returning NumPy values when called with no lazynp
+    array outside any transform (:func:`_plain_call`)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        if _plain_call(args, kwargs):
+            return _to_numpy(out)
+        return out
+    return wrapped
+
+
 def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True, *, argnum=None):
     """``fun``'s value and gradient w.r.t. the arguments ``argnums`` (lazy arrays;
     ``argnum`` is accepted as autograd's name for it).
@@ -560,7 +615,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True, *, argnum=No
     single = isinstance(argnums, int)
     nums = _argnums_tuple(argnums)
 
-    replay = _replay.GradReplay()
+    replay = _shared_replay(fun, (nums, has_aux, _want_value))
 
     def call(args, kwargs, watch: list):
         lnp = _lnp()
@@ -614,7 +669,28 @@ def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True, *, argnum=No
             _replay.release_dead(watch)
         return r
     wrapped.__name__ = f"value_and_grad({getattr(fun, '__name__', 'f')})"
-    return wrapped
+    return _numpy_io(wrapped) if _want_value else wrapped
+
+
+_GRAD_REPLAYS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _shared_replay(fun, variant):
+    """The replay plans of ``grad``/``value_and_grad`` functions of ``fun`` (one table per
+    ``variant``: argnums, has_aux, whether the value is an output), shared by every
+    ``grad(fun)`` made: ``scipy.optimize.minimize(f, x0, jac=grad(f))`` called again does
+    not compile its plan again.  A plan depends only on the forward structure it is keyed
+    by, so sharing it is exact."""
+    try:
+        tables = _GRAD_REPLAYS.get(fun)
+        if tables is None:
+            tables = _GRAD_REPLAYS[fun] = {}
+    except TypeError:           # (not weakly referenceable)
+        return _replay.GradReplay()
+    replay = tables.get(variant)
+    if replay is None:
+        replay = tables[variant] = _replay.GradReplay()
+    return replay
 
 
 def _replay_entry(replay, onode, tape, flat_nodes):
@@ -675,7 +751,7 @@ def grad(fun, argnums=0, has_aux=False, *, argnum=None):
             return g, v[1]
         return g
     wrapped.__name__ = f"grad({getattr(fun, '__name__', 'f')})"
-    return wrapped
+    return _numpy_io(wrapped)
 
 
 _VJP_REPLAYS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -872,7 +948,7 @@ def elementwise_grad(fun, argnums=0, *, argnum=None):
         ones = [lnp.ones(lnp.asarray(o).shape, lnp.asarray(o).dtype) for o in leaves]
         g = fn(_unflatten(spec, iter(ones)))
         return g[0] if single else g
-    return wrapped
+    return _numpy_io(wrapped)
 
 
 def jacobian(fun, argnums=0, *, argnum=None):
@@ -916,7 +992,7 @@ def jacobian(fun, argnums=0, *, argnum=None):
         if res is None:
             return eager(args)
         return res[0] if single else tuple(res)
-    return wrapped
+    return _numpy_io(wrapped)
 
 
 def _jacobian_blocks(out, onode, tape, flat_nodes, xs):
@@ -975,6 +1051,117 @@ def hessian(fun, argnums=0, *, argnum=None):
     """The Hessian of scalar ``fun``: ``jacobian(grad(fun))``."""
     argnums = _argnum_alias(argnums, argnum)
     return jacobian(grad(fun, argnums), argnums)
+
+
+# --- autograd's helpers: Hessian-vector products, make_vjp / make_jvp / make_hvp ----------------
+
+def _unary(fun, args, kwargs, argnum):
+    """``(f, x)``: ``fun`` as a function of its argument(s) ``argnum`` alone, and its value
+    there (a tuple for several), as autograd's ``unary_to_nary`` does."""
+    nums = _argnums_tuple(argnum)
+
+    def f(x):
+        full = list(args)
+        if isinstance(argnum, int):
+            full[argnum] = x
+        else:
+            for k, v in zip(nums, x):
+                full[k] = v
+        return fun(*full, **kwargs)
+    x = args[argnum] if isinstance(argnum, int) else tuple(args[k] for k in nums)
+    return f, x
+
+
+def hessian_tensor_product(fun, argnum=0):
+    """autograd's ``hessian_tensor_product``: a function of ``(*args, tensor, **kwargs)``
+    returning the Hessian of scalar ``fun`` w.r.t. argument ``argnum`` contracted with
+    ``tensor`` over the argument's dimensions (``H @ v`` for a vector argument), computed
+    as the gradient of ``<grad fun, tensor>`` (no Hessian is formed).
+
+    Examples
+    --------
+    >>> import lazynp as np
+    >>> hvp = np.hessian_vector_product(lambda x: np.sum(x ** 3))
+    >>> hvp(np.array([1.0, 2.0]), np.array([1.0, 1.0]))      # 6 x * v
+    array([ 6., 12.])
+    """
+    fun_grad = grad(fun, argnum)
+
+    def vector_dot_grad(*args, **kwargs):
+        lnp = _lnp()
+        args, vector = args[:-1], args[-1]
+        return lnp.tensordot(fun_grad(*args, **kwargs), vector, _np.ndim(vector))
+    inner = grad(vector_dot_grad, argnum)
+
+    def hvp(*args, **kwargs):
+        return inner(*args, **kwargs)
+    hvp.__name__ = f"hessian_vector_product({getattr(fun, '__name__', 'f')})"
+    return _numpy_io(hvp)
+
+
+hessian_vector_product = hessian_tensor_product
+
+
+def tensor_jacobian_product(fun, argnum=0):
+    """autograd's ``tensor_jacobian_product``: a function of ``(*args, tensor, **kwargs)``
+    returning ``tensor`` contracted with the Jacobian of ``fun`` over the output's
+    dimensions (``v @ J``)."""
+    def vector_dot_fun(*args, **kwargs):
+        lnp = _lnp()
+        args, vector = args[:-1], args[-1]
+        return lnp.tensordot(vector, fun(*args, **kwargs), axes=_np.ndim(vector))
+    return grad(vector_dot_fun, argnum)
+
+
+vector_jacobian_product = tensor_jacobian_product
+
+
+def make_vjp(fun, argnum=0):
+    """autograd's ``make_vjp``: ``make_vjp(fun, argnum)(*args, **kwargs)`` returns
+    ``(vjp_fn, ans)``; ``vjp_fn(g)`` is the cotangent of argument ``argnum`` (a tuple for
+    a tuple of argnums).  The forward pass runs once; each ``vjp_fn`` call runs a backward
+    pass."""
+    def maker(*args, **kwargs):
+        f, x = _unary(fun, args, kwargs, argnum)
+        ans, pull = vjp(f, x)
+        plain = _plain_call(args, kwargs)
+
+        def vjp_fn(g):
+            r = pull(g)[0]
+            return _to_numpy(r) if plain and _plain_call((g,), {}) else r
+        return vjp_fn, (_to_numpy(ans) if plain else ans)
+    return maker
+
+
+def make_jvp(fun, argnum=0):
+    """autograd's ``make_jvp``: ``make_jvp(fun, argnum)(*args, **kwargs)`` returns
+    ``jvp_fn``; ``jvp_fn(v)`` is ``(ans, J @ v)`` for a tangent ``v`` like argument
+    ``argnum``."""
+    def maker(*args, **kwargs):
+        f, x = _unary(fun, args, kwargs, argnum)
+        plain = _plain_call(args, kwargs)
+
+        def jvp_fn(v):
+            out = jvp(f, (x,), (v,))
+            return _to_numpy(out) if plain and _plain_call((v,), {}) else out
+        return jvp_fn
+    return maker
+
+
+def make_hvp(fun, argnum=0):
+    """autograd's ``make_hvp``: ``make_hvp(fun, argnum)(*args, **kwargs)`` returns
+    ``(hvp_fn, grad_value)``; ``hvp_fn(v)`` is the Hessian-vector product ``H @ v`` at that
+    point (the gradient is computed once; each product is one more backward pass)."""
+    def maker(*args, **kwargs):
+        f, x = _unary(fun, args, kwargs, argnum)
+        g, pull = vjp(grad(f), x)
+        plain = _plain_call(args, kwargs)
+
+        def hvp_fn(v):
+            r = pull(v)[0]
+            return _to_numpy(r) if plain and _plain_call((v,), {}) else r
+        return hvp_fn, (_to_numpy(g) if plain else g)
+    return maker
 
 
 def stop_gradient(x):
@@ -1164,3 +1351,6 @@ def _install_methods():
 
 
 _install_methods()
+
+
+from ._custom_grad import custom_vjp, custom_jvp, primitive, defvjp  # noqa: E402

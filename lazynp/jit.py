@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import warnings
 
 import numpy as np
@@ -796,6 +797,12 @@ class jit:
                 self._set_fun(args[0])
                 return self
             raise TypeError("lazynp.jit: no function to compile")
+        ad = sys.modules.get("lazynp.autograd")
+        if ad is not None and ad._depth:
+            # inside grad/vjp/jvp/record(): a compiled plan reads its inputs' values and
+            # returns constants, so the gradient through it would be silently zero; the
+            # function's ops are recorded instead (the enclosing grad replays them)
+            return self._fun(*args, **kwargs)
         if kwargs:
             args = self._positional(args, kwargs)
         plan, leaves = self._lookup(args)

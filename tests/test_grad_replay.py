@@ -587,3 +587,46 @@ def test_vjp_replay_gives_the_recorded_values():
         numpy.testing.assert_allclose(numpy.asarray(out),
                                       numpy.asarray(f(np.asarray(x), np.asarray(y))))
     assert hits[0] == 0 and hits[-1] == 1
+
+
+def test_grad_functions_of_one_function_share_their_plans():
+    """``minimize(f, x0, jac=grad(f))`` makes a new grad function per call: the plan compiled
+    for ``f`` is reused (it depends only on the structure), and stays exact."""
+    def f(x):
+        return np.sum(np.tanh(x) * x)
+    x = numpy.linspace(-1.0, 1.0, 5)
+    ref = 1.0 - numpy.tanh(x) ** 2
+    ref = numpy.tanh(x) + x * ref
+    for _ in range(2):
+        np.grad(f)(x)
+    plans = R.STATS["plans"]
+    hits = R.STATS["hits"]
+    for k in range(3):
+        numpy.testing.assert_allclose(np.grad(f)(x + k), numpy.tanh(x + k) + (x + k) * (
+            1.0 - numpy.tanh(x + k) ** 2), rtol=1e-12)
+    assert R.STATS["plans"] == plans and R.STATS["hits"] == hits + 3
+    # another argnums or value_and_grad is another table
+    v, g = np.value_and_grad(f)(x)
+    numpy.testing.assert_allclose(g, ref, rtol=1e-12)
+
+
+def test_a_custom_gradient_is_never_replayed():
+    @np.custom_vjp
+    def f(x):
+        return x * x
+    f.defvjp(lambda x: (f(x), x), lambda x, g: (2.0 * g * x,))
+    gf = np.grad(lambda x: np.sum(f(x)))
+    plans = R.STATS["plans"]
+    for k in range(4):
+        numpy.testing.assert_allclose(gf(numpy.arange(3.0) + k), 2 * (numpy.arange(3.0) + k))
+    assert R.STATS["plans"] == plans
+
+
+def test_frozen_parameters_keep_types_apart():
+    vals = [(1, 2), (1.0, 2), (True, 2), [1, 2], (1, 2, [3]), {"a": (1, 2)},
+            {"a": (1.0, 2)}, 1, 1.0, True, (), [], (numpy.int64(1), 2), (-0.0, 1), (0.0, 1)]
+    frozen = [R._freeze(v) for v in vals]
+    for i in range(len(vals)):
+        for j in range(i + 1, len(vals)):
+            assert frozen[i] != frozen[j], (vals[i], vals[j])
+        assert R._freeze(vals[i]) == frozen[i]

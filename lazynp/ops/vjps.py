@@ -133,11 +133,18 @@ def _L():
     return lazynp
 
 
+_ndarray = None
+
+
 def _W(a):
     """Wrap a node argument as a lazynp array (constants pass through)."""
-    from ..ndarray import ndarray
+    global _ndarray
     if type(a) is not Node:
         return a
+    ndarray = _ndarray
+    if ndarray is None:
+        from ..ndarray import ndarray
+        _ndarray = ndarray
     if a.op is graph.VIEW:
         # a proper view handle on the base (a Var whose head is a view node would be read
         # as a contiguous base by further view functions)
@@ -343,6 +350,25 @@ class Multi:
         return self.parts.get(i)
 
 
+def _power_x(g, ans, x, y):
+    return g * y * x ** (y - 1)
+
+
+def _power_y(g, ans, x, y):
+    return g * ans * _np_().log(_np_().where(x == 0, 1.0, x))
+
+
+#: binary rules split in two (the cotangent of x, of y), used when one operand's cotangent
+#: is not needed (a constant operand): the other one alone is recorded
+BINARY_PARTS = {
+    "subtract": (lambda g, ans, x, y: g, lambda g, ans, x, y: -g),
+    "multiply": (lambda g, ans, x, y: g * y, lambda g, ans, x, y: g * x),
+    "divide": (lambda g, ans, x, y: g / y, lambda g, ans, x, y: -g * x / (y * y)),
+    "power": (_power_x, _power_y),
+}
+BINARY_PARTS["true_divide"] = BINARY_PARTS["divide"]
+
+
 def vjp(node: Node, args: tuple, params, g, need: list):
     """Cotangents of ``node``'s args (list aligned with args; None = zero)."""
     op = node.op
@@ -350,6 +376,12 @@ def vjp(node: Node, args: tuple, params, g, need: list):
     ufunc = op.ufunc
     if ufunc is not None and op.kind == "elementwise":
         xs = [_W(a) for a in args]
+        if len(xs) == 2 and not (need[0] and need[1]):
+            parts = BINARY_PARTS.get(ufunc.__name__)
+            if parts is not None:
+                ans = _W(node)
+                return [parts[k](g, ans, xs[0], xs[1]) if need[k] else None
+                        for k in (0, 1)]
         return _elementwise(ufunc.__name__, g, _W(node), xs)
     rule = RULES.get(name)
     if rule is not None:
@@ -772,7 +804,25 @@ def _slot_ids(tpl):
             yield from _slot_ids(t)
 
 
+def _plain_tpl(tpl_a, tpl_k, n) -> bool:
+    """True when a call's template is ``f(arg0, arg1, ...)`` (no constants, no keywords)."""
+    from .._indexing import _Slot
+    if tpl_k or len(tpl_a) != n:
+        return False
+    for i, t in enumerate(tpl_a):
+        if type(t) is not _Slot or t.k != i:
+            return False
+    return True
+
+
+#: ids of the wrapped arguments of the call rule running now whose cotangent is not needed
+#: (a constant operand): :func:`_needs` says False for them, so the rule does not record
+#: a cotangent graph nobody reads
+_NOT_NEEDED: frozenset = frozenset()
+
+
 def _call_vjp(name, g, node, args, params, need):
+    global _NOT_NEEDED
     from .._functions import _fill_deep
     fname = name[5:] if name.startswith("call:") else name
     rule = CALL_RULES.get(fname)
@@ -780,11 +830,24 @@ def _call_vjp(name, g, node, args, params, need):
     if rule is None:
         raise NotImplementedError(f"lazynp.autograd: no gradient rule for numpy.{fname}")
     vals = [_W(a) for a in args]
-    A = _fill_deep(tpl_a, vals)
-    K = _fill_deep(tpl_k, vals)
-    res = rule(g, _W(node), A, K, node)
+    plain = _plain_tpl(tpl_a, tpl_k, len(args))
+    if plain:
+        A, K = tuple(vals), {}
+    else:
+        A = _fill_deep(tpl_a, vals)
+        K = _fill_deep(tpl_k, vals)
+    saved = _NOT_NEEDED
+    _NOT_NEEDED = frozenset([id(v) for v, nd in zip(vals, need) if not nd])
+    try:
+        res = rule(g, _W(node), A, K, node)
+    finally:
+        _NOT_NEEDED = saved
     out = [None] * len(args)
-    for k, c in _slots(tpl_a, res):
+    pairs = zip(range(len(args)), res) if plain and isinstance(res, (tuple, list)) else \
+        _slots(tpl_a, res)
+    for k, c in pairs:
+        if c is None:
+            continue
         if c is NO_GRADIENT:
             if need[k]:
                 raise NotImplementedError(f"lazynp.autograd: no gradient of numpy.{fname} "
@@ -833,7 +896,9 @@ def _matmul_rule(g, ans, A, K, node):
 
 
 def _needs(x):
-    return hasattr(x, "_node")
+    """Whether a call rule should build the cotangent of operand ``x`` (a lazy array whose
+    cotangent the backward pass needs)."""
+    return hasattr(x, "_node") and id(x) not in _NOT_NEEDED
 
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -1082,6 +1147,11 @@ def _take_along_axis_rule(g, ans, A, K, node):
     n = graph.record(TAL_ADD, (gn, idxn), {"shape": a.shape, "dtype": a.dtype, "axis": axis},
                      a.shape, a.dtype)
     return (ndarray._from_node(n), None)
+
+
+@_rule("roll1")
+def _roll1_vjp(g, node, args, params, need):
+    return [_np_().roll(g, -params["shift"], axis=params["axis"])]
 
 
 @_call("roll")
