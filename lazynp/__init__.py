@@ -25,9 +25,10 @@ from ._api import evaluate, stats, reset_stats, set_strict, strict  # noqa: E402
 from ._explain import explain  # noqa: E402
 from ._policy import get_policy, policy, set_policy  # noqa: E402
 from . import linalg, fft, random, lib, testing  # noqa: E402
-from . import _lifecycle  # noqa: E402
+from . import _lifecycle, _split  # noqa: E402
 
 _lifecycle.install()
+_split.install(_graph.speedups)
 
 __version__ = "0.1.0"
 newaxis = None

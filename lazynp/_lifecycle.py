@@ -17,7 +17,7 @@ from __future__ import annotations
 import atexit
 import os
 
-from . import engine, graph
+from . import _split, engine, graph
 from .kernels import cpu, pool
 
 _ATTEMPTS = 100        # another thread may push work while the fork waits: wait again
@@ -63,6 +63,7 @@ def _after_fork_in_parent() -> None:
 
 def _after_fork_in_child() -> None:
     _release(child=True)
+    _split.reset_after_fork()
 
 
 def _at_exit() -> None:

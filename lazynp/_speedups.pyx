@@ -472,6 +472,36 @@ def configure_array(cls, *, leaf, materialize, getitem, setitem, writable, const
     lz_name_array(cls)
 
 
+cdef object _split_fn = None       # lazynp._split.call, or None: never split
+cdef Py_ssize_t _split_min = 0
+cdef list _split_ufuncs = [None] * 16    # the NumPy ufunc of a binary dunder kind (K_*)
+
+
+def configure_split(fn, Py_ssize_t min_size, dict ufuncs_by_kind):
+    """Large elementwise work run at once on two threads (lazynp._split): ``fn(ufunc,
+    args)`` gives the result or None; tried from ``min_size`` elements; ``ufuncs_by_kind``:
+    the dunders' NumPy ufuncs by the names of BINARY_KINDS (those that may be split)."""
+    global _split_fn, _split_min
+    _split_fn = fn
+    _split_min = min_size
+    for i, name in enumerate(BINARY_KINDS):
+        _split_ufuncs[i] = ufuncs_by_kind.get(name)
+
+
+cdef inline bint _large(v):
+    return type(v) is _ndarray_np and cnp.PyArray_SIZE(<cnp.ndarray>v) >= _split_min
+
+
+cdef object _try_split(uf, tuple args):
+    """``uf(*args)`` on two threads (lazynp._split), or None."""
+    if _split_fn is None or uf is None:
+        return None
+    for a in args:
+        if _large(a):
+            return _split_fn(uf, args)
+    return None
+
+
 def configure_dunders(*, forward, reflected, inplace, compare, unary):
     """The recorded paths of the arithmetic and comparison dunders (from _methods.py):
     dicts by the names of BINARY_KINDS; ``compare`` in rich-comparison order (lt, le, eq,
@@ -1507,6 +1537,10 @@ cdef object _binop(int k, x, y):
         if vx is not _NE:
             vy = _eager_arg(y, sized)
             if vy is not _NE:
+                if _split_fn is not None and (_large(vx) or _large(vy)):
+                    r = _try_split(_split_ufuncs[k], (vx, vy))
+                    if r is not None:
+                        return _wrap(r)
                 if k <= K_TRUEDIV:
                     r = _elide(k, x, y, vx, vy)
                     if r is not None:
@@ -1769,12 +1803,20 @@ cdef object _ufunc_call(UfuncInfo u, self, tuple args):
         if nargs == 1:
             va = _eager_arg(args[0], True)
             if va is not _NE:
+                if _split_fn is not None and _large(va):
+                    r = _split_fn(u.np_uf, (va,))
+                    if r is not None:
+                        return _wrap(r)
                 return _wrap(u.np_uf(va))
         elif nargs == 2:
             va = _eager_arg(args[0], True)
             if va is not _NE:
                 vb = _eager_arg(args[1], True)
                 if vb is not _NE:
+                    if _split_fn is not None and (_large(va) or _large(vb)):
+                        r = _split_fn(u.np_uf, (va, vb))
+                        if r is not None:
+                            return _wrap(r)
                     return _wrap(u.np_uf(va, vb))
     if nargs == 1 and u.binary is None and type(args[0]) is _array_cls:
         na = _node_of(args[0])

@@ -23,7 +23,7 @@ from sys import _getframe, getrefcount
 
 import numpy as np
 
-from . import _config, _late_warnings, _policy, _site, engine
+from . import _config, _late_warnings, _policy, _site, _split, engine
 from .engine.interrupts import held as _held
 from numpy._core.umath import _extobj_contextvar as _extobj_var
 
@@ -411,7 +411,12 @@ def run_eager(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> 
     """Run ``op`` now with NumPy's reference implementation; a computed node (errors and
     warnings come from NumPy, here, under the caller's ``np.errstate``)."""
     vals = [_value_of(a) if type(a) is Node else a for a in args]
-    if op.raises_on_values:
+    out = None
+    if op.ufunc is not None and not params and _split.enabled:
+        out = _split.call(op.ufunc, tuple(vals))     # large work on two threads, or None
+    if out is not None:
+        pass
+    elif op.raises_on_values:
         # NumPy's warnings name the user's line, not this file (_late_warnings.py)
         cur = _extobj_var.get()
         token = _extobj_var.set(_LOG_DEFAULT if cur is _DEFAULT_EXT else

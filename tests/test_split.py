@@ -1,0 +1,137 @@
+"""Large elementwise work run at once on two threads (lazynp/_split.py): results are NumPy's
+bit for bit, warnings and errors are NumPy's at the user's line, and calls from several
+threads or after a fork still work."""
+import os
+import sys
+import threading
+import warnings
+
+import numpy
+import pytest
+
+import lazynp
+from lazynp import _split
+
+pytestmark = pytest.mark.skipif(not _split.enabled, reason="single core or LAZYNP_SPLIT=0")
+
+N = 1 << 17          # above both split bounds for the costly ufuncs, below for cheap ones
+BIG = 1 << 19
+
+
+def _counting():
+    """Count the calls that were split (a wrapper around _split.call)."""
+    counts = {"split": 0}
+    real = _split.call
+
+    def call(uf, args):
+        r = real(uf, args)
+        if r is not None:
+            counts["split"] += 1
+        return r
+    return counts, call
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    counts, call = _counting()
+    monkeypatch.setattr(_split, "call", call)
+    if lazynp.graph.speedups is not None:
+        lazynp.graph.speedups.configure_split(call, _split.SPLIT_MIN_COSTLY, {
+            "add": numpy.add, "sub": numpy.subtract, "mul": numpy.multiply,
+            "truediv": numpy.true_divide})
+    yield counts
+    _split.install(lazynp.graph.speedups)
+
+
+CASES = [
+    ("exp", lambda m, a, b: m.exp(a)),
+    ("log of negatives", lambda m, a, b: m.log(a - 0.5)),
+    ("sin float32", lambda m, a, b: m.sin(a.astype(numpy.float32))),
+    ("power", lambda m, a, b: m.power(a, b)),
+    ("add", lambda m, a, b: a + b),
+    ("divide by zero", lambda m, a, b: a / (b * 0.0)),
+    ("int add", lambda m, a, b: (a * 100).astype(numpy.int64) + 7),
+    ("int floor_divide by zero", lambda m, a, b: (a * 100).astype(numpy.int64) // 0),
+    ("complex", lambda m, a, b: m.exp(a + 1j * b)),
+    ("arctan2 with scalar", lambda m, a, b: m.arctan2(a, 0.5)),
+]
+
+
+@pytest.mark.parametrize("size", [N, BIG + 12345])
+@pytest.mark.parametrize("name,f", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("shared", [False, True])
+def test_equals_numpy_with_its_warnings(name, f, size, shared, counted):
+    rng = numpy.random.default_rng(size)
+    a, b = rng.random(size), rng.random(size)
+    la, lb = (lazynp.asarray(a), lazynp.asarray(b)) if shared else \
+        (lazynp.asarray(a.copy()), lazynp.asarray(b.copy()))
+    with warnings.catch_warnings(record=True) as w1:
+        warnings.simplefilter("always")
+        want = f(numpy, a, b)
+    with warnings.catch_warnings(record=True) as w2:
+        warnings.simplefilter("always")
+        got = numpy.asarray(f(lazynp, la, lb))
+    assert got.dtype == want.dtype and got.shape == want.shape
+    numpy.testing.assert_array_equal(got, want)      # bit for bit (NaN where NumPy's are)
+    assert [(w.category, str(w.message), w.lineno) for w in w2] == \
+        [(w.category, str(w.message), w.lineno) for w in w1]
+
+
+def test_large_calls_are_split(counted):
+    a = lazynp.asarray(numpy.random.default_rng(1).random(BIG + 64))
+    numpy.asarray(lazynp.exp(a))
+    numpy.asarray(a * 3.0 + a)
+    assert counted["split"] >= 2
+
+
+def test_errstate_raise_at_the_call():
+    a = lazynp.asarray(numpy.linspace(-1, 1, BIG))
+    with numpy.errstate(invalid="raise"):
+        with pytest.raises(FloatingPointError, match="invalid value encountered in log"):
+            lazynp.log(a)
+    with numpy.errstate(all="ignore"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            r = numpy.asarray(lazynp.log(a))
+    assert numpy.isnan(r[: BIG // 2 - 1]).all()
+
+
+def test_calls_from_several_threads():
+    rng = numpy.random.default_rng(2)
+    data = [rng.random(N) for _ in range(4)]
+    want = [numpy.exp(d) * 2.0 + numpy.sin(d) for d in data]
+    errors, got = [], [None] * 4
+
+    def work(i):
+        try:
+            for _ in range(20):
+                x = lazynp.asarray(data[i])
+                got[i] = numpy.asarray(lazynp.exp(x) * 2.0 + lazynp.sin(x))
+        except BaseException as e:     # noqa: BLE001
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    for g, w in zip(got, want):
+        numpy.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_after_fork_the_child_splits_again():
+    a = lazynp.asarray(numpy.random.default_rng(3).random(N))
+    numpy.asarray(lazynp.exp(a))            # the helper thread exists in the parent
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:                             # pragma: no cover (child)
+        try:
+            ok = numpy.array_equal(numpy.asarray(lazynp.exp(a)), numpy.exp(numpy.asarray(a)))
+            os.write(w, b"1" if ok else b"0")
+        finally:
+            os._exit(0)
+    os.close(w)
+    got = os.read(r, 1)
+    os.waitpid(pid, 0)
+    assert got == b"1"
