@@ -17,6 +17,11 @@ def evaluate(*arrays):
     from .ndarray import ndarray
     nodes = [a._node() for a in arrays if isinstance(a, ndarray)]
     graph.flush(nodes)
+    from . import devices
+    if devices.ACTIVE:                                       # (device hook)
+        for a in arrays:
+            if devices.is_device_array(a):
+                a.block_until_ready()
     return arrays[0] if len(arrays) == 1 else arrays
 
 

@@ -12,7 +12,7 @@ import functools
 
 import numpy as np
 
-from . import _policy
+from . import _policy, devices as _devices
 from ._operands import NOT_EAGER, eager_operand, value_for_eager
 from . import graph as _graph
 from .graph import STATS
@@ -191,8 +191,14 @@ def _in_numpys_layout(res: np.ndarray):
 def eager_first(np_fn, lazy_fn, kind: str = "opaque"):
     """``lazy_fn`` behind a first attempt to run NumPy's ``np_fn`` at once (for functions
     that return fresh data)."""
+    name = np_fn.__name__
+
     @functools.wraps(lazy_fn)
     def f(*args, **kwargs):
+        if _devices.ACTIVE or _devices.DEFAULTS_OPEN or "device" in kwargs:  # (device hook)
+            r = _devices.dispatch(name, lazy_fn, args, kwargs)
+            if r is not NOT_EAGER:
+                return r
         if not _policy.record_all:
             r = eager_call(np_fn, args, kwargs, kind)
             if r is not NOT_EAGER:
