@@ -119,9 +119,10 @@ def record(op, args: tuple, params, shape: tuple, dtype, device) -> DNode:
     return n
 
 
-def leaf(buf, device, exported: bool = False) -> DNode:
+def leaf(buf, device, exported: bool = False, shape=None) -> DNode:
     """A node holding a device buffer that is ready (or becomes ready at ``event``)."""
-    n = DNode(_LEAF, (), None, tuple(buf.shape), buf.dtype, device)
+    n = DNode(_LEAF, (), None, tuple(buf.shape) if shape is None else tuple(shape),
+              buf.dtype, device)
     n.value = buf
     n.state = LAUNCHED
     n.needed = exported
@@ -152,7 +153,7 @@ def _launch_config() -> tuple:
     """(threads per block, blocks for a grid-stride loop): tiny under the simulator (each
     simulated thread is a Python thread)."""
     if memory.simulated():
-        return 8, 2
+        return 4, 2
     dev = memory.cuda().get_current_device()
     return 256, dev.MULTIPROCESSOR_COUNT * 16
 
@@ -455,7 +456,7 @@ def _group_work(group, dev, stream):
     bcast = []
     for a in inputs:
         buf = realize(a)
-        ash = tuple(buf.shape)
+        ash = tuple(a.shape)
         if flat or zero_d:
             buf = memory.view(buf, 0, (size,), (a.dtype.itemsize,), a.dtype) \
                 if _contiguous(a) and a.op is not VIEW else \
@@ -526,7 +527,7 @@ def _group_work(group, dev, stream):
     finish = codegen.compile_source(srcs[1])
     args = [arg(b) for b in in_bufs] + cvals + [arg(o) for o in outs] + \
         [arg(part), M, L, P] + list(shape)
-    grid = max(1, min(M * P, grid_max if not memory.simulated() else 3))
+    grid = max(1, min(M * P, grid_max if not memory.simulated() else 2))
     fgrid = max(1, min(-(-M // block), grid_max))
 
     def work():
@@ -648,10 +649,10 @@ def _write_work(n: DNode, dev, eng, stream):
 
 def upload(host: np.ndarray, dev) -> DNode:
     """A node whose buffer receives ``host`` (copied on the copy stream)."""
-    host = np.ascontiguousarray(host)
+    host = np.asarray(host, order="C")
     eng = engine_for(dev)
     buf = memory.empty(dev, host.shape, host.dtype)
-    n = leaf(buf, dev)
+    n = leaf(buf, dev, shape=host.shape)
     stream = eng.copy
 
     def work():
