@@ -218,7 +218,10 @@ class DeviceArray:
 
     def __getitem__(self, key):
         if _basic_index(key):
-            v = self._geometry_op(lambda s: s[key])
+            k = key if isinstance(key, tuple) else (key,)
+            if not any(i is Ellipsis for i in k):
+                k = k + (Ellipsis,)          # (integers alone: a 0-d view, not a scalar)
+            v = self._geometry_op(lambda s: s[k])
             if v is not None:
                 return v
         return _fallback_call("getitem", lambda x: x[_host_key(key)], (self,))
@@ -228,7 +231,7 @@ class DeviceArray:
             raise NotImplementedError("lazynp: device arrays take only basic indices in "
                                       "assignments (integers, slices, ..., None)")
         target = self if key is Ellipsis or key == () else self[key]
-        if not isinstance(target, DeviceArray):
+        if not isinstance(target, DeviceArray) or target._var is not self._var:
             raise NotImplementedError("lazynp: this assignment needs a view of a device array")
         _write(target, value)
 
