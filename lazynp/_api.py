@@ -19,9 +19,8 @@ def evaluate(*arrays):
     graph.flush(nodes)
     from . import devices
     if devices.ACTIVE:                                       # (device hook)
-        for a in arrays:
-            if devices.is_device_array(a):
-                a.block_until_ready()
+        from .device_array import evaluate as evaluate_on_device
+        evaluate_on_device([a for a in arrays if devices.is_device_array(a)])
     return arrays[0] if len(arrays) == 1 else arrays
 
 

@@ -564,6 +564,17 @@ def _fallback_call(name: str, fn, arrays) -> DeviceArray:
     return from_host(res, dev)
 
 
+def evaluate(arrays) -> None:
+    """Run what the device arrays need (one flush: independent work overlaps on the
+    streams), then wait for them."""
+    if arrays:
+        rt = _rt()
+        nodes = [a._node() for a in arrays]
+        rt.flush(nodes)
+        for n in nodes:
+            rt.wait(n)
+
+
 # --- creation ------------------------------------------------------------------------------
 
 def from_host(value, dev: Device, dtype=None) -> DeviceArray:

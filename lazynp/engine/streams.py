@@ -169,9 +169,8 @@ class StreamEngine:
 
     def next_compute_stream(self):
         """Round robin over the compute streams (independent work overlaps)."""
-        s = self.compute[self._next]
         self._next = (self._next + 1) % len(self.compute)
-        return s
+        return self.compute[self._next]
 
     def launch(self, stream, fn, waits=(), keep=()):
         b = self.backend
