@@ -555,6 +555,16 @@ def matmul(a, b) -> DeviceArray:
     return _record(_MATMUL, (a._node(), b._node()), None, shape, dt, dev)
 
 
+def where(condition, x, y) -> DeviceArray:
+    """``numpy.where(condition, x, y)`` on device arrays (an elementwise op: it fuses)."""
+    dev = devices.placement((condition, x, y), "where")
+    ops = [_operand(v, dev) for v in (condition, x, y)]
+    from ._operands import broadcast_shapes
+    shape = broadcast_shapes(*[o.shape if isinstance(o, _rt().DNode) else () for o in ops])
+    dt = np.result_type(*[o.dtype if isinstance(o, _rt().DNode) else o for o in ops[1:]])
+    return _record(OPS["where"], tuple(ops), None, shape, dt, dev)
+
+
 def _fallback_call(name: str, fn, arrays) -> DeviceArray:
     """A computation without a device implementation: its values on the host, NumPy, the
     result back on the device (counted in ``stats()['device_host_fallbacks']``)."""

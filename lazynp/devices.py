@@ -250,6 +250,9 @@ def dispatch(name: str, lazy_fn, args, kwargs):
     if name == "matmul" and on_dev:
         from .device_array import matmul
         return matmul(*args)
+    if name == "where" and on_dev and len(args) == 3 and not kwargs:
+        from .device_array import where
+        return where(*args)
     if name == "copy" and on_dev and len(args) == 1:
         return args[0].copy()
     if name not in _DEVICE_FUNCS:

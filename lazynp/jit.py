@@ -23,7 +23,7 @@ import warnings
 
 import numpy as np
 
-from . import graph as _graph
+from . import devices as _devices, graph as _graph
 from . import symbol as _symbol
 from .graph import Node, TracingError
 from .graph import own_result as _graph_own
@@ -796,6 +796,10 @@ class jit:
                 self._set_fun(args[0])
                 return self
             raise TypeError("lazynp.jit: no function to compile")
+        if _devices.ACTIVE and _devices.any_on_device(args, tuple(kwargs.values())):
+            # (device hook) device arrays: the function records on the device graph, whose
+            # fused kernels are cached; no compiled plan (yet)
+            return self._fun(*args, **kwargs)
         if kwargs:
             args = self._positional(args, kwargs)
         plan, leaves = self._lookup(args)

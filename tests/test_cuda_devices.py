@@ -246,3 +246,64 @@ def test_error_raised_at_the_next_wait_with_the_recording_line(monkeypatch):
         notes = "\n".join(getattr(info.value, "__notes__", []))
         assert "test_cuda_devices.py" in notes and "recorded at" in notes
     np.testing.assert_array_equal(np.asarray(d + 1), np.full(4, 2.0))   # still works
+
+
+# --- grad and jit ---------------------------------------------------------------------------
+
+def _mlp_loss(np_):
+    def loss(W1, b1, W2, b2, X, Y):
+        h = np_.tanh(X @ W1 + b1)
+        logits = h @ W2 + b2
+        m = np_.max(logits, axis=1, keepdims=True)
+        lse = np_.log(np_.sum(np_.exp(logits - m), axis=1, keepdims=True)) + m
+        return -np_.sum(Y * (logits - lse)) / X.shape[0]
+    return loss
+
+
+def test_grad_on_device_equals_cpu_grad():
+    rng = np.random.RandomState(0)
+    B, D, H, C = 5, 4, 3, 3
+    args = [rng.standard_normal((D, H)) * 0.5, np.full(H, 0.1), rng.standard_normal((H, C)),
+            np.zeros(C), rng.standard_normal((B, D)), np.eye(C)[rng.randint(0, C, B)]]
+    want = lnp.grad(_mlp_loss(lnp), argnums=(0, 1, 2, 3))(*[lnp.asarray(a) for a in args])
+    got = lnp.grad(_mlp_loss(lnp), argnums=(0, 1, 2, 3))(*[dev(a) for a in args])
+    for g, w in zip(got, want):
+        assert g.device == "cuda:0" and g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-10, atol=1e-12)
+
+
+def test_grad_through_views_writes_and_reductions():
+    def f(x):
+        y = x * 1.0
+        y[1:3] = x[::2][:2] * 3          # a write through a view, reading a strided view
+        return lnp.sum(y.T[0] ** 2) + lnp.mean(lnp.maximum(x, 0.2)) + x.max()
+
+    x = np.array([[0.5, -1.0], [2.0, 0.3], [1.5, -0.2], [0.1, 0.9]])
+    want = lnp.grad(f)(lnp.asarray(x))
+    value, got = lnp.value_and_grad(f)(dev(x))
+    assert got.device == "cuda:0"
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-12)
+    np.testing.assert_allclose(float(value), float(f(lnp.asarray(x))), rtol=1e-12)
+
+
+def test_jit_of_device_functions():
+    def f(x, y):
+        return lnp.sum(lnp.exp(x) * y, axis=0)
+
+    x, y = np.linspace(0, 1, 6).reshape(3, 2), np.arange(6.0).reshape(3, 2)
+    jf = lnp.jit(f)
+    for k in range(2):
+        got = jf(dev(x + k), dev(y))
+        assert got.device == "cuda:0"
+        np.testing.assert_allclose(np.asarray(got), np.sum(np.exp(x + k) * y, axis=0))
+    jg = lnp.jit(lnp.grad(lambda x: lnp.sum(lnp.tanh(x) * x[::-1] ** 2)))
+    got = jg(dev(x[:, 0]))
+    want = lnp.grad(lambda x: lnp.sum(lnp.tanh(x) * x[::-1] ** 2))(lnp.asarray(x[:, 0]))
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-12)
+
+
+def test_grad_needs_device_arguments_and_known_rules():
+    with pytest.raises(NotImplementedError, match="no gradient rule"):
+        lnp.grad(lambda x: lnp.std(x))(dev(np.ones(3)))
+    with pytest.raises(ValueError, match="two devices"):
+        lnp.grad(lambda x, y: lnp.sum(x * y))(dev(np.ones(3)), lnp.asarray(np.ones(3)))

@@ -65,7 +65,9 @@ def test_unary_math_and_mixed_dtypes():
     _same(di * 3 + 1, i * 3 + 1)
     _same(lnp.maximum(da, 0) > 0.1, np.maximum(a, 0) > 0.1)
     _same(da.astype(np.float64) / 3, a.astype(np.float64) / 3)
-    _same(lnp.where(da > 0, da, 0.0) if False else lnp.sqrt(lnp.abs(da)), np.sqrt(np.abs(a)))
+    _same(lnp.sqrt(lnp.abs(da)), np.sqrt(np.abs(a)))
+    _same(lnp.where(da > 0, da, 0.0), np.where(a > 0, a, 0.0))
+    _same(lnp.where(da > 0, di, da * 2), np.where(a > 0, i, a * 2))
 
 
 def test_broadcasting_and_scalars():

@@ -43,6 +43,8 @@ STATS = {"device_flushes": 0, "device_kernels": 0, "device_host_fallbacks": 0,
          "device_cupy_ops": 0, "device_inplace_writes": 0, "device_copy_on_write": 0}
 _lock = threading.RLock()
 MAX_PENDING = 2000
+#: > 0 while a gradient is taken: launched nodes keep their arguments (the backward walk)
+KEEP_GRAPH = [0]
 
 
 class DNode:
@@ -366,9 +368,10 @@ def _launch_item(it, continued: set, here: set) -> None:
         r.readers.append(ev)
         if len(r.readers) > 64:
             r.readers = [e for e in r.readers if not eng.backend.query(e)]
-    for n in nodes:
-        n.args = ()
-        n.params = None if n.op.kind != "write" else n.params
+    if not KEEP_GRAPH[0]:
+        for n in nodes:
+            n.args = ()
+            n.params = None if n.op.kind != "write" else n.params
 
 
 def _fail(nodes, exc) -> None:
