@@ -195,7 +195,7 @@ def eager_first(np_fn, lazy_fn, kind: str = "opaque"):
 
     @functools.wraps(lazy_fn)
     def f(*args, **kwargs):
-        if _devices.ACTIVE or _devices.DEFAULTS_OPEN or "device" in kwargs:  # (device hook)
+        if _devices.HOOK or kwargs and "device" in kwargs:    # (device hook)
             r = _devices.dispatch(name, lazy_fn, args, kwargs)
             if r is not NOT_EAGER:
                 return r

@@ -112,15 +112,17 @@ def get_default_device() -> Device:
 def default_device(spec):
     """``with lazynp.default_device("cuda:0"):`` creation functions without ``device=``
     put their arrays on that device (per thread)."""
-    global DEFAULTS_OPEN
+    global DEFAULTS_OPEN, HOOK
     d = device(spec)
     old = get_default_device()
     _local.device = d
     DEFAULTS_OPEN += 1
+    HOOK = True
     try:
         yield d
     finally:
         DEFAULTS_OPEN -= 1
+        HOOK = ACTIVE or DEFAULTS_OPEN > 0
         _local.device = old
 
 
@@ -176,11 +178,13 @@ def is_device_array(x) -> bool:
 ACTIVE = False
 #: the number of open :func:`default_device` blocks (creation functions test it)
 DEFAULTS_OPEN = 0
+#: ACTIVE or DEFAULTS_OPEN: the one flag the eager-first functions test
+HOOK = False
 
 
 def activate() -> None:
-    global ACTIVE
-    ACTIVE = True
+    global ACTIVE, HOOK
+    ACTIVE = HOOK = True
 
 
 def any_on_device(args, out=None) -> bool:
