@@ -156,6 +156,8 @@ class DeviceArray:
         return buf.__dlpack__(stream=stream)
 
     def __dlpack_device__(self):
+        if _mem().simulated():
+            return (1, 0)                   # (the simulator's memory is the host's)
         return (2, self._device.index)      # (kDLCUDA, device)
 
     def block_until_ready(self) -> "DeviceArray":

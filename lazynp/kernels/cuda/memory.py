@@ -30,7 +30,9 @@ def _load() -> dict:
         raise DeviceUnavailable(
             "lazynp: CUDA devices need numba-cuda (pip install 'lazynp[gpu]'; "
             "NUMBA_ENABLE_CUDASIM=1 runs them on Numba's simulator)") from exc
-    sim = bool(config.ENABLE_CUDASIM)
+    # (the simulator is chosen when numba.cuda is first imported, which may have been
+    # before this call: ask the module that was imported)
+    sim = cuda.is_available.__module__.endswith("simulator_init")
     cupy = None
     if not sim:
         try:
