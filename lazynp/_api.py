@@ -40,6 +40,12 @@ def stats() -> dict:
     if graph.speedups is not None:
         for k, n in graph.speedups.eager_counters().items():
             out[k] += n
+    from . import devices
+    if devices.ACTIVE:                                       # (device hook)
+        from .engine import streams
+        from .kernels.cuda import codegen, runtime
+        for d in (runtime.STATS, codegen.STATS, streams.STATS):
+            out.update(d)
     return out
 
 
@@ -55,6 +61,13 @@ def reset_stats() -> None:
     _fallback.reset()
     if graph.speedups is not None:
         graph.speedups.reset_eager_counters()
+    from . import devices
+    if devices.ACTIVE:                                       # (device hook)
+        from .engine import streams
+        from .kernels.cuda import codegen, runtime
+        for d in (runtime.STATS, codegen.STATS, streams.STATS):
+            for k in d:
+                d[k] = 0
 
 
 def set_strict(on: bool = True) -> None:

@@ -196,7 +196,7 @@ def eager_first(np_fn, lazy_fn, kind: str = "opaque"):
     @functools.wraps(lazy_fn)
     def f(*args, **kwargs):
         if _devices.HOOK or kwargs and "device" in kwargs:    # (device hook)
-            r = _devices.dispatch(name, lazy_fn, args, kwargs)
+            r = _devices.dispatch(name, np_fn, lazy_fn, args, kwargs)
             if r is not NOT_EAGER:
                 return r
         if not _policy.record_all:

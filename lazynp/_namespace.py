@@ -79,7 +79,8 @@ def zeros(shape, dtype=float, order="C", *, like=None, device=None):
     if device is not None or _devices.DEFAULTS_OPEN:         # (device hook)
         d = _devices.creation_target(device)
         if d is not None:
-            return _devices.create("zeros", d, _shape_arg(shape), float if dtype is None else dtype)
+            return _devices.create("zeros", d, _shape_arg(shape),
+                                   float if dtype is None else dtype)
     return _new(_ZEROS, _shape_arg(shape), dtype)
 
 
@@ -87,7 +88,8 @@ def ones(shape, dtype=None, order="C", *, like=None, device=None):
     if device is not None or _devices.DEFAULTS_OPEN:         # (device hook)
         d = _devices.creation_target(device)
         if d is not None:
-            return _devices.create("ones", d, _shape_arg(shape), float if dtype is None else dtype)
+            return _devices.create("ones", d, _shape_arg(shape),
+                                   float if dtype is None else dtype)
     return _new(_ONES, _shape_arg(shape), dtype)
 
 
@@ -95,7 +97,8 @@ def empty(shape, dtype=float, order="C", *, like=None, device=None):
     if device is not None or _devices.DEFAULTS_OPEN:         # (device hook)
         d = _devices.creation_target(device)
         if d is not None:
-            return _devices.create("empty", d, _shape_arg(shape), float if dtype is None else dtype)
+            return _devices.create("empty", d, _shape_arg(shape),
+                                   float if dtype is None else dtype)
     return _new(_EMPTY, _shape_arg(shape), dtype)
 
 
@@ -136,22 +139,26 @@ def _like_shape(a, shape):
 
 def zeros_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
     a = asarray(a)
-    return zeros(_like_shape(a, shape), a.dtype if dtype is None else dtype, device=_like_device(a, device))
+    return zeros(_like_shape(a, shape), a.dtype if dtype is None else dtype,
+                 device=_like_device(a, device))
 
 
 def ones_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
     a = asarray(a)
-    return ones(_like_shape(a, shape), a.dtype if dtype is None else dtype, device=_like_device(a, device))
+    return ones(_like_shape(a, shape), a.dtype if dtype is None else dtype,
+                device=_like_device(a, device))
 
 
 def empty_like(prototype, dtype=None, order="K", subok=True, shape=None, *, device=None):
     a = asarray(prototype)
-    return empty(_like_shape(a, shape), a.dtype if dtype is None else dtype, device=_like_device(a, device))
+    return empty(_like_shape(a, shape), a.dtype if dtype is None else dtype,
+                 device=_like_device(a, device))
 
 
 def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None):
     a = asarray(a)
-    return full(_like_shape(a, shape), fill_value, a.dtype if dtype is None else dtype, device=_like_device(a, device))
+    return full(_like_shape(a, shape), fill_value, a.dtype if dtype is None else dtype,
+                device=_like_device(a, device))
 
 
 def _shareable(a, dtype) -> bool:

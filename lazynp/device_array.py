@@ -567,6 +567,64 @@ def where(condition, x, y) -> DeviceArray:
     return _record(OPS["where"], tuple(ops), None, shape, dt, dev)
 
 
+def call_at_once(name: str, np_fn, args, kwargs):
+    """NumPy's ``np_fn`` (sort, linalg, fft, concatenate...) on device arrays, run now: on
+    a real GPU on CuPy arrays (NumPy's functions dispatch to CuPy's), under the simulator
+    on host copies (counted in ``device_host_fallbacks``).  Array results stay on the
+    device."""
+    flat = []
+
+    def collect(x):
+        if isinstance(x, DeviceArray):
+            flat.append(x)
+        elif type(x) in (list, tuple):
+            for v in x:
+                collect(v)
+    collect(args)
+    collect(tuple(kwargs.values()))
+    dev = devices.placement(tuple(flat), name)
+    rt = _rt()
+    mem = _mem()
+    sim = mem.simulated()
+    if sim:
+        rt.STATS["device_host_fallbacks"] += 1
+    else:
+        rt.STATS["device_cupy_ops"] += 1
+
+    def value(x):
+        if isinstance(x, DeviceArray):
+            if sim:
+                return x._host()
+            n = x._node()
+            rt.wait(n)
+            return rt.realize(n)
+        if type(x) in (list, tuple):
+            return type(x)(value(v) for v in x)
+        if isinstance(x, np.ndarray) or hasattr(x, "_node"):
+            raise ValueError(f"lazynp: {name}: operands are on two devices, cpu and "
+                             f"{dev.name}; move one with .to_device(...)")
+        return x
+
+    res = np_fn(*value(tuple(args)), **{k: value(v) for k, v in kwargs.items()})
+    return _wrap_result(res, dev, sim)
+
+
+def _wrap_result(res, dev, sim: bool):
+    if isinstance(res, tuple):
+        return type(res)(*[_wrap_result(r, dev, sim) for r in res]) if hasattr(res, "_fields") \
+            else tuple(_wrap_result(r, dev, sim) for r in res)
+    if isinstance(res, list):
+        return [_wrap_result(r, dev, sim) for r in res]
+    if sim:
+        return from_host(res, dev) if isinstance(res, np.ndarray) else res
+    cp = _mem()._load()["cupy"]
+    if isinstance(res, cp.ndarray):
+        if not res.flags.c_contiguous:
+            res = cp.ascontiguousarray(res)
+        return DeviceArray._from_node(_rt().leaf(res, dev))
+    return res
+
+
 def _fallback_call(name: str, fn, arrays) -> DeviceArray:
     """A computation without a device implementation: its values on the host, NumPy, the
     result back on the device (counted in ``stats()['device_host_fallbacks']``)."""

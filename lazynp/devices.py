@@ -241,27 +241,38 @@ _DEVICE_FUNCS = frozenset("""sum prod max amax min amin all any mean std var arg
     geomspace""".split())
 
 
-def dispatch(name: str, lazy_fn, args, kwargs):
+def dispatch(name: str, np_fn, lazy_fn, args, kwargs):
     """The device path of a namespace function that first tries NumPy at once
-    (:func:`lazynp._eager.eager_first`): its lazy version when a device is involved (an
-    operand on a device, ``device=``, an open :func:`default_device` block), else
-    ``NOT_EAGER`` (the CPU path goes on).  A function with no device version raises."""
+    (:func:`lazynp._eager.eager_first`): when a device is involved (an operand on a
+    device, ``device=``, an open :func:`default_device` block) its device version -- lazy
+    for creation, reductions, ``where``, ``matmul``; otherwise NumPy's function run at once
+    on the device's values (CuPy on a real GPU, the host under the simulator: counted) --
+    else ``NOT_EAGER`` (the CPU path goes on)."""
     from ._operands import NOT_EAGER
-    on_dev = ACTIVE and (any_on_device(args) or any_on_device(tuple(kwargs.values())))
+    on_dev = ACTIVE and (_nested_on_device(args) or _nested_on_device(kwargs.values()))
     wants = kwargs.get("device") is not None or DEFAULTS_OPEN
     if not on_dev and not wants:
         return NOT_EAGER
-    if name == "matmul" and on_dev:
+    if on_dev and name == "matmul" and len(args) == 2 and not kwargs:
         from .device_array import matmul
         return matmul(*args)
-    if name == "where" and on_dev and len(args) == 3 and not kwargs:
+    if on_dev and name == "where" and len(args) == 3 and not kwargs:
         from .device_array import where
         return where(*args)
-    if name == "copy" and on_dev and len(args) == 1:
+    if on_dev and name == "copy" and len(args) == 1 and not kwargs:
         return args[0].copy()
-    if name not in _DEVICE_FUNCS:
-        if not on_dev:
-            return NOT_EAGER        # (a function without device=: the CPU path)
-        raise NotImplementedError(f"lazynp.{name} is not implemented for device arrays "
-                                  f"(move them with .to_device('cpu'))")
-    return lazy_fn(*args, **kwargs)
+    if name in _DEVICE_FUNCS:
+        return lazy_fn(*args, **kwargs)
+    if not on_dev:
+        return NOT_EAGER            # (a function without device=: the CPU path)
+    from .device_array import call_at_once
+    return call_at_once(name, np_fn, args, kwargs)
+
+
+def _nested_on_device(items) -> bool:
+    for a in items:
+        if getattr(type(a), "_lazynp_device_array", False):
+            return True
+        if type(a) in (list, tuple) and _nested_on_device(a):
+            return True
+    return False

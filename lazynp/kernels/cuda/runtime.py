@@ -32,7 +32,7 @@ import numpy as np
 from ... import _site, devices
 from ...engine import streams
 from ...graph import VIEW, _add_site_note
-from ...ops.registry import OPS
+from ...ops.registry import OPS, Op, register
 from ...passes import fusion
 from .. import fused
 from . import codegen, memory
@@ -714,7 +714,5 @@ def _leaf_impl():  # pragma: no cover - leaves never run
     raise AssertionError("a device leaf never runs")
 
 
-from ...ops.registry import Op  # noqa: E402
-
-_LEAF = OPS.get("device_leaf") or __import__("lazynp.ops.registry", fromlist=["register"]) \
-    .register(Op("device_leaf", "creation", _leaf_impl, raises_on_values=False))
+_LEAF = OPS.get("device_leaf") or register(Op("device_leaf", "creation", _leaf_impl,
+                                              raises_on_values=False))
