@@ -136,13 +136,25 @@ def copy_device_to_device(dst, src, stream) -> None:
             st["cupy"].copyto(dst, src)
 
 
+_args: dict = {}
+
+
 def kernel_arg(buf):
-    """``buf`` as a Numba kernel argument (no host synchronize on the way)."""
+    """``buf`` as a Numba kernel argument (no host synchronize on the way).  Numba's
+    wrappers are kept by (pointer, shape, strides, dtype): they hold no reference to the
+    memory (the launch keeps ``buf`` alive until its kernel is done), so the same leaves
+    read on every call of a loop are converted once."""
     st = _load()
     if st["sim"]:
         return buf
-    return st["cuda"].from_cuda_array_interface(buf.__cuda_array_interface__, owner=buf,
-                                                sync=False)
+    key = (buf.data.ptr, buf.shape, buf.strides, buf.dtype.str)
+    a = _args.get(key)
+    if a is None:
+        if len(_args) > 4096:
+            _args.clear()
+        a = _args[key] = st["cuda"].from_cuda_array_interface(
+            buf.__cuda_array_interface__, owner=None, sync=False)
+    return a
 
 
 def interface(buf) -> dict:
