@@ -183,12 +183,14 @@ def asarray(a, dtype=None, order=None, *, device=None, copy=None, like=None):
                 raise ValueError("Unable to avoid copy while creating an array as requested.")
             return a.astype(dtype)
         return a.copy() if copy else a
-    if _devices.ACTIVE and _devices.is_device_array(a) or _devices.DEFAULTS_OPEN:
+    if _devices.HOOK and (_devices.is_device_array(a) or _devices.DEFAULTS_OPEN):
         res = _devices.asarray(a, None, dtype, copy)         # (device hook)
         if res is not None:
             return res
     if not copy and not _policy.record_all and _shareable(a, dtype):
         return ndarray._from_shared(a)    # (recording everything: a snapshot, below)
+    if type(a) is not np.ndarray and _devices.is_foreign_gpu_array(a):
+        return _devices.asarray(a, None, dtype, copy)       # (device hook: CuPy, torch...)
     if _differentiable.recording(a):       # a list holding lazy arrays: a lazy stack
         return _differentiable.nested_array(a, dtype)
     if copy is False:

@@ -663,7 +663,7 @@ def asarray(a, dev: Device, dtype=None, copy=None) -> DeviceArray:
         if dtype is not None and np.dtype(dtype) != a.dtype:
             a = a.astype(dtype)
         return a
-    if hasattr(a, "__cuda_array_interface__") or (hasattr(a, "__dlpack_device__") and
+    if devices.is_foreign_gpu_array(a) or (hasattr(a, "__dlpack_device__") and
                                                    not isinstance(a, np.ndarray) and
                                                    _is_cuda_dlpack(a)):
         buf = _mem().from_foreign(a, dev)

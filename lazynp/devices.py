@@ -167,6 +167,13 @@ def placement(args, name: str = "operation") -> Device:
     return CPU if found is None else found
 
 
+def is_foreign_gpu_array(x) -> bool:
+    """True for another library's GPU array (``__cuda_array_interface__``: CuPy, PyTorch,
+    Numba; Numba's simulated device arrays too)."""
+    t = type(x)
+    return hasattr(t, "__cuda_array_interface__") or getattr(t, "__cuda_ndarray__", False)
+
+
 def is_device_array(x) -> bool:
     """True for a lazynp array on a CUDA device (cheap: a class attribute)."""
     return getattr(type(x), "_lazynp_device_array", False)
@@ -224,7 +231,8 @@ def asarray(a, spec, dtype=None, copy=None):
     None when the result is an ordinary (CPU) array made the usual way."""
     from . import device_array
     d = device(spec) if spec is not None else (a._device if is_device_array(a) else
-                                               get_default_device())
+                                               foreign_device(a) if is_foreign_gpu_array(a)
+                                               else get_default_device())
     if d.kind != "cuda":
         if is_device_array(a):
             out = a.to_device("cpu")

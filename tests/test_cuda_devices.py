@@ -92,6 +92,18 @@ def test_cuda_array_interface():
         np.testing.assert_array_equal(np.from_dlpack(d), np.arange(6).reshape(2, 3))
 
 
+def test_asarray_of_another_librarys_device_array_shares_memory():
+    """``lazynp.asarray(cupy_array)`` (here Numba's device array: the simulator's)."""
+    from numba import cuda
+    f = cuda.to_device(np.arange(4.0))
+    d = lnp.asarray(f)
+    assert d.device == "cuda:0"
+    d[0] = 7.0
+    lnp.evaluate(d)
+    np.testing.assert_array_equal(f.copy_to_host(), [7.0, 1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(np.asarray(d * 2), [14.0, 2.0, 4.0, 6.0])
+
+
 def test_mixed_devices_raise_naming_both():
     d = dev(np.ones(3))
     c = lnp.asarray(np.ones(3))
