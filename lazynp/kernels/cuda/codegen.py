@@ -30,7 +30,7 @@ import numba as nb
 from numba import cuda
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, inline="always")
 def _fexp(x):
     return math.exp(x)
 
