@@ -205,6 +205,21 @@ def test_random_reads_and_writes_on_several_streams(seed):
     assert streams.STATS["gpu_event_waits"] > before["gpu_event_waits"]
 
 
+def test_dead_intermediates_lend_their_buffers():
+    """Memory planning: an output takes the buffer of an input nothing else reads."""
+    x = np.linspace(-1, 1, 12).reshape(3, 4)
+    d = dev(x)
+    before = _runtime().STATS["device_buffer_reuse"]
+    w = dev(np.eye(4))
+    y = lnp.exp(d @ w) * 2 - 1            # matmul (not fused) -> its buffer is reused
+    kept = d @ w                          # ... unless an array still holds it
+    z = lnp.tanh(kept) + 1
+    np.testing.assert_allclose(np.asarray(y), np.exp(x) * 2 - 1)
+    np.testing.assert_allclose(np.asarray(z), np.tanh(x) + 1)
+    np.testing.assert_allclose(np.asarray(kept), x)
+    assert _runtime().STATS["device_buffer_reuse"] - before == 1
+
+
 def test_independent_chains_use_two_streams_and_events():
     from lazynp.engine import streams
     a, b = dev(np.ones(6)), dev(np.full(6, 2.0))

@@ -40,7 +40,8 @@ from . import codegen, memory
 PENDING, LAUNCHED = 0, 1
 _PKG = _site.PACKAGE_DIR
 STATS = {"device_flushes": 0, "device_kernels": 0, "device_host_fallbacks": 0,
-         "device_cupy_ops": 0, "device_inplace_writes": 0, "device_copy_on_write": 0}
+         "device_cupy_ops": 0, "device_inplace_writes": 0, "device_copy_on_write": 0,
+         "device_buffer_reuse": 0}
 _lock = threading.RLock()
 MAX_PENDING = 2000
 #: > 0 while a gradient is taken: launched nodes keep their arguments (the backward walk)
@@ -324,7 +325,7 @@ def _launch_item(it, continued: set, here: set) -> None:
         if failed is not None:
             raise failed
         if type(it) is not tuple:
-            work, keep = _group_work(it, dev, stream)
+            work, keep = _group_work(it, dev, stream, here)
         else:
             n = it[0]
             if n.op.kind == "write":
@@ -332,7 +333,7 @@ def _launch_item(it, continued: set, here: set) -> None:
                 waits += extra_waits
             elif fusion.fusible(n, simd_check=False) or (n.op.kind == "elementwise" and
                                                           _fusible_0d(n)):
-                work, keep = _group_work(fusion.FusedGroup(n, 0), dev, stream)
+                work, keep = _group_work(fusion.FusedGroup(n, 0), dev, stream, here)
             elif n.op.kind == "reduction" and _reduction_ok(n):
                 work, keep = _group_work(_reduction_group(n), dev, stream)
             elif n.op.kind == "creation" and n.op.name in _FILLS:
@@ -427,7 +428,7 @@ def _red_axes(red, nd: int) -> tuple:
 _sources: dict = {}
 
 
-def _group_work(group, dev, stream):
+def _group_work(group, dev, stream, here: set = frozenset()):
     """The launch closure of a fused group (elementwise, with an optional reduction)."""
     members = group.members
     shape = group.shape
@@ -496,9 +497,19 @@ def _group_work(group, dev, stream):
                     codegen.finish_source(red.op.name, acc, red.dtype))
         _sources[key] = srcs
     outs = []
+    reusable = _dead_inputs(group, inputs, here) if red is None and not KEEP_GRAPH[0] \
+        else []       # (a gradient being taken may still read the forward's values)
     for k in out_idx:
         m = members[k]
-        buf = memory.empty(dev, m.shape, m.dtype)
+        buf = None
+        for j, a in enumerate(reusable):
+            if a is not None and a.dtype == m.dtype and a.shape == m.shape:
+                buf = a.value           # (memory planning: a dead input's buffer)
+                reusable[j] = None
+                STATS["device_buffer_reuse"] += 1
+                break
+        if buf is None:
+            buf = memory.empty(dev, m.shape, m.dtype)
         m.value = buf
         outs.append(memory.view(buf, 0, (size,), (m.dtype.itemsize,), m.dtype)
                     if flat else buf)
@@ -539,6 +550,27 @@ def _group_work(group, dev, stream):
             finish[fgrid, block, _nb_stream(stream)](arg(part), arg(r), M, P, L)
     STATS["device_kernels"] += 2
     return work, in_bufs + outs + [part, r]
+
+
+def _dead_inputs(group, inputs, here: set) -> list:
+    """Inputs of ``group`` whose buffers an output may take (MXNet's in-place rule): made in
+    this flush, of the group's shape, read by nothing but this group's members, not kept
+    by an array.  Every thread reads such an element before it writes the same element."""
+    uses: dict = {}
+    for m in group.members:
+        for a in m.args:
+            if type(a) is DNode:
+                uses[id(a)] = uses.get(id(a), 0) + 1
+    out = []
+    for a in inputs:
+        if a.op is VIEW or id(a) not in here or a.needed or a.value is None or \
+                a.error is not None or a.shape != group.shape or \
+                a.nuse != uses.get(id(a), 0) or a.readers:
+            continue
+        if any(r not in group.members for r in a.pending_readers):
+            continue
+        out.append(a)
+    return out
 
 
 def _restride(a, buf, shape, strides):
