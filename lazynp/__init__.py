@@ -24,6 +24,7 @@ from ._ufunc import ufunc  # noqa: E402
 from ._api import evaluate, stats, reset_stats, set_strict, strict  # noqa: E402
 from ._explain import explain  # noqa: E402
 from ._policy import get_policy, policy, set_policy  # noqa: E402
+from .devices import default_device  # noqa: E402
 from . import linalg, fft, random, lib, testing  # noqa: E402
 from . import _lifecycle, _split  # noqa: E402
 

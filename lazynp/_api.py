@@ -17,6 +17,10 @@ def evaluate(*arrays):
     from .ndarray import ndarray
     nodes = [a._node() for a in arrays if isinstance(a, ndarray)]
     graph.flush(nodes)
+    from . import devices
+    if devices.ACTIVE:                                       # (device hook)
+        from .device_array import evaluate as evaluate_on_device
+        evaluate_on_device([a for a in arrays if devices.is_device_array(a)])
     return arrays[0] if len(arrays) == 1 else arrays
 
 
@@ -36,6 +40,12 @@ def stats() -> dict:
     if graph.speedups is not None:
         for k, n in graph.speedups.eager_counters().items():
             out[k] += n
+    from . import devices
+    if devices.ACTIVE:                                       # (device hook)
+        from .engine import streams
+        from .kernels.cuda import codegen, runtime
+        for d in (runtime.STATS, codegen.STATS, streams.STATS):
+            out.update(d)
     return out
 
 
@@ -51,6 +61,13 @@ def reset_stats() -> None:
     _fallback.reset()
     if graph.speedups is not None:
         graph.speedups.reset_eager_counters()
+    from . import devices
+    if devices.ACTIVE:                                       # (device hook)
+        from .engine import streams
+        from .kernels.cuda import codegen, runtime
+        for d in (runtime.STATS, codegen.STATS, streams.STATS):
+            for k in d:
+                d[k] = 0
 
 
 def set_strict(on: bool = True) -> None:

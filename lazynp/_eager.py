@@ -12,7 +12,7 @@ import functools
 
 import numpy as np
 
-from . import _policy
+from . import _policy, devices as _devices
 from ._operands import NOT_EAGER, eager_operand, value_for_eager
 from . import graph as _graph
 from .graph import STATS
@@ -192,13 +192,18 @@ def eager_first(np_fn, lazy_fn, kind: str = "opaque"):
     """``lazy_fn`` behind a first attempt to run NumPy's ``np_fn`` at once (for functions
     that return fresh data)."""
     if _graph.speedups is not None:
-        f = _graph.speedups.EagerFirst(np_fn, lazy_fn, kind)
+        f = _graph.speedups.EagerFirst(np_fn, lazy_fn, kind)    # (the same, in C)
         functools.update_wrapper(f, lazy_fn)
         f._lazynp_eager = np_fn
         return f
+    name = np_fn.__name__
 
     @functools.wraps(lazy_fn)
     def f(*args, **kwargs):
+        if _devices.HOOK or kwargs and "device" in kwargs:    # (device hook)
+            r = _devices.dispatch(name, np_fn, lazy_fn, args, kwargs)
+            if r is not NOT_EAGER:
+                return r
         if not _policy.record_all:
             r = eager_call(np_fn, args, kwargs, kind)
             if r is not NOT_EAGER:
@@ -215,5 +220,6 @@ eager_method = try_method
 if _graph.speedups is not None:
     _graph.speedups.configure_eager(not_eager=NOT_EAGER, try_call=try_call,
                                     try_method=try_method, wrap=wrap)
+    _graph.speedups.configure_device_hook(vars(_devices), _devices.dispatch)  # (device hook)
     eager_call = _graph.speedups.eager_call
     eager_method = _graph.speedups.eager_method

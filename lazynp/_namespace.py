@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
-from . import _differentiable, _eager, _policy, _reductions, _views, graph
+from . import _differentiable, _eager, _policy, _reductions, _views, devices as _devices, graph
 from ._differentiable import (append, asarray_chkfinite, block, c_, gradient,  # noqa
                               insert, place, polyadd, polyder, polyint, polymul, polysub, put,
                               r_, real_if_close, sort_complex)
@@ -76,18 +76,38 @@ def _new(op, shape, dtype, **params):
 
 
 def zeros(shape, dtype=float, order="C", *, like=None, device=None):
+    if device is not None or _devices.DEFAULTS_OPEN:         # (device hook)
+        d = _devices.creation_target(device)
+        if d is not None:
+            return _devices.create("zeros", d, _shape_arg(shape),
+                                   float if dtype is None else dtype)
     return _new(_ZEROS, _shape_arg(shape), dtype)
 
 
 def ones(shape, dtype=None, order="C", *, like=None, device=None):
+    if device is not None or _devices.DEFAULTS_OPEN:         # (device hook)
+        d = _devices.creation_target(device)
+        if d is not None:
+            return _devices.create("ones", d, _shape_arg(shape),
+                                   float if dtype is None else dtype)
     return _new(_ONES, _shape_arg(shape), dtype)
 
 
 def empty(shape, dtype=float, order="C", *, like=None, device=None):
+    if device is not None or _devices.DEFAULTS_OPEN:         # (device hook)
+        d = _devices.creation_target(device)
+        if d is not None:
+            return _devices.create("empty", d, _shape_arg(shape),
+                                   float if dtype is None else dtype)
     return _new(_EMPTY, _shape_arg(shape), dtype)
 
 
 def full(shape, fill_value, dtype=None, order="C", *, like=None, device=None):
+    if device is not None or _devices.DEFAULTS_OPEN:         # (device hook)
+        d = _devices.creation_target(device)
+        if d is not None:
+            dt = np.array(fill_value).dtype if dtype is None else dtype
+            return _devices.create("full", d, _shape_arg(shape), dt, fill_value)
     if isinstance(fill_value, ndarray) or (not np.isscalar(fill_value) and
                                            np.ndim(to_numpy(fill_value)) > 0):
         dt = np.result_type(asarray(fill_value).dtype) if dtype is None else np.dtype(dtype)
@@ -107,28 +127,38 @@ def full(shape, fill_value, dtype=None, order="C", *, like=None, device=None):
     return ndarray._from_node(node)
 
 
+def _like_device(a, device):
+    """``*_like``'s device: the given one, else the prototype's (device hook)."""
+    return device if device is not None or not _devices.ACTIVE or \
+        not _devices.is_device_array(a) else a.device
+
+
 def _like_shape(a, shape):
     return a.shape if shape is None else _shape_arg(shape)
 
 
 def zeros_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
     a = asarray(a)
-    return zeros(_like_shape(a, shape), a.dtype if dtype is None else dtype)
+    return zeros(_like_shape(a, shape), a.dtype if dtype is None else dtype,
+                 device=_like_device(a, device))
 
 
 def ones_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
     a = asarray(a)
-    return ones(_like_shape(a, shape), a.dtype if dtype is None else dtype)
+    return ones(_like_shape(a, shape), a.dtype if dtype is None else dtype,
+                device=_like_device(a, device))
 
 
 def empty_like(prototype, dtype=None, order="K", subok=True, shape=None, *, device=None):
     a = asarray(prototype)
-    return empty(_like_shape(a, shape), a.dtype if dtype is None else dtype)
+    return empty(_like_shape(a, shape), a.dtype if dtype is None else dtype,
+                 device=_like_device(a, device))
 
 
 def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None):
     a = asarray(a)
-    return full(_like_shape(a, shape), fill_value, a.dtype if dtype is None else dtype)
+    return full(_like_shape(a, shape), fill_value, a.dtype if dtype is None else dtype,
+                device=_like_device(a, device))
 
 
 def _shareable(a, dtype) -> bool:
@@ -143,14 +173,24 @@ def asarray(a, dtype=None, order=None, *, device=None, copy=None, like=None):
     """Convert to a lazynp array: lazy arrays pass through, a C-contiguous NumPy array is
     wrapped sharing its memory (as NumPy's ``asarray``; work on it runs at once, so the
     NumPy array's later writes are seen as NumPy would see them), other data is copied."""
+    if device is not None:                                   # (device hook)
+        res = _devices.asarray(a, device, dtype, copy)
+        if res is not None:
+            return res
     if isinstance(a, ndarray):
         if dtype is not None and np.dtype(dtype) != a.dtype:
             if copy is False:
                 raise ValueError("Unable to avoid copy while creating an array as requested.")
             return a.astype(dtype)
         return a.copy() if copy else a
+    if _devices.HOOK and (_devices.is_device_array(a) or _devices.DEFAULTS_OPEN):
+        res = _devices.asarray(a, None, dtype, copy)         # (device hook)
+        if res is not None:
+            return res
     if not copy and not _policy.record_all and _shareable(a, dtype):
         return ndarray._from_shared(a)    # (recording everything: a snapshot, below)
+    if type(a) is not np.ndarray and _devices.is_foreign_gpu_array(a):
+        return _devices.asarray(a, None, dtype, copy)       # (device hook: CuPy, torch...)
     if _differentiable.recording(a):       # a list holding lazy arrays: a lazy stack
         return _differentiable.nested_array(a, dtype)
     if copy is False:
@@ -178,8 +218,17 @@ def asfortranarray(a, dtype=None, *, like=None):
     return a if a.flags.f_contiguous else a.copy()
 
 
-def array(object, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):
-    """Create a lazynp array (NumPy's ``array``; copies by default)."""
+def array(object, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None,
+          device=None):
+    """Create a lazynp array (NumPy's ``array``; copies by default; ``device``: as
+    :func:`asarray`'s)."""
+    if device is not None or _devices.DEFAULTS_OPEN or \
+            _devices.ACTIVE and _devices.is_device_array(object):     # (device hook)
+        res = _devices.asarray(object if ndmin <= np.ndim(object) or
+                               _devices.is_device_array(object) else
+                               np.array(object, ndmin=ndmin), device, dtype, copy)
+        if res is not None:
+            return res
     if isinstance(object, ndarray):
         out = object.astype(dtype) if dtype is not None and np.dtype(dtype) != object.dtype \
             else (object.copy() if copy else object)
@@ -206,6 +255,11 @@ def _values_now(np_fn):
     lazy = getattr(_differentiable, np_fn.__name__, None)
 
     def f(*args, **kwargs):
+        device = kwargs.pop("device", None)
+        if device is not None or _devices.DEFAULTS_OPEN:     # (device hook)
+            d = _devices.creation_target(device)
+            if d is not None:
+                return _devices.asarray(np_fn(*to_numpy(args), **to_numpy(kwargs)), d)
         if lazy is not None and _differentiable.recording(args[:2]):
             return lazy(*args, **kwargs)        # lazy endpoints: recorded (differentiable)
         res = np_fn(*to_numpy(args), **to_numpy(kwargs))

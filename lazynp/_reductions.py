@@ -8,7 +8,7 @@ import numpy as np
 from .ndarray import ndarray
 from numpy.lib.array_utils import normalize_axis_index
 
-from . import graph
+from . import devices as _devices, graph
 from ._operands import operand
 from .ops import reductions as R
 
@@ -26,6 +26,11 @@ _meta_cache: dict = {}
 def reduction(name: str, fn, array, axis=None, dtype=None, out=None, keepdims=False,
               where=True, kw=None):
     """Record ``fn(array, axis=..., dtype=..., keepdims=..., **kw)`` as a lazy reduction."""
+    if _devices.ACTIVE and _devices.is_device_array(array):          # (device hook)
+        from .device_array import reduce
+        if name not in R.REDUCTIONS:
+            raise NotImplementedError(f"lazynp: {name} is not implemented on device arrays")
+        return reduce(name, array, axis, dtype, out, keepdims, kw, where)
     a = _asarray(array)
     args_kw = dict(kw) if kw else {}
     if axis is not None or name.endswith(".reduce"):

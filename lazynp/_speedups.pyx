@@ -1232,15 +1232,22 @@ cdef class EagerFirst:
     ``np_fn`` at once (the policy allowing), else calls lazynp's ``lazy_fn``.  Carries
     ``lazy_fn``'s name, docstring and signature (``__wrapped__``)."""
 
-    cdef readonly object np_fn, lazy_fn, kind
+    cdef readonly object np_fn, lazy_fn, kind, name
     cdef dict __dict__
 
     def __init__(self, np_fn, lazy_fn, kind):
         self.np_fn = np_fn
         self.lazy_fn = lazy_fn
         self.kind = kind
+        self.name = np_fn.__name__
 
     def __call__(self, *args, **kwargs):
+        if _devices_state is not None and (_devices_state["HOOK"] or
+                                           (kwargs and "device" in kwargs)):
+            # (device hook: lazynp.devices, once a device array or default device exists)
+            r = _device_dispatch(self.name, self.np_fn, self.lazy_fn, args, kwargs)
+            if r is not _NOT_EAGER:
+                return r
         if not _record_all:
             r = _eager_call(self.np_fn, args, kwargs, self.kind)
             if r is not _NOT_EAGER:
@@ -1253,6 +1260,18 @@ cdef class EagerFirst:
     def __reduce__(self):
         # (by name, as functions pickle)
         return (_namespace_member, (getattr(self, "__module__"), getattr(self, "__name__")))
+
+
+cdef dict _devices_state = None     # lazynp.devices' globals (its HOOK flag)
+cdef object _device_dispatch = None
+
+
+def configure_device_hook(dict devices_globals, dispatch):
+    """The eager-first functions' device hook (lazynp.devices.dispatch, tried while
+    ``devices.HOOK`` is set or a ``device=`` is given)."""
+    global _devices_state, _device_dispatch
+    _devices_state = devices_globals
+    _device_dispatch = dispatch
 
 
 def _namespace_member(module, name):

@@ -9,7 +9,7 @@ import numpy as np
 
 from .ndarray import ndarray
 
-from . import _eager, _policy, graph
+from . import _eager, _policy, devices as _devices, graph
 from ._operands import broadcast_shapes, key_of, operand, shape_of
 from .ops import elementwise as ew
 from .ops.registry import Op, register
@@ -198,6 +198,12 @@ class ufunc(_UfuncBase):
 
     def _call(self, *args, out=None, where=True, dtype=None, casting="same_kind",
               order="K", subok=True, signature=None):
+        if _devices.ACTIVE and _devices.any_on_device(args, out):      # (device hook)
+            from .device_array import ufunc_call
+            if where is not True or dtype is not None or signature is not None:
+                raise NotImplementedError(f"lazynp: {self.__name__}(where=, dtype=, "
+                                          f"signature=) is not implemented on device arrays")
+            return ufunc_call(self._np, args, {"out": out})
         nin = self.nin
         if len(args) < nin:
             raise TypeError(f"{self.__name__}() takes from {nin} to {nin + self.nout} positional "

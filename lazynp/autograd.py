@@ -46,7 +46,7 @@ import weakref
 
 import numpy as _np
 
-from . import graph as _graph
+from . import devices as _devices, graph as _graph
 from . import _fallback
 from . import _grad_replay as _replay
 from .graph import Node
@@ -663,6 +663,9 @@ def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True, *, argnum=No
         return ((res, aux) if has_aux else res), g
 
     def wrapped(*args, **kwargs):
+        if _devices.ACTIVE and _devices.any_on_device(args):        # (device hook)
+            from .device_autodiff import value_and_grad as on_device
+            return on_device(fun, argnums, has_aux)(*args, **kwargs)
         watch: list = []
         r = call(args, kwargs, watch)
         if watch:       # call's frame is gone: the trace's nodes nobody kept are dead now

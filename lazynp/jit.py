@@ -24,7 +24,7 @@ import warnings
 
 import numpy as np
 
-from . import graph as _graph
+from . import devices as _devices, graph as _graph
 from . import symbol as _symbol
 from .graph import Node, TracingError
 from .graph import own_result as _graph_own
@@ -802,6 +802,10 @@ class jit:
             # inside grad/vjp/jvp/record(): a compiled plan reads its inputs' values and
             # returns constants, so the gradient through it would be silently zero; the
             # function's ops are recorded instead (the enclosing grad replays them)
+            return self._fun(*args, **kwargs)
+        if _devices.ACTIVE and _devices.any_on_device(args, tuple(kwargs.values())):
+            # (device hook) device arrays: the function records on the device graph, whose
+            # fused kernels are cached; no compiled plan (yet)
             return self._fun(*args, **kwargs)
         if kwargs:
             args = self._positional(args, kwargs)

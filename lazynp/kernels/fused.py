@@ -113,6 +113,10 @@ class _Layout:
         return out
 
 
+#: the per-group layout and member statements, shared with the CUDA generator
+Layout = _Layout
+
+
 def _squares(m, node_type) -> bool:
     """``x ** 2`` with a constant 2 and a float result: computed as ``x * x`` (what NumPy's
     scalar-power fast path does; a libm ``pow`` call per element costs ~10x more)."""

@@ -72,16 +72,18 @@ def _value_dtype(a):
     return a.dtype
 
 
-def fusible(node) -> bool:
-    """True when ``node`` is an elementwise node the kernel generator can express exactly."""
+def fusible(node, simd_check: bool = True) -> bool:
+    """True when ``node`` is an elementwise node the kernel generator can express exactly.
+    ``simd_check``: leave a unary math function with a SIMD NumPy loop to NumPy on large
+    arrays (a CPU heuristic; off for the CUDA generator)."""
     op = node.op
     if op.kind != "elementwise" or not node.shape:
         return False
     params = node.params
     if params is not None and op.name != "astype":
         return False
-    if op.ufunc is not None and op.ufunc.nin == 1 and numpy_simd(op, node.dtype) and \
-            math.prod(node.shape) >= SIMD_MIN_SIZE:
+    if simd_check and op.ufunc is not None and op.ufunc.nin == 1 and \
+            numpy_simd(op, node.dtype) and math.prod(node.shape) >= SIMD_MIN_SIZE:
         return False
     ck = [op, node.dtype, params["dtype"] if params is not None else None]
     for a in node.args:
@@ -129,8 +131,9 @@ def _epilogue_ok(red, group: FusedGroup) -> bool:
     return src.shape == group.shape
 
 
-def fuse(work: list, node_type) -> list:
-    """Rewrite ``work`` (a list of ``(node, inplace)``) into items with fused groups."""
+def fuse(work: list, node_type, simd_check: bool = True) -> list:
+    """Rewrite ``work`` (a list of ``(node, inplace)``) into items with fused groups
+    (``simd_check``: see :func:`fusible`)."""
     items: list = []
     group_of: dict = {}      # id(member) -> group
     index_of: dict = {}      # id(node) -> item index (single nodes and groups)
@@ -144,7 +147,7 @@ def fuse(work: list, node_type) -> list:
                 g.reduction = n
                 index_of[id(n)] = g.start
                 continue
-        if inplace or not fusible(n):
+        if inplace or not fusible(n, simd_check):
             index_of[id(n)] = len(items)
             items.append((n, inplace))
             continue

@@ -1,0 +1,1 @@
+"""CUDA kernels (Numba CUDA), device memory (CuPy / the simulator) and device execution."""

@@ -1,0 +1,22 @@
+"""benchmarks/gpu.py keeps working: its --smoke run (every section, tiny sizes) under Numba's
+CUDA simulator."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import _cuda_sim  # noqa: F401
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_gpu_benchmark_smoke_run_on_the_simulator():
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=ROOT)
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "gpu.py"), "--smoke"],
+                       capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    out = r.stdout
+    for section in ("W1 a*b + c*d - e*0.5", "row softmax", "two independent chains",
+                    "MLP training step", "Numba CUDA simulator", "Summary"):
+        assert section in out, out[-3000:]
