@@ -999,51 +999,48 @@ cdef inline void _count_inplace():
     _n_inplace += 1
 
 
-cdef inline char *_element_ptr(cnp.ndarray v, index, bint is_tuple):
-    """The address of the element a full integer index (Python ints: ``a[i]``, ``a[i, j]``)
-    picks in ``v``, or NULL where NumPy's own indexing must decide (other index types,
-    out of bounds: NumPy raises its IndexError).  NumPy reads and writes such an index
-    with ``PyArray_Scalar`` / ``PyArray_Pack`` at this address too; calling them directly
-    skips its index parsing (about half of its time for one element)."""
-    cdef int nd = cnp.PyArray_NDIM(v)
-    cdef char *p = cnp.PyArray_BYTES(v)
-    cdef cnp.npy_intp *dims = cnp.PyArray_DIMS(v)
-    cdef cnp.npy_intp *strides = cnp.PyArray_STRIDES(v)
+cdef inline bint _axis_offset(x, cnp.npy_intp dim, cnp.npy_intp stride,
+                              cnp.npy_intp *off) except -1:
+    """``off[0] += i * stride`` for integer ``x`` (a Python or NumPy int) in ``[-dim, dim)``;
+    False where NumPy's indexing must decide (another type, out of bounds, overflow)."""
     cdef long long i
     cdef int overflow = 0
+    if type(x) is not int:
+        if not isinstance(x, _np_integer):
+            return False
+        x = PyNumber_Index(x)
+    i = PyLong_AsLongLongAndOverflow(x, &overflow)
+    if overflow:
+        return False
+    if i < 0:
+        i += dim
+    if i < 0 or i >= dim:
+        return False
+    off[0] += i * stride
+    return True
+
+
+cdef inline char *_element_ptr(cnp.ndarray v, index, bint is_tuple) except? NULL:
+    """The address of the element a full integer index (``a[i]``, ``a[i, j]``) picks in
+    ``v``, or NULL where NumPy's own indexing must decide (other index types, out of bounds:
+    NumPy raises its IndexError).  NumPy reads and writes such an index with
+    ``PyArray_Scalar`` / ``PyArray_Pack`` at this address too; calling them directly skips
+    its index parsing (about half of its time for one element)."""
+    cdef int nd = cnp.PyArray_NDIM(v)
+    cdef cnp.npy_intp *dims = cnp.PyArray_DIMS(v)
+    cdef cnp.npy_intp *strides = cnp.PyArray_STRIDES(v)
+    cdef cnp.npy_intp off = 0
     cdef Py_ssize_t k
     if not is_tuple:
-        if nd != 1:
+        if nd != 1 or not _axis_offset(index, dims[0], strides[0], &off):
             return NULL
-        if type(index) is not int:
-            if not isinstance(index, _np_integer):
-                return NULL
-            index = PyNumber_Index(index)
-        i = PyLong_AsLongLongAndOverflow(index, &overflow)
-        if overflow:
-            return NULL
-        if i < 0:
-            i += dims[0]
-        if i < 0 or i >= dims[0]:
-            return NULL
-        return p + i * strides[0]
+        return cnp.PyArray_BYTES(v) + off
     if len(<tuple>index) != nd or nd == 0:
         return NULL
     for k in range(nd):
-        x = (<tuple>index)[k]
-        if type(x) is not int:
-            if not isinstance(x, _np_integer):
-                return NULL
-            x = PyNumber_Index(x)
-        i = PyLong_AsLongLongAndOverflow(x, &overflow)
-        if overflow:
+        if not _axis_offset((<tuple>index)[k], dims[k], strides[k], &off):
             return NULL
-        if i < 0:
-            i += dims[k]
-        if i < 0 or i >= dims[k]:
-            return NULL
-        p += i * strides[k]
-    return p
+    return cnp.PyArray_BYTES(v) + off
 
 
 cdef Py_ssize_t _region_of(ndarray a, index) except -2:

@@ -6,19 +6,11 @@ import numpy
 import pytest
 
 import lazynp as lnp
+from finite_differences import fd_grad
 from lazynp.autograd import AutogradError
 from lazynp.contrib import fixed_point, odeint
 
 
-def fd_grad(f, x, eps=1e-6):
-    x = numpy.array(x, dtype=numpy.float64)
-    g = numpy.zeros_like(x)
-    for i in numpy.ndindex(x.shape):
-        xp, xm = x.copy(), x.copy()
-        xp[i] += eps
-        xm[i] -= eps
-        g[i] = (float(f(xp)) - float(f(xm))) / (2 * eps)
-    return g
 
 
 def dynamics(y, t, A, b):

@@ -6,6 +6,7 @@ import numpy
 import pytest
 
 import lazynp as lnp
+from finite_differences import fd_grad
 
 X = numpy.array([0.3, -1.2, 2.0])
 V = numpy.array([1.0, 0.5, -2.0])
@@ -15,15 +16,6 @@ def f(x, c):
     return lnp.sum(lnp.sin(x) * x ** 2) * c + lnp.prod(x[:2])
 
 
-def fd_grad(fun, x, eps=1e-6):
-    x = numpy.array(x, dtype=numpy.float64)
-    g = numpy.zeros_like(x)
-    for i in numpy.ndindex(x.shape):
-        xp, xm = x.copy(), x.copy()
-        xp[i] += eps
-        xm[i] -= eps
-        g[i] = (float(fun(xp)) - float(fun(xm))) / (2 * eps)
-    return g
 
 
 def fd_hvp(x, v, c=2.0, eps=1e-5):

@@ -7,21 +7,12 @@ import numpy
 import pytest
 
 import lazynp as lnp
+from finite_differences import fd_grad
 from lazynp.autograd import AutogradError, defvjp, primitive
 
 EPS = 1e-6
 
 
-def fd_grad(f, x, eps=EPS):
-    """Central finite-difference gradient of scalar ``f`` at float array ``x``."""
-    x = numpy.array(x, dtype=numpy.float64)
-    g = numpy.zeros_like(x)
-    for i in numpy.ndindex(x.shape):
-        xp, xm = x.copy(), x.copy()
-        xp[i] += eps
-        xm[i] -= eps
-        g[i] = (float(f(xp)) - float(f(xm))) / (2 * eps)
-    return g
 
 
 def fd_jacobian(f, x, eps=EPS):
