@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -23,6 +24,15 @@ KINDS = ("local", "dist_sync", "dist_async")
 
 def _is_list(x: Any) -> bool:
     return isinstance(x, (list, tuple))
+
+
+def _traced(done: Callable[[], None], trace: list, key: Key) -> Callable[[], None]:
+    ready = time.perf_counter()
+
+    def traced_done() -> None:
+        trace.append((key, ready, time.perf_counter()))
+        done()
+    return traced_done
 
 
 class KVStore:
@@ -44,6 +54,9 @@ class KVStore:
         self._push_failures: dict[Key, BaseException] = {}
         self._lock = threading.Lock()
         self._closed = False
+        #: when a list: ``(key, ready, acknowledged)`` (``time.perf_counter``) of every push
+        #: is appended to it (benchmarks/kvstore.py draws the overlap with the backward pass)
+        self.push_trace: list | None = None
 
     # -- identity ---------------------------------------------------------------------
     @property
@@ -200,6 +213,9 @@ class KVStore:
             if exc is not None:
                 failed(exc)
                 return
+            trace = self.push_trace
+            if trace is not None:
+                done = _traced(done, trace, key)
             try:
                 self._start_push(meta, seq, v.reshape(-1), done, failed)
             except BaseException as e:

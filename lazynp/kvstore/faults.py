@@ -52,12 +52,21 @@ class Membership:
         if not self.watched:
             return []
         try:
-            alive = set(self._get_client().scheduler_info(n_workers=-1)["workers"])
-        except Exception as exc:   # the scheduler itself is unreachable
-            self._lost = [f"the dask scheduler ({type(exc).__name__}: {exc})"]
-            return self._lost
+            alive = set(alive_workers(self._get_client(), max(5.0, 4 * self.poll)))
+        except Exception:
+            # (no answer this time: a loaded scheduler, a dropped connection.  Not a loss:
+            # a request that gets no answer ends at its timeout, naming what it waited for)
+            return []
         self._lost = [d for a, d in self.watched.items() if a not in alive]
         return self._lost
+
+
+def alive_workers(client: Any, timeout: float) -> dict:
+    """The scheduler's current workers, asked now.  (``Client.scheduler_info`` is not used:
+    when its query fails it returns the identity cached at connection time, which may list
+    no workers at all, and every watched process would look lost.)"""
+    info = client.sync(client.scheduler.identity, n_workers=-1, callback_timeout=timeout)
+    return info["workers"]
 
 
 def _describe(exc: BaseException) -> str:
