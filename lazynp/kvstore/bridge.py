@@ -4,7 +4,9 @@ This is the only module of ``lazynp.kvstore`` that touches the lazynp core, so t
 adapted in one place when the core changes.  What it relies on, exactly:
 
 * ``lazynp.engine``: ``new_var()``, ``push(fn, reads, writes)`` (MXNet's contract: ``fn``
-  runs once the ops pushed earlier that write ``reads`` or touch ``writes`` are done) and
+  runs once the ops pushed earlier that write ``reads`` or touch ``writes`` are done),
+  ``push_async(fn, reads, writes)`` (MXNet's ``PushAsync``: ``fn(done)`` may return at once,
+  the op keeps its vars until ``done()`` is called from any thread) and
   ``wait_for_var(var)``.
 * ``lazynp.graph``: a lazy array's current value is the node ``arr._node()``; a node has
   ``state`` (``graph.PENDING`` until a flush schedules it), ``op`` and ``args`` (a view node,
@@ -13,6 +15,9 @@ adapted in one place when the core changes.  What it relies on, exactly:
   the pending work behind ``nodes`` on the engine and returns at once;
   ``graph.materialize(node)`` returns the NumPy value of a node whose producer has run
   (without waiting, so it may be called from inside an engine op).
+* A node whose ``state`` is ``graph.SCHEDULED``, with an ``evar``, is a value being
+  computed: readers wait for the ops writing that var; the op sets ``value`` (or
+  ``error``) and ``state = graph.DONE`` before it completes.
 * ``graph.leaf(value)`` makes a computed node with its own ``evar``, which may be replaced;
   a pending node that reads a computed node waits (through the engine) for the ops that
   write that node's ``evar``.
@@ -30,13 +35,16 @@ adapted in one place when the core changes.  What it relies on, exactly:
   recorded earlier keep the old version.
 
 How a push works: the value (the sum of the replicas, still lazy) is flushed without waiting,
-and an engine op that reads the value's engine var and writes the key's var sends it.  The
-send therefore starts as soon as that gradient is computed, while the rest of the backward
-pass still runs.  How a pull works: the request goes to the server at once; the array ``out``
-gets a pending value whose node reads the key's *token* (a computed leaf whose engine var is
-the key's var, so it runs after this worker's earlier pushes of the key were sent, which keeps
-an engine thread from blocking on a server that waits for a push queued behind it) and waits
-for the answer.  Reading ``out`` waits for it like for any pending value.
+and an asynchronous engine op that reads the value's engine var and writes the key's var
+starts the transfer once the value is computed, while the rest of the backward pass still
+runs; it completes when the server acknowledges, so until then the gradient's buffer is
+neither written nor reused (it is sent from that buffer, without a copy), and ``wait()``
+waits for the key's var.  How a pull works (``dist_*``): the request goes to the servers at
+the call; the array ``out`` gets a scheduled value whose engine var is written by an
+asynchronous op that completes when the answer arrives (:func:`arriving_value`).  Reading
+``out``, or running an op that reads it, waits for it like for any pending value, and no
+engine thread waits for the network meanwhile.  (The in-process ``"local"`` store pulls
+with a recorded op ordered after the key's pushes: :func:`pending_value`.)
 """
 from __future__ import annotations
 
