@@ -5,9 +5,13 @@ lost; training resumes from its last checkpoint with the uninterrupted result.
 Each bound is measured from the moment of the kill (the killed process writes
 ``time.monotonic()``, the same clock in every process of the machine, just before it
 dies), not from the start of the run, which under heavy CPU load includes seconds of
-process start-up.  ``LAZYNP_KVSTORE_TEST_TIMEOUT`` sets the stores' timeout (default 10 s),
-and with it the bound: every error must come within it, and every test is killed with a
-stack dump if it hangs (never a silent hang)."""
+process start-up.  Two bounds, both configurable: ``LAZYNP_KVSTORE_TEST_LOSS_BOUND``
+(default 10 s), within which a loss must be reported after the kill, and
+``LAZYNP_KVSTORE_TEST_TIMEOUT`` (default 60 s), the stores' timeout, which bounds every
+wait (under a load of 10-15 on 2 cores a live but slow peer legitimately keeps a pull
+waiting longer than 10 s; the loss is still reported within seconds, by the scheduler's
+view of the processes, not by the timeout).  Every test is killed with a stack dump if it
+hangs (never a silent hang)."""
 from __future__ import annotations
 
 import os
@@ -28,9 +32,11 @@ from kvstore_support import hang_guard, start_cluster, stop_cluster, wait_worker
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-#: the stores' timeout: every fault must be reported within it, counted from the kill
-TIMEOUT = float(os.environ.get("LAZYNP_KVSTORE_TEST_TIMEOUT", "10"))
-GUARD = max(240.0, 12 * TIMEOUT)      # a test that takes longer hangs: stacks dumped, exit
+#: a lost process must be reported within this, counted from the kill
+LOSS_BOUND = float(os.environ.get("LAZYNP_KVSTORE_TEST_LOSS_BOUND", "10"))
+#: the stores' timeout: the longest any of their calls waits
+TIMEOUT = max(LOSS_BOUND, float(os.environ.get("LAZYNP_KVSTORE_TEST_TIMEOUT", "60")))
+GUARD = max(240.0, 4 * TIMEOUT)      # a test that takes longer hangs: stacks dumped, exit
 N_WORKERS = 4
 
 
@@ -78,7 +84,7 @@ def test_a_killed_worker_mid_epoch_then_resume_from_the_checkpoint(client, tmp_p
                                                             mark=mark))
     after_kill = time.monotonic() - _killed_at(mark)
     assert "lost worker rank 1" in str(err.value) and "pid" in str(err.value), err.value
-    assert after_kill < TIMEOUT, after_kill
+    assert after_kill < LOSS_BOUND, after_kill
     wait_workers(client, N_WORKERS)
     resumed = _train.train(workers=2, epochs=2, client=client, progress=False,
                            timeout=TIMEOUT, resume=ck)
@@ -111,7 +117,7 @@ def test_sync_rounds_are_neither_lost_nor_applied_twice_when_a_worker_dies(clien
         kv.set_optimizer(SGD(0.5))
         with pytest.raises(KVStoreError, match="lost worker rank 1"):
             kvstore.run_workers(_rounds_then_die, 2, kv, 3, mark)
-        assert time.monotonic() - _killed_at(mark) < TIMEOUT
+        assert time.monotonic() - _killed_at(mark) < LOSS_BOUND
         info = {k: v for i in kv.info() for k, v in i["updates"].items()}
         assert info == {("w", 0): 3, ("v", 0): 3}      # rounds 1-3 complete, round 4 never
         numpy.testing.assert_array_equal(numpy.asarray(kv.pull("w")), numpy.full(4, -4.5))
@@ -148,14 +154,14 @@ def test_every_waiting_call_raises_naming_the_lost_worker(client, tmp_path, wher
         with pytest.raises(KVStoreError, match="lost worker rank 1"):
             kvstore.run_workers(_wait_for_the_dead, 2, kv, where, path, mark)
         killed = _killed_at(mark)
-        assert time.monotonic() - killed < TIMEOUT
-        deadline = time.monotonic() + TIMEOUT
+        assert time.monotonic() - killed < LOSS_BOUND
+        deadline = time.monotonic() + LOSS_BOUND
         while not os.path.exists(path) and time.monotonic() < deadline:
             time.sleep(0.05)
         waited, raised, message = open(path).read().split("\n", 2)
         assert "worker rank 1" in message and "KVStoreError" not in message, message
         # rank 0's waiting call raised within the timeout of the kill, and of its start
-        assert float(raised) - killed < TIMEOUT and float(waited) < TIMEOUT
+        assert float(raised) - killed < LOSS_BOUND and float(waited) < TIMEOUT
 
 
 def _slow_rounds(kv, rank):
@@ -179,7 +185,7 @@ def test_a_killed_server_fails_the_run_and_every_later_call(client):
         threading.Timer(1.5, kill).start()
         with pytest.raises(KVStoreError, match=f"lost server 1 .*pid {victim.pid}"):
             kvstore.run_workers(_slow_rounds, 2, kv)
-        assert killed and time.monotonic() - killed[0] < TIMEOUT
+        assert killed and time.monotonic() - killed[0] < LOSS_BOUND
         with pytest.raises(KVStoreError, match="lost server 1"):
             kv.pull("big")
 
@@ -199,4 +205,35 @@ def test_a_driver_waiting_on_a_killed_server_gets_the_error_within_the_timeout(c
             numpy.asarray(kv.pull(0))
         with pytest.raises(KVStoreError, match=f"server 0 .*pid {pid}"):
             kv.barrier()
-        assert time.monotonic() - t < TIMEOUT
+        assert time.monotonic() - t < LOSS_BOUND
+
+
+def _a_peer_that_never_pushes(kv, rank, path):
+    if rank == 1:
+        # alive, but never pushes (round 1 never ends), until rank 0 got its error
+        deadline = time.monotonic() + 3 * kv._spec.timeout
+        while not os.path.exists(path) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return "waited"
+    kv.push("w", np.ones(3))
+    t = time.monotonic()
+    try:
+        numpy.asarray(kv.pull("w"))
+    except KVStoreError as exc:
+        with open(path, "w") as f:
+            f.write(f"{time.monotonic() - t!r}\n{exc}")
+        raise
+    return "no error"
+
+
+def test_a_pull_that_gets_no_answer_ends_at_the_stores_timeout(client, tmp_path):
+    path = str(tmp_path / "rank0.txt")
+    short = 5.0
+    with kvstore.create("dist_sync", client=client, num_servers=1, timeout=short) as kv:
+        kv.init("w", numpy.zeros(3))
+        with pytest.raises(KVStoreError, match=f"pull of key 'w' .*no answer within "
+                                               f"{short:g} s"):
+            kvstore.run_workers(_a_peer_that_never_pushes, 2, kv, path)
+    waited, message = open(path).read().split("\n", 1)
+    assert "server 0" in message, message
+    assert short <= float(waited) < short + LOSS_BOUND, waited
