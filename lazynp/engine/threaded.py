@@ -84,6 +84,7 @@ class ThreadedEngine(Engine):
                 if op.done:
                     return
                 op.done = True
+                op.complete = None      # (breaks the op <-> done reference cycle)
                 ready = self._complete_locked(op, failure)
                 self._dispatch_locked(ready)
 
@@ -306,8 +307,9 @@ class ThreadedEngine(Engine):
     def _async_body_returned(op: Op, failure: Failure | None) -> None:
         """An ASYNC op's body returned: it completes now if it failed (or never ran because
         an input failed), else when its body's ``done`` callback is called."""
-        if failure is not None:
-            op.complete(failure[0])
+        complete = op.complete      # (None once done was called)
+        if failure is not None and complete is not None:
+            complete(failure[0])
 
     def _complete_locked(self, op: Op, failure: Failure | None) -> list[Op]:
         """Release ``op``'s grants; return the ops that became ready."""
