@@ -170,14 +170,27 @@ def _meta_config(cfg: TrainConfig) -> dict:
 
 class KillAt:
     """Fault injection: SIGKILL the worker process of ``rank`` before ``step`` of
-    ``epoch`` (a picklable step hook for :class:`TrainConfig`)."""
+    ``epoch`` (a picklable step hook for :class:`TrainConfig`).  With ``mark``, the
+    moment of the kill (``time.monotonic()``, the same clock in every process of the
+    machine) is written to that file first, so a test can bound the time from the loss to
+    the error it causes."""
 
-    def __init__(self, rank: int, epoch: int, step: int) -> None:
-        self.rank, self.epoch, self.step = rank, epoch, step
+    def __init__(self, rank: int, epoch: int, step: int, mark: str | None = None) -> None:
+        self.rank, self.epoch, self.step, self.mark = rank, epoch, step, mark
 
     def __call__(self, rank: int, epoch: int, step: int) -> None:
         if (rank, epoch, step) == (self.rank, self.epoch, self.step):
-            os.kill(os.getpid(), signal.SIGKILL)
+            kill_self(self.mark)
+
+
+def kill_self(mark: str | None = None) -> None:
+    """SIGKILL this process, after writing ``time.monotonic()`` to ``mark`` if given."""
+    if mark is not None:
+        with open(mark, "w") as f:
+            f.write(repr(time.monotonic()))
+            f.flush()
+            os.fsync(f.fileno())
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def train(workers: int = 2, epochs: int = 5, mode: str = "sync", *, client: Any = None,

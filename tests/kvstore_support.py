@@ -40,7 +40,7 @@ def stop_cluster(cluster, client) -> None:
             cluster.close(timeout=20)
 
 
-def wait_workers(client, n: int, timeout: float = 60) -> None:
+def wait_workers(client, n: int, timeout: float = 180) -> None:
     """Until ``n`` workers are up again (a nanny restarts a killed worker)."""
     deadline = time.monotonic() + timeout
     while len(client.scheduler_info(n_workers=-1)["workers"]) < n:

@@ -644,3 +644,65 @@ def test_var_is_cheap():
     v = EngineVar()
     assert not hasattr(v, "__dict__")
     assert "pending=0" in repr(v)
+
+
+# --- push_async: operations that complete through a callback (MXNet's PushAsync) ----------
+
+def test_push_async_holds_its_vars_until_done_without_holding_a_thread():
+    e = ThreadedEngine(num_workers=1)
+    try:
+        v, other = eng.new_var(), eng.new_var()
+        pending = []
+        log = []
+        e.push_async(lambda done: pending.append(done), [], [v])
+        e.push(lambda: log.append("after"), [v], [other])   # waits for the async op
+        e.push(lambda: log.append("free"), [], [eng.new_var()])
+        deadline = time.monotonic() + 10
+        while "free" not in log and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # the only worker thread ran unrelated work while the async op was outstanding
+        assert log == ["free"] and len(pending) == 1
+        threading.Timer(0.05, pending[0]).start()
+        e.wait_for_var(other)
+        assert log == ["free", "after"]
+        pending[0]()                                   # later calls of done are ignored
+        e.wait_all()
+    finally:
+        e.shutdown()
+
+
+def test_push_async_keeps_its_reads_until_done(engine: Engine):
+    v = eng.new_var()
+    log = []
+
+    def reader(done):
+        log.append("read starts")
+        threading.Timer(0.1, lambda: (log.append("read done"), done())).start()
+
+    engine.push_async(reader, [v], [])
+    engine.push(lambda: log.append("write"), [], [v])
+    engine.wait_for_var(v)
+    assert log == ["read starts", "read done", "write"]
+
+
+@pytest.mark.parametrize("how", ["done(exc)", "raises", "input failed"])
+def test_push_async_failures_are_stored_on_its_writes(engine: Engine, how):
+    v, src = eng.new_var(), eng.new_var()
+    if how == "input failed":
+        engine.push(lambda: 1 / 0, [], [src])
+    started = []
+
+    def fn(done):
+        started.append(True)
+        if how == "raises":
+            raise KeyError("at the start")
+        threading.Timer(0.05, done, (ValueError("on arrival"),)).start()
+
+    engine.push_async(fn, [src], [v])
+    expected = {"done(exc)": ValueError, "raises": KeyError,
+                "input failed": ZeroDivisionError}[how]
+    with pytest.raises(expected):
+        engine.wait_for_var(v)
+    assert started == ([] if how == "input failed" else [True])
+    engine.push(lambda: None, [], [v])                 # the var is usable again
+    engine.wait_for_var(v)

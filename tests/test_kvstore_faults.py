@@ -1,6 +1,17 @@
 """Faults: a worker or server process killed with SIGKILL gives a KVStoreError naming it on
 every waiting call, within the store's timeout; sync rounds are never applied twice or
-lost; training resumes from its last checkpoint with the uninterrupted result."""
+lost; training resumes from its last checkpoint with the uninterrupted result.
+
+Each bound is measured from the moment of the kill (the killed process writes
+``time.monotonic()``, the same clock in every process of the machine, just before it
+dies), not from the start of the run, which under heavy CPU load includes seconds of
+process start-up.  Two bounds, both configurable: ``LAZYNP_KVSTORE_TEST_LOSS_BOUND``
+(default 10 s), within which a loss must be reported after the kill, and
+``LAZYNP_KVSTORE_TEST_TIMEOUT`` (default 60 s), the stores' timeout, which bounds every
+wait (under a load of 10-15 on 2 cores a live but slow peer legitimately keeps a pull
+waiting longer than 10 s; the loss is still reported within seconds, by the scheduler's
+view of the processes, not by the timeout).  Every test is killed with a stack dump if it
+hangs (never a silent hang)."""
 from __future__ import annotations
 
 import os
@@ -21,13 +32,31 @@ from kvstore_support import hang_guard, start_cluster, stop_cluster, wait_worker
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-TIMEOUT = 10.0       # the stores' timeout: every fault must be reported within it
+#: a lost process must be reported within this, counted from the kill
+LOSS_BOUND = float(os.environ.get("LAZYNP_KVSTORE_TEST_LOSS_BOUND", "10"))
+#: the stores' timeout: the longest any of their calls waits
+TIMEOUT = max(LOSS_BOUND, float(os.environ.get("LAZYNP_KVSTORE_TEST_TIMEOUT", "60")))
+GUARD = max(240.0, 4 * TIMEOUT)      # a test that takes longer hangs: stacks dumped, exit
 N_WORKERS = 4
+
+
+def _warm_imports():
+    """What the ranks import, imported before anything is timed (a worker restarted by
+    its nanny after a kill starts bare: under load its imports take seconds)."""
+    from lazynp import _train, kvstore  # noqa: F401
+    _train.load_data()
+    return True
+
+
+def _killed_at(path: str) -> float:
+    """The moment a process wrote before killing itself (``_train.kill_self``)."""
+    with open(path) as f:
+        return float(f.read())
 
 
 @pytest.fixture(scope="module")
 def client():
-    with hang_guard(120):
+    with hang_guard(GUARD):
         cluster, client = start_cluster(N_WORKERS)
     yield client
     stop_cluster(cluster, client)
@@ -35,8 +64,9 @@ def client():
 
 @pytest.fixture(autouse=True)
 def _guard(client):
-    with hang_guard(120):
+    with hang_guard(GUARD):
         wait_workers(client, N_WORKERS)       # a killed worker is restarted by its nanny
+        assert all(client.run(_warm_imports).values())
         yield
 
 
@@ -46,14 +76,15 @@ def _store(client, servers=1, kind="dist_sync"):
 
 def test_a_killed_worker_mid_epoch_then_resume_from_the_checkpoint(client, tmp_path):
     ck = str(tmp_path / "ck.npz")
+    mark = str(tmp_path / "killed")
     full = _train.train(workers=2, epochs=2, client=client, progress=False, timeout=TIMEOUT)
-    t = time.monotonic()
     with pytest.raises(KVStoreError) as err:
         _train.train(workers=2, epochs=2, client=client, progress=False, timeout=TIMEOUT,
-                     checkpoint=ck, step_hook=_train.KillAt(rank=1, epoch=1, step=3))
-    elapsed = time.monotonic() - t
+                     checkpoint=ck, step_hook=_train.KillAt(rank=1, epoch=1, step=3,
+                                                            mark=mark))
+    after_kill = time.monotonic() - _killed_at(mark)
     assert "lost worker rank 1" in str(err.value) and "pid" in str(err.value), err.value
-    assert elapsed < 2 * TIMEOUT, elapsed      # includes the whole first epoch
+    assert after_kill < LOSS_BOUND, after_kill
     wait_workers(client, N_WORKERS)
     resumed = _train.train(workers=2, epochs=2, client=client, progress=False,
                            timeout=TIMEOUT, resume=ck)
@@ -62,7 +93,7 @@ def test_a_killed_worker_mid_epoch_then_resume_from_the_checkpoint(client, tmp_p
         numpy.testing.assert_array_equal(resumed.params[k], full.params[k])
 
 
-def _rounds_then_die(kv, rank, kill_step):
+def _rounds_then_die(kv, rank, kill_step, mark=None):
     w = np.empty(4)
     for step in range(10):
         if rank == 1 and step == kill_step:
@@ -70,7 +101,7 @@ def _rounds_then_die(kv, rank, kill_step):
             # last round could still be unsent when the process dies (its round then never
             # completes, and the count of rounds below would depend on timing)
             kv.wait()
-            os.kill(os.getpid(), signal.SIGKILL)
+            _train.kill_self(mark)
         kv.push("w", np.full(4, float(rank + 1)))
         kv.push("v", np.full(2, 1.0))
         kv.pull("w", out=w)
@@ -78,14 +109,15 @@ def _rounds_then_die(kv, rank, kill_step):
     return "done"
 
 
-def test_sync_rounds_are_neither_lost_nor_applied_twice_when_a_worker_dies(client):
+def test_sync_rounds_are_neither_lost_nor_applied_twice_when_a_worker_dies(client,
+                                                                            tmp_path):
+    mark = str(tmp_path / "killed")
     with _store(client, servers=2) as kv:
         kv.init(["w", "v"], [numpy.zeros(4), numpy.zeros(2)])
         kv.set_optimizer(SGD(0.5))
-        t = time.monotonic()
         with pytest.raises(KVStoreError, match="lost worker rank 1"):
-            kvstore.run_workers(_rounds_then_die, 2, kv, 3)
-        assert time.monotonic() - t < TIMEOUT
+            kvstore.run_workers(_rounds_then_die, 2, kv, 3, mark)
+        assert time.monotonic() - _killed_at(mark) < LOSS_BOUND
         info = {k: v for i in kv.info() for k, v in i["updates"].items()}
         assert info == {("w", 0): 3, ("v", 0): 3}      # rounds 1-3 complete, round 4 never
         numpy.testing.assert_array_equal(numpy.asarray(kv.pull("w")), numpy.full(4, -4.5))
@@ -95,11 +127,11 @@ def test_sync_rounds_are_neither_lost_nor_applied_twice_when_a_worker_dies(clien
         numpy.testing.assert_array_equal(numpy.asarray(kv.pull("w")), numpy.full(4, -19.5))
 
 
-def _wait_for_the_dead(kv, rank, where, path):
+def _wait_for_the_dead(kv, rank, where, path, mark):
     kv.init("w", numpy.zeros(3))
     if rank == 1:
         time.sleep(0.5)
-        os.kill(os.getpid(), signal.SIGKILL)
+        _train.kill_self(mark)
     t = time.monotonic()
     try:
         if where == "pull":
@@ -109,7 +141,7 @@ def _wait_for_the_dead(kv, rank, where, path):
             kv.barrier()
     except KVStoreError as exc:
         with open(path, "w") as f:
-            f.write(f"{time.monotonic() - t:.3f}\n{exc}")
+            f.write(f"{time.monotonic() - t:.3f}\n{time.monotonic()!r}\n{exc}")
         raise
     return "no error"
 
@@ -117,17 +149,19 @@ def _wait_for_the_dead(kv, rank, where, path):
 @pytest.mark.parametrize("where", ["pull", "barrier"])
 def test_every_waiting_call_raises_naming_the_lost_worker(client, tmp_path, where):
     path = str(tmp_path / "rank0.txt")
+    mark = str(tmp_path / "killed")
     with _store(client) as kv:
-        t = time.monotonic()
         with pytest.raises(KVStoreError, match="lost worker rank 1"):
-            kvstore.run_workers(_wait_for_the_dead, 2, kv, where, path)
-        assert time.monotonic() - t < TIMEOUT
-        deadline = time.monotonic() + TIMEOUT
+            kvstore.run_workers(_wait_for_the_dead, 2, kv, where, path, mark)
+        killed = _killed_at(mark)
+        assert time.monotonic() - killed < LOSS_BOUND
+        deadline = time.monotonic() + LOSS_BOUND
         while not os.path.exists(path) and time.monotonic() < deadline:
             time.sleep(0.05)
-        waited, message = open(path).read().split("\n", 1)
+        waited, raised, message = open(path).read().split("\n", 2)
         assert "worker rank 1" in message and "KVStoreError" not in message, message
-        assert float(waited) < TIMEOUT
+        # rank 0's waiting call raised within the timeout of the kill, and of its start
+        assert float(raised) - killed < LOSS_BOUND and float(waited) < TIMEOUT
 
 
 def _slow_rounds(kv, rank):
@@ -143,11 +177,15 @@ def test_a_killed_server_fails_the_run_and_every_later_call(client):
     with _store(client, servers=2) as kv:
         kv.init("big", numpy.zeros(2_000_000))       # split over both servers
         victim = kv.servers[1]
-        threading.Timer(1.5, os.kill, (victim.pid, signal.SIGKILL)).start()
-        t = time.monotonic()
+        killed = []
+
+        def kill():
+            killed.append(time.monotonic())
+            os.kill(victim.pid, signal.SIGKILL)
+        threading.Timer(1.5, kill).start()
         with pytest.raises(KVStoreError, match=f"lost server 1 .*pid {victim.pid}"):
             kvstore.run_workers(_slow_rounds, 2, kv)
-        assert time.monotonic() - t < 1.5 + TIMEOUT
+        assert killed and time.monotonic() - killed[0] < LOSS_BOUND
         with pytest.raises(KVStoreError, match="lost server 1"):
             kv.pull("big")
 
@@ -167,4 +205,35 @@ def test_a_driver_waiting_on_a_killed_server_gets_the_error_within_the_timeout(c
             numpy.asarray(kv.pull(0))
         with pytest.raises(KVStoreError, match=f"server 0 .*pid {pid}"):
             kv.barrier()
-        assert time.monotonic() - t < TIMEOUT
+        assert time.monotonic() - t < LOSS_BOUND
+
+
+def _a_peer_that_never_pushes(kv, rank, path):
+    if rank == 1:
+        # alive, but never pushes (round 1 never ends), until rank 0 got its error
+        deadline = time.monotonic() + 3 * kv._spec.timeout
+        while not os.path.exists(path) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return "waited"
+    kv.push("w", np.ones(3))
+    t = time.monotonic()
+    try:
+        numpy.asarray(kv.pull("w"))
+    except KVStoreError as exc:
+        with open(path, "w") as f:
+            f.write(f"{time.monotonic() - t!r}\n{exc}")
+        raise
+    return "no error"
+
+
+def test_a_pull_that_gets_no_answer_ends_at_the_stores_timeout(client, tmp_path):
+    path = str(tmp_path / "rank0.txt")
+    short = 5.0
+    with kvstore.create("dist_sync", client=client, num_servers=1, timeout=short) as kv:
+        kv.init("w", numpy.zeros(3))
+        with pytest.raises(KVStoreError, match=f"pull of key 'w' .*no answer within "
+                                               f"{short:g} s"):
+            kvstore.run_workers(_a_peer_that_never_pushes, 2, kv, path)
+    waited, message = open(path).read().split("\n", 1)
+    assert "server 0" in message, message
+    assert short <= float(waited) < short + LOSS_BOUND, waited

@@ -30,6 +30,7 @@ __all__ = [
     "get_engine",
     "new_var",
     "push",
+    "push_async",
     "set_engine",
     "wait_all",
     "wait_for_var",
@@ -141,6 +142,23 @@ def push(
         note ``"lazynp: operation recorded at <context>"``.
     """
     (_engine or get_engine()).push(fn, reads, writes, device, context)
+
+
+def push_async(
+    fn: Callable[[Callable[[BaseException | None], None]], object],
+    reads: Sequence[EngineVar],
+    writes: Sequence[EngineVar],
+    device: str = "cpu",
+    context: str | None = None,
+) -> None:
+    """Schedule an operation that completes through a callback (MXNet's ``PushAsync``).
+
+    ``fn(done)`` runs once the vars are available and may return before the work is
+    finished (e.g. after starting a transfer); the operation keeps its vars until
+    ``done(None)``, or ``done(exc)`` for a failure, is called from any thread.  No engine
+    thread waits in between.  See :meth:`Engine.push_async`.
+    """
+    (_engine or get_engine()).push_async(fn, reads, writes, device, context)
 
 
 def wait_for_var(var: EngineVar) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from typing import Callable, Sequence
 
@@ -61,6 +62,42 @@ class Engine(ABC):
             Where the user recorded the operation. Added as a note to any
             exception ``fn`` raises.
         """
+
+    def push_async(
+        self,
+        fn: Callable[[Callable[[BaseException | None], None]], object],
+        reads: Sequence[EngineVar],
+        writes: Sequence[EngineVar],
+        device: str = "cpu",
+        context: str | None = None,
+    ) -> None:
+        """Schedule an operation that completes later, through a callback (MXNet's
+        ``PushAsync``): ``fn(done)`` runs once its vars are available and may return at
+        once; the operation holds its vars until ``done(None)`` (success) or ``done(exc)``
+        (failure, stored on ``writes`` as for :meth:`push`) is called, from any thread.
+        Calls of ``done`` after the first are ignored; if ``fn`` raises, that is the
+        operation's failure.  No engine thread waits meanwhile (for I/O: transfers).
+
+        This default runs ``fn`` as an ordinary operation that waits for ``done``.
+        """
+        finished = threading.Event()
+        outcome: list[BaseException | None] = []
+
+        def done(exc: BaseException | None = None) -> None:
+            if not outcome:
+                outcome.append(exc)
+                finished.set()
+
+        def body() -> None:
+            try:
+                fn(done)
+            except BaseException as exc:
+                done(exc)
+            finished.wait()
+            if outcome[0] is not None:
+                raise outcome[0]
+
+        self.push(body, reads, writes, device, context)
 
     @abstractmethod
     def wait_for_var(self, var: EngineVar) -> None:

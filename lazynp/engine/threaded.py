@@ -10,7 +10,8 @@ from typing import Callable, Sequence
 
 from .base import Engine
 from .interrupts import held
-from .var import DELETE, NORMAL, WAIT, WAIT_ABANDONED, EngineVar, Failure, Op, dedupe, run_body
+from .var import (ASYNC, DELETE, NORMAL, WAIT, WAIT_ABANDONED, EngineVar, Failure, Op, dedupe,
+                  run_body)
 
 
 class ThreadedEngine(Engine):
@@ -65,6 +66,31 @@ class ThreadedEngine(Engine):
     ) -> None:
         rs, ws = dedupe(reads, writes)
         self._submit(Op(fn, rs, ws, NORMAL, context, device))
+
+    def push_async(
+        self,
+        fn: Callable[[Callable[[BaseException | None], None]], object],
+        reads: Sequence[EngineVar],
+        writes: Sequence[EngineVar],
+        device: str = "cpu",
+        context: str | None = None,
+    ) -> None:
+        rs, ws = dedupe(reads, writes)
+        op = Op(None, rs, ws, ASYNC, context, device)
+
+        def done(exc: BaseException | None = None) -> None:
+            failure = None if exc is None else (exc, exc.__traceback__)
+            with self._lock:
+                if op.done:
+                    return
+                op.done = True
+                op.complete = None      # (breaks the op <-> done reference cycle)
+                ready = self._complete_locked(op, failure)
+                self._dispatch_locked(ready)
+
+        op.fn = lambda: fn(done)
+        op.complete = done
+        self._submit(op)
 
     def delete_var(self, var: EngineVar, on_delete: Callable[[], object] | None = None) -> None:
         self._submit(Op(on_delete, (), (var,), DELETE, None, "cpu"))
@@ -257,16 +283,33 @@ class ThreadedEngine(Engine):
             self._ready.put(op)
             raise interrupt
         op.fn = None
-        ready = self._complete_locked(op, failure)
+        if op.kind == ASYNC:
+            self._lock.release()
+            try:
+                self._async_body_returned(op, failure)
+            finally:
+                self._lock.acquire()
+        else:
+            self._dispatch_locked(self._complete_locked(op, failure))
+        if interrupt is not None:
+            raise interrupt
+        return True
+
+    def _dispatch_locked(self, ready: list[Op]) -> None:
         if ready:
             if self._workers is None:
                 self._start_workers_locked()
             put = self._ready.put
             for r in ready:
                 put(r)
-        if interrupt is not None:
-            raise interrupt
-        return True
+
+    @staticmethod
+    def _async_body_returned(op: Op, failure: Failure | None) -> None:
+        """An ASYNC op's body returned: it completes now if it failed (or never ran because
+        an input failed), else when its body's ``done`` callback is called."""
+        complete = op.complete      # (None once done was called)
+        if failure is not None and complete is not None:
+            complete(failure[0])
 
     def _complete_locked(self, op: Op, failure: Failure | None) -> list[Op]:
         """Release ``op``'s grants; return the ops that became ready."""
@@ -310,6 +353,9 @@ class ThreadedEngine(Engine):
             return None
         failure = run_body(op, BaseException)
         op.fn = None  # drop references held by the closure as early as possible
+        if op.kind == ASYNC:
+            self._async_body_returned(op, failure)
+            return None
         with self._lock:
             ready = self._complete_locked(op, failure)
             if not ready:

@@ -15,6 +15,9 @@ NORMAL = 0
 DELETE = 1  # runs even on a failed var; discards the failure
 WAIT = 2  # internal marker pushed by wait_for_var; completed inline, never dispatched
 WAIT_ABANDONED = 3  # a WAIT whose waiter was interrupted: must not eat the failure
+# push_async: holds its grants after its body returned, until its done callback (below WAIT:
+# it is dispatched like NORMAL)
+ASYNC = -1
 
 
 class EngineVar:
@@ -45,6 +48,7 @@ class Op:
 
     __slots__ = (
         "fn", "reads", "writes", "wait", "kind", "context", "device", "claim", "failure", "done",
+        "complete",
     )
 
     def __init__(
@@ -67,7 +71,9 @@ class Op:
         # and a thread helping in wait_for_var never both run it.
         self.claim = [True]
         self.failure: Failure | None = None  # WAIT only: the failure handed to the waiter
-        self.done = False  # WAIT only
+        self.done = False  # WAIT and ASYNC only
+        # ASYNC only (set by push_async, unset otherwise): the op's completion callback
+        # self.complete: Callable[[BaseException | None], None]
 
 
 def dedupe(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -23,6 +24,15 @@ KINDS = ("local", "dist_sync", "dist_async")
 
 def _is_list(x: Any) -> bool:
     return isinstance(x, (list, tuple))
+
+
+def _traced(done: Callable[[], None], trace: list, key: Key) -> Callable[[], None]:
+    ready = time.perf_counter()
+
+    def traced_done() -> None:
+        trace.append((key, ready, time.perf_counter()))
+        done()
+    return traced_done
 
 
 class KVStore:
@@ -44,6 +54,9 @@ class KVStore:
         self._push_failures: dict[Key, BaseException] = {}
         self._lock = threading.Lock()
         self._closed = False
+        #: when a list: ``(key, ready, acknowledged)`` (``time.perf_counter``) of every push
+        #: is appended to it (benchmarks/kvstore.py draws the overlap with the backward pass)
+        self.push_trace: list | None = None
 
     # -- identity ---------------------------------------------------------------------
     @property
@@ -189,18 +202,28 @@ class KVStore:
         seq = self._seq.get(key, 0) + 1
         self._seq[key] = seq
 
-        def send(v: np.ndarray | None, exc: BaseException | None) -> None:
-            if exc is None:
-                try:
-                    self._send_push(meta, seq, v.reshape(-1))
-                    return
-                except BaseException as e:
-                    exc = e
-            with self._lock:
-                self._push_failures.setdefault(key, exc)
+        def start(v: np.ndarray | None, exc: BaseException | None,
+                  done: Callable[[], None]) -> None:
+            def failed(e: BaseException) -> None:
+                with self._lock:
+                    self._push_failures.setdefault(key, e)
+                self._push_failed(key, e)
+                done()
 
-        # a sum of replicas is a fresh array; a single value is the caller's, so it is copied
-        bridge.when_ready(total, self._clock(key), send, copy=len(reps) == 1)
+            if exc is not None:
+                failed(exc)
+                return
+            trace = self.push_trace
+            if trace is not None:
+                done = _traced(done, trace, key)
+            try:
+                self._start_push(meta, seq, v.reshape(-1), done, failed)
+            except BaseException as e:
+                failed(e)
+
+        # a sum of replicas is a fresh array; a single value is the caller's
+        bridge.when_ready(total, self._clock(key), start, snapshot=len(reps) == 1,
+                          retained=self._retains_pushes)
 
     def pull(self, key: Key | Sequence[Key], out: Any = None, priority: int = 0) -> Any:
         """Pull key(s) into ``out``: an array, a list of arrays (replicas) per key, or None.
@@ -332,9 +355,23 @@ class KVStore:
     def _init_keys(self, items: list[tuple[KeyMeta, np.ndarray]]) -> None:
         raise NotImplementedError
 
+    #: does the store keep a pushed array itself (then a lazy value is copied first)?
+    _retains_pushes = True
+
     def _send_push(self, meta: KeyMeta, seq: int, flat: np.ndarray) -> None:
-        """Send push ``seq`` (called from an engine op; may raise)."""
+        """Apply push ``seq`` (called from an engine op; may raise)."""
         raise NotImplementedError
+
+    def _start_push(self, meta: KeyMeta, seq: int, flat: np.ndarray,
+                    done: Callable[[], None],
+                    failed: Callable[[BaseException], None]) -> None:
+        """Start sending push ``seq``; call ``done()`` once it is acknowledged, or
+        ``failed(exc)`` (either from any thread; may also raise at once)."""
+        self._send_push(meta, seq, flat)
+        done()
+
+    def _push_failed(self, key: Key, exc: BaseException) -> None:
+        """A push of ``key`` failed: pulls of it still waiting will not be answered."""
 
     def _make_pull(self, meta: KeyMeta) -> Callable[[], np.ndarray]:
         """Start a pull now; the callable returns its value (shaped, in a buffer nothing

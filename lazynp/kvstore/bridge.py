@@ -4,7 +4,9 @@ This is the only module of ``lazynp.kvstore`` that touches the lazynp core, so t
 adapted in one place when the core changes.  What it relies on, exactly:
 
 * ``lazynp.engine``: ``new_var()``, ``push(fn, reads, writes)`` (MXNet's contract: ``fn``
-  runs once the ops pushed earlier that write ``reads`` or touch ``writes`` are done) and
+  runs once the ops pushed earlier that write ``reads`` or touch ``writes`` are done),
+  ``push_async(fn, reads, writes)`` (MXNet's ``PushAsync``: ``fn(done)`` may return at once,
+  the op keeps its vars until ``done()`` is called from any thread) and
   ``wait_for_var(var)``.
 * ``lazynp.graph``: a lazy array's current value is the node ``arr._node()``; a node has
   ``state`` (``graph.PENDING`` until a flush schedules it), ``op`` and ``args`` (a view node,
@@ -13,6 +15,9 @@ adapted in one place when the core changes.  What it relies on, exactly:
   the pending work behind ``nodes`` on the engine and returns at once;
   ``graph.materialize(node)`` returns the NumPy value of a node whose producer has run
   (without waiting, so it may be called from inside an engine op).
+* A node whose ``state`` is ``graph.SCHEDULED``, with an ``evar``, is a value being
+  computed: readers wait for the ops writing that var; the op sets ``value`` (or
+  ``error``) and ``state = graph.DONE`` before it completes.
 * ``graph.leaf(value)`` makes a computed node with its own ``evar``, which may be replaced;
   a pending node that reads a computed node waits (through the engine) for the ops that
   write that node's ``evar``.
@@ -30,19 +35,22 @@ adapted in one place when the core changes.  What it relies on, exactly:
   recorded earlier keep the old version.
 
 How a push works: the value (the sum of the replicas, still lazy) is flushed without waiting,
-and an engine op that reads the value's engine var and writes the key's var sends it.  The
-send therefore starts as soon as that gradient is computed, while the rest of the backward
-pass still runs.  How a pull works: the request goes to the server at once; the array ``out``
-gets a pending value whose node reads the key's *token* (a computed leaf whose engine var is
-the key's var, so it runs after this worker's earlier pushes of the key were sent, which keeps
-an engine thread from blocking on a server that waits for a push queued behind it) and waits
-for the answer.  Reading ``out`` waits for it like for any pending value.
+and an asynchronous engine op that reads the value's engine var and writes the key's var
+starts the transfer once the value is computed, while the rest of the backward pass still
+runs; it completes when the server acknowledges, so until then the gradient's buffer is
+neither written nor reused (it is sent from that buffer, without a copy), and ``wait()``
+waits for the key's var.  How a pull works (``dist_*``): the request goes to the servers at
+the call; the array ``out`` gets a scheduled value whose engine var is written by an
+asynchronous op that completes when the answer arrives (:func:`arriving_value`).  Reading
+``out``, or running an op that reads it, waits for it like for any pending value, and no
+engine thread waits for the network meanwhile.  (The in-process ``"local"`` store pulls
+with a recorded op ordered after the key's pushes: :func:`pending_value`.)
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
-
 import contextlib
+import threading
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -115,44 +123,122 @@ class KeyClock:
         engine.wait_for_var(self.var)
 
 
-def when_ready(value: Any, clock: KeyClock, send: Callable[[np.ndarray | None,
-                                                           BaseException | None], None],
-               copy: bool) -> None:
-    """Call ``send(numpy_value, None)`` once ``value`` is computed, as an engine op ordered
-    on ``clock``; ``send(None, exc)`` if computing it failed.  ``send`` must not raise.
+class Arrival:
+    """A value that arrives later, from any thread: set once (``value`` or ``exc``; later
+    sets are ignored), handed to the callbacks registered with :meth:`then`."""
+
+    __slots__ = ("_lock", "_set", "_value", "_exc", "_callbacks")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._set = False
+        self._value: Any = None
+        self._exc: BaseException | None = None
+        self._callbacks: list[Callable[[Any, BaseException | None], None]] = []
+
+    @property
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self, value: Any, exc: BaseException | None = None) -> bool:
+        """Deliver ``value`` (or ``exc``); False when something was delivered before."""
+        with self._lock:
+            if self._set:
+                return False
+            self._set, self._value, self._exc = True, value, exc
+            callbacks, self._callbacks = self._callbacks, []
+        for cb in callbacks:
+            cb(value, exc)
+        return True
+
+    def then(self, cb: Callable[[Any, BaseException | None], None]) -> None:
+        """Call ``cb(value, exc)`` once delivered (now, if it was)."""
+        with self._lock:
+            if not self._set:
+                self._callbacks.append(cb)
+                return
+        cb(self._value, self._exc)
+
+
+def when_ready(value: Any, clock: KeyClock,
+               start: Callable[[np.ndarray | None, BaseException | None,
+                                Callable[[], None]], None],
+               snapshot: bool, retained: bool) -> None:
+    """Send ``value`` once it is computed: an engine operation, ordered on ``clock``, that
+    calls ``start(numpy_value, None, done)`` (or ``start(None, exc, done)`` if computing
+    the value failed) and completes when ``start`` calls ``done()``, from any thread (when
+    the transfer is acknowledged).  ``start`` must not raise.
+
+    Until then the operation keeps its read of the value's engine var and a reference to
+    its node: a later write into the array (recorded, or run at once by the execution
+    policy) waits or copies, and lazynp does not reuse the buffer, so a lazy value is sent
+    from its own buffer, without a copy.
 
     Parameters
     ----------
-    copy : bool
-        Give ``send`` a private copy (the caller may overwrite the array after the call;
-        lazynp may reuse a buffer once its readers it knows of are done).
+    snapshot : bool
+        The value is the caller's (not a fresh sum of replicas): a NumPy array, or a lazy
+        array whose buffer the caller shares with NumPy, is copied at the call (it may be
+        written right after the call, outside the engine's ordering).
+    retained : bool
+        The receiver keeps the array after ``done`` (the in-process store): a lazy value
+        is copied too.
     """
     if not is_lazy(value):
-        snap = buffers.copy(value) if copy else value
-        engine.push(lambda: send(snap, None), (), (clock.var,))
+        snap = buffers.copy(value) if snapshot else value
+        engine.push_async(lambda done: start(snap, None, done), (), (clock.var,))
         return
     node = value._node()
     root = node.args[0] if node.op is graph.VIEW else node
-    if copy and root.exported is True and root.state == graph.DONE:
+    if snapshot and root.exported is True and root.state == graph.DONE:
         # a computed array whose buffer the caller shares with NumPy: snapshot it now, as a
         # NumPy array is (the caller may write through its NumPy alias right after the call)
         snap = buffers.copy(graph.materialize(node))
-        engine.push(lambda: send(snap, None), (), (clock.var,))
+        engine.push_async(lambda done: start(snap, None, done), (), (clock.var,))
         return
     if node.state == graph.PENDING:
         graph.flush([node], wait=False)
     reads = (root.evar,) if root.evar is not None else ()
 
-    def op() -> None:
+    def op(done: Callable[[], None]) -> None:
         try:
             v = graph.materialize(node)
-            v = buffers.copy(v) if copy or not v.flags.c_contiguous else v
+            v = buffers.copy(v) if retained or not v.flags.c_contiguous else v
         except BaseException as exc:     # (stored for the key's next pull, not raised here)
-            send(None, exc)
+            start(None, exc, done)
             return
-        send(v, None)
+        # ``node`` stays referenced by this closure until the engine drops the operation
+        start(v, None, done)
 
-    engine.push(op, reads, (clock.var,))
+    engine.push_async(op, reads, (clock.var,))
+
+
+def arriving_value(shape: tuple[int, ...], dtype: np.dtype, arrival: Arrival
+                   ) -> _lazy_ndarray:
+    """A lazy array whose value is what ``arrival`` delivers (a C-contiguous NumPy array of
+    ``shape`` and ``dtype`` that nothing else holds, or an exception).
+
+    Its node is scheduled, written by an asynchronous engine operation that completes when
+    the value arrives: reading the array, or running an operation that reads it, waits for
+    it like for any pending value, and no engine thread waits meanwhile.  An exception is
+    raised where the array (or something computed from it) is read.
+    """
+    node = graph.Node(PULL_OP, (), None, tuple(shape), np.dtype(dtype))
+    node.state = graph.SCHEDULED
+    node.evar = engine.new_var()
+
+    def settle(done: Callable[[BaseException | None], None], value: Any,
+               exc: BaseException | None) -> None:
+        if exc is None:
+            node.value = value
+        else:
+            node.error = exc
+        node.state = graph.DONE
+        done(exc)
+
+    engine.push_async(lambda done: arrival.then(lambda v, e: settle(done, v, e)), (),
+                      (node.evar,))
+    return _lazy_ndarray._from_node(node)
 
 
 def pending_value(shape: tuple[int, ...], dtype: np.dtype, clock: KeyClock,

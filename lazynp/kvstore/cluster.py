@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from .dist import DistKVStore, ServerRef, StoreSpec, describe_rank, new_session_id
 from .errors import KVStoreError
-from .faults import Membership, wait_result
+from .faults import Membership, alive_workers, wait_result
 from .partition import DEFAULT_BIG_ARRAY_BOUND
 from .server import KVServer
 
@@ -34,14 +34,14 @@ class EmbeddedCluster:
         kw.update(cluster_kwargs)
         self.cluster = LocalCluster(**kw)
         try:
-            self.client = Client(self.cluster, set_as_default=False)
+            self.client = Client(self.cluster, set_as_default=False, direct_to_workers=True)
         except BaseException:
             self.cluster.close()
             raise
 
     def scale(self, n: int, timeout: float) -> None:
         """At least ``n`` workers, waiting for them."""
-        if len(self.client.scheduler_info(n_workers=-1)["workers"]) < n:
+        if len(alive_workers(self.client, timeout)) < n:
             self.cluster.scale(n)
             self.client.wait_for_workers(n, timeout=timeout)
 
@@ -53,7 +53,7 @@ class EmbeddedCluster:
 
 
 def _workers_by_name(client: Any) -> list[str]:
-    info = client.scheduler_info(n_workers=-1)["workers"]
+    info = alive_workers(client, 60.0)
     return sorted(info, key=lambda a: (str(info[a].get("name", a)), a))
 
 
@@ -92,7 +92,8 @@ def create_dist(kind: str, client: Any = None, num_servers: int = 1, *, workers:
         client = owner.client
     elif isinstance(client, str):
         from distributed import Client
-        client = Client(client, set_as_default=False, timeout=timeout)
+        client = Client(client, set_as_default=False, timeout=timeout,
+                        direct_to_workers=True)
         owner = _ClientOwner(client)
     try:
         mode = "sync" if kind == "dist_sync" else "async"
@@ -272,7 +273,7 @@ def _drain_reports(kv: DistKVStore, on_report) -> None:
 def _finish(kv: DistKVStore, futures: list, failure: BaseException | None) -> None:
     """After a run: release the ranks' tasks and waiting calls, start the driver's session."""
     try:
-        alive = set(kv._client.scheduler_info(n_workers=-1)["workers"])
+        alive = set(alive_workers(kv._client, kv._spec.timeout))
     except Exception as exc:
         kv._broken = f"lost the dask scheduler ({type(exc).__name__}: {exc})"
         return

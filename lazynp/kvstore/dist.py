@@ -9,7 +9,6 @@ through dask's own serialization.
 from __future__ import annotations
 
 import random
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -17,7 +16,8 @@ import numpy as np
 
 from .api import KVStore
 from .errors import KVStoreError
-from .faults import Membership, wait_result
+from . import bridge
+from .faults import Membership, Watchdog, wait_result
 from .optimizers import Optimizer
 from .partition import DEFAULT_BIG_ARRAY_BOUND, Key, KeyMeta, subkey
 from .server import KVServer
@@ -52,6 +52,17 @@ class StoreSpec:
     bound: int = DEFAULT_BIG_ARRAY_BOUND
 
 
+def _joined(parts: list[np.ndarray], meta: KeyMeta) -> np.ndarray:
+    """One writable C-contiguous array of ``meta``'s shape from the servers' slices."""
+    if len(parts) == 1:
+        v = parts[0]
+        if not (v.flags.writeable and v.flags.c_contiguous):
+            v = np.array(v, order="C")         # (a transfer's buffer is normally both)
+    else:
+        v = np.concatenate(parts)
+    return v.reshape(meta.shape)
+
+
 def new_session_id() -> int:
     return random.SystemRandom().getrandbits(62)
 
@@ -76,12 +87,12 @@ class DistKVStore(KVStore):
         self._owner = owner                    # the embedded cluster this store closes
         self._actor_futures = actor_futures or []   # the driver holds them: keeps actors alive
         self._registry.update(spec.registry)
-        self._inflight: list[tuple[Any, str, str]] = []   # (future, what, blame)
-        self._iflock = threading.Lock()
+        self._waiting_pulls: dict[Key, set[bridge.Arrival]] = {}
         self._barriers = 0
         self._broken: str | None = None
         self._actors = self._make_actors()
         self._membership = self._make_membership()
+        self._watchdog = Watchdog(lambda: self._membership, spec.timeout, spec.poll)
 
     # -- plumbing ---------------------------------------------------------------------
     def _get_client(self) -> Any:
@@ -161,52 +172,103 @@ class DistKVStore(KVStore):
         for f, server, key in futs:
             self._wait(f, f"init of key {key!r}", server)
 
-    def _send_push(self, meta: KeyMeta, seq: int, flat: np.ndarray) -> None:
-        session, rank = self._spec.session, self._spec.rank
-        what = f"push of key {meta.key!r}"
-        for i, p in enumerate(meta.parts):
-            f = self._call(p.server, "push", session, subkey(meta.key, i), rank, seq,
-                           flat[p.start:p.stop])
-            with self._iflock:
-                self._inflight.append((f, what, self._spec.servers[p.server].describe()))
-        self._reap(block=False)
+    _retains_pushes = False         # (a push is serialized to a server, not kept)
 
-    def _reap(self, block: bool) -> None:
-        """Drop acknowledged pushes; raise the first failed one (``block``: wait for all)."""
-        with self._iflock:
-            pending, self._inflight = self._inflight, []
-        keep = []
+    def _start(self, calls: list[tuple[int, str, tuple]], what: str,
+               finish: Callable[[list | None, BaseException | None], None]) -> None:
+        """Start actor calls ``(server, method, args)`` now; ``finish(results, None)`` or
+        ``finish(None, error)`` follows once, from the event loop or the watchdog thread.
+        Nothing waits meanwhile: the calls are awaited on dask's event loop, and the
+        watchdog ends them with a :class:`KVStoreError` when a process is lost or the
+        store's timeout passes."""
+        futs = [(server, self._call(server, method, *args)) for server, method, args in calls]
+        servers = sorted({server for server, _ in futs})
+        blame = ", ".join(self._spec.servers[i].describe() for i in servers)
+        once = bridge.Arrival()
+        once.then(finish)
+        watchdog = self._watchdog
+        token = watchdog.add(what, blame, lambda err: once.set(None, err))
+
+        async def collect() -> None:
+            results = []
+            for server, f in futs:
+                try:
+                    results.append(await f)
+                except BaseException as exc:
+                    watchdog.call_failed(token, exc, self._spec.servers[server].describe())
+                    return
+            watchdog.done(token)
+            once.set(results)
+
+        self._get_client().loop.add_callback(collect)
+
+    def _start_push(self, meta, seq, flat, done, failed):
+        session, rank = self._spec.session, self._spec.rank
+        calls = [(p.server, "push", (session, subkey(meta.key, i), rank, seq,
+                                     flat[p.start:p.stop]))
+                 for i, p in enumerate(meta.parts)]
+
+        def finish(_results: list | None, exc: BaseException | None) -> None:
+            if exc is None:
+                done()
+            else:
+                failed(exc)
+        self._start(calls, f"push of key {meta.key!r}", finish)
+
+    def _push_failed(self, key: Key, exc: BaseException) -> None:
+        with self._lock:
+            waiting = self._waiting_pulls.pop(key, ())
+        for arrival in waiting:
+            arrival.set(None, self._push_failure_error(key, exc))
+
+    @staticmethod
+    def _push_failure_error(key: Key, exc: BaseException) -> KVStoreError:
+        err = KVStoreError(f"an earlier push of key {key!r} failed: "
+                           f"{type(exc).__name__}: {exc}")
+        err.__cause__ = exc
+        return err
+
+    def _pull_value(self, meta: KeyMeta) -> Any:
+        """The pull request goes to the servers now; the returned array's value is
+        written by an engine operation that completes when the answer arrives."""
+        key = meta.key
+        session, rank = self._spec.session, self._spec.rank
+        after = self._seq.get(key, 0)
+        arrival = bridge.Arrival()
+        with self._lock:
+            failure = self._push_failures.get(key)
+            if failure is None:
+                self._waiting_pulls.setdefault(key, set()).add(arrival)
+        if failure is not None:
+            arrival.set(None, self._push_failure_error(key, failure))
+            return bridge.arriving_value(meta.shape, meta.dtype, arrival)
+        what = f"pull of key {key!r}" + (f" (round {after})" if self._mode == "sync"
+                                        and after else "")
+        calls = [(p.server, "pull", (session, subkey(key, i), rank, after))
+                 for i, p in enumerate(meta.parts)]
+
+        def finish(parts: list | None, exc: BaseException | None) -> None:
+            with self._lock:
+                w = self._waiting_pulls.get(key)
+                if w is not None:
+                    w.discard(arrival)
+            if exc is not None:
+                arrival.set(None, exc)
+                return
+            try:
+                value = _joined(parts, meta)
+            except BaseException as e:      # (a corrupt answer: no hang, an error)
+                arrival.set(None, e)
+                return
+            arrival.set(value)
+
         try:
-            for item in pending:
-                f, what, blame = item
-                if block or f.done():
-                    wait_result(f, what, self._membership, self._spec.timeout,
-                                self._spec.poll, blame)
-                else:
-                    keep.append(item)
-        finally:
-            with self._iflock:
-                self._inflight[:0] = keep
-
-    def _wait_sent(self) -> None:
-        self._reap(block=True)
-
-    def _make_pull(self, meta: KeyMeta) -> Callable[[], np.ndarray]:
-        session, rank = self._spec.session, self._spec.rank
-        after = self._seq.get(meta.key, 0)
-        futs = [(p.server, self._call(p.server, "pull", session, subkey(meta.key, i), rank,
-                                      after)) for i, p in enumerate(meta.parts)]
-        what = f"pull of key {meta.key!r}" + (f" (round {after})" if self._mode == "sync"
-                                             and after else "")
-
-        def produce() -> np.ndarray:
-            parts = [self._wait(f, what, server) for server, f in futs]
-            self._reap(block=False)
-            v = parts[0] if len(parts) == 1 else np.concatenate(parts)
-            if not v.flags.writeable:       # (a transfer's buffer is ours, normally writable)
-                v = v.copy()
-            return v.reshape(meta.shape)
-        return produce
+            self._start(calls, what, finish)
+        except BaseException:
+            with self._lock:
+                self._waiting_pulls.get(key, set()).discard(arrival)
+            raise
+        return bridge.arriving_value(meta.shape, meta.dtype, arrival)
 
     # -- control ----------------------------------------------------------------------
     def _set_optimizer(self, optimizer: Optimizer | None) -> None:
@@ -261,6 +323,7 @@ class DistKVStore(KVStore):
                 pass
 
     def _close(self) -> None:
+        self._watchdog.stop("the KVStore was closed")
         self._actor_futures = []
         self._actors = []
         if self._owner is not None:

@@ -12,6 +12,7 @@ that misses a worker can never complete, so the error is final and names the pro
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Any, Callable
 
@@ -51,12 +52,21 @@ class Membership:
         if not self.watched:
             return []
         try:
-            alive = set(self._get_client().scheduler_info(n_workers=-1)["workers"])
-        except Exception as exc:   # the scheduler itself is unreachable
-            self._lost = [f"the dask scheduler ({type(exc).__name__}: {exc})"]
-            return self._lost
+            alive = set(alive_workers(self._get_client(), max(5.0, 4 * self.poll)))
+        except Exception:
+            # (no answer this time: a loaded scheduler, a dropped connection.  Not a loss:
+            # a request that gets no answer ends at its timeout, naming what it waited for)
+            return []
         self._lost = [d for a, d in self.watched.items() if a not in alive]
         return self._lost
+
+
+def alive_workers(client: Any, timeout: float) -> dict:
+    """The scheduler's current workers, asked now.  (``Client.scheduler_info`` is not used:
+    when its query fails it returns the identity cached at connection time, which may list
+    no workers at all, and every watched process would look lost.)"""
+    info = client.sync(client.scheduler.identity, n_workers=-1, callback_timeout=timeout)
+    return info["workers"]
 
 
 def _describe(exc: BaseException) -> str:
@@ -104,3 +114,122 @@ def wait_result(future: Any, what: str, membership: Membership | None, timeout: 
                                + (f" from {blame}" if blame else "")
                                + " (the process may hang; raise the store's timeout if "
                                  "it is only slow)")
+
+
+class Watchdog:
+    """Bounds the asynchronous requests of a store (pushes in flight, pulls whose answer
+    is awaited by an engine operation): each one ends with its answer, or with a
+    :class:`KVStoreError` naming a lost process within about ``poll`` seconds, or naming
+    the request after ``timeout`` seconds without an answer.  Nothing waits on a request
+    but this one thread, which runs only while requests are outstanding.
+
+    Parameters
+    ----------
+    membership : callable
+        Returns the current :class:`Membership` (it changes with the store's session).
+    timeout, poll : float
+        As for :func:`wait_result`.
+    """
+
+    _IDLE_EXIT = 2.0        # seconds without requests before the thread ends
+
+    def __init__(self, membership: Callable[[], Membership], timeout: float,
+                 poll: float) -> None:
+        self._membership = membership
+        self.timeout = timeout
+        self.poll = poll
+        self._cond = threading.Condition()
+        self._requests: dict[int, tuple[float, str, str | None, Callable]] = {}
+        self._failed: list[tuple[int, BaseException, str | None]] = []
+        self._next = 0
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    def add(self, what: str, blame: str | None,
+            fail: Callable[[KVStoreError], None]) -> int:
+        """Watch a request (``what``: ``"pull of key 'w'"``; ``blame``: the process it
+        talks to); ``fail(error)`` ends it.  Returns a token for :meth:`done`."""
+        with self._cond:
+            self._next += 1
+            token = self._next
+            self._requests[token] = (time.monotonic() + self.timeout, what, blame, fail)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._main, daemon=True,
+                                                name="lazynp-kvstore-watchdog")
+                self._thread.start()
+        return token
+
+    def done(self, token: int) -> None:
+        """The request answered: stop watching it."""
+        with self._cond:
+            self._requests.pop(token, None)
+
+    def call_failed(self, token: int, exc: BaseException, blame: str | None = None) -> None:
+        """A call of the request raised ``exc`` (talking to ``blame``): the request ends
+        with a :class:`KVStoreError` naming the lost process if there is one (asked by the
+        watchdog thread: not on the event loop, where this is called)."""
+        with self._cond:
+            self._failed.append((token, exc, blame))
+            self._cond.notify()
+
+    def stop(self, reason: str) -> None:
+        """End every outstanding request with ``reason``; later ones are ended at once."""
+        with self._cond:
+            self._stopped = True
+            reqs, self._requests = self._requests, {}
+            self._cond.notify()
+        for _, what, _, fail in reqs.values():
+            fail(KVStoreError(f"lazynp.kvstore: {what}: {reason}"))
+
+    def _main(self) -> None:
+        idle_since = None
+        while True:
+            with self._cond:
+                if not self._failed:
+                    self._cond.wait(self.poll)
+                failed, self._failed = self._failed, []
+                if not self._requests and not failed:
+                    now = time.monotonic()
+                    idle_since = idle_since or now
+                    if now - idle_since > self._IDLE_EXIT or self._stopped:
+                        self._thread = None
+                        return
+                    continue
+                idle_since = None
+                reqs = dict(self._requests)
+            self._check(reqs, failed)
+
+    def _end(self, token: int, error: KVStoreError) -> None:
+        with self._cond:
+            req = self._requests.pop(token, None)
+        if req is not None:
+            req[3](error)
+
+    def _check(self, reqs: dict, failed: list) -> None:
+        membership = self._membership()
+        for token, exc, culprit in failed:
+            req = reqs.get(token)
+            if req is None:
+                continue
+            _, what, blame, _ = req
+            blame = culprit or blame
+            if isinstance(exc, KVStoreError):
+                self._end(token, exc)
+                continue
+            lost = membership.lost(force=True) if membership is not None else []
+            who = "; lost " + ", ".join(lost) if lost else (f" ({blame})" if blame else "")
+            err = KVStoreError(f"lazynp.kvstore: {what} failed{who}: {_describe(exc)}")
+            err.__cause__ = exc
+            self._end(token, err)
+        lost = membership.lost() if membership is not None else []
+        now = time.monotonic()
+        for token, (deadline, what, blame, _) in reqs.items():
+            if lost:
+                self._end(token, KVStoreError(f"lazynp.kvstore: {what} failed: lost "
+                                              + ", ".join(lost)))
+            elif now >= deadline:
+                self._end(token, KVStoreError(
+                    f"lazynp.kvstore: {what}: no answer within {self.timeout:g} s"
+                    + (f" from {blame}" if blame else "")
+                    + " (the process may hang; raise the store's timeout if it is only "
+                      "slow)"))
