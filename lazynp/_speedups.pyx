@@ -473,17 +473,23 @@ def configure_array(cls, *, leaf, materialize, getitem, setitem, writable, const
 
 
 cdef object _split_fn = None       # lazynp._split.call, or None: never split
-cdef Py_ssize_t _split_min = 0
+cdef Py_ssize_t _split_min = 0          # elements, for a costly ufunc (exp, sin...)
+cdef Py_ssize_t _split_min_cheap = 0    # elements, for the others (add, multiply...)
+cdef object _split_costly = frozenset()
 cdef list _split_ufuncs = [None] * 16    # the NumPy ufunc of a binary dunder kind (K_*)
 
 
-def configure_split(fn, Py_ssize_t min_size, dict ufuncs_by_kind):
+def configure_split(fn, Py_ssize_t min_costly, Py_ssize_t min_cheap, costly,
+                    dict ufuncs_by_kind):
     """Large elementwise work run at once on two threads (lazynp._split): ``fn(ufunc,
-    args)`` gives the result or None; tried from ``min_size`` elements; ``ufuncs_by_kind``:
-    the dunders' NumPy ufuncs by the names of BINARY_KINDS (those that may be split)."""
-    global _split_fn, _split_min
+    args)`` gives the result or None; tried from ``min_costly`` elements for the NumPy
+    ufuncs in ``costly``, from ``min_cheap`` for the others; ``ufuncs_by_kind``: the
+    dunders' NumPy ufuncs by the names of BINARY_KINDS (those that may be split)."""
+    global _split_fn, _split_min, _split_min_cheap, _split_costly
     _split_fn = fn
-    _split_min = min_size
+    _split_min = min_costly
+    _split_min_cheap = min_cheap
+    _split_costly = frozenset(costly)
     for i, name in enumerate(BINARY_KINDS):
         _split_ufuncs[i] = ufuncs_by_kind.get(name)
 
@@ -492,13 +498,20 @@ cdef inline bint _large(v):
     return type(v) is _ndarray_np and cnp.PyArray_SIZE(<cnp.ndarray>v) >= _split_min
 
 
+cdef inline bint _worth_splitting(uf, v):
+    """``uf`` on ``v`` (large: _large) is large enough for its cost to split."""
+    return cnp.PyArray_SIZE(<cnp.ndarray>v) >= _split_min_cheap or uf in _split_costly
+
+
 cdef object _try_split(uf, tuple args):
     """``uf(*args)`` on two threads (lazynp._split), or None."""
     if _split_fn is None or uf is None:
         return None
     for a in args:
         if _large(a):
-            return _split_fn(uf, args)
+            if _worth_splitting(uf, a):
+                return _split_fn(uf, args)
+            return None
     return None
 
 
@@ -1820,7 +1833,7 @@ cdef object _ufunc_call(UfuncInfo u, self, tuple args):
             va = _eager_arg(args[0], True)
             if va is not _NE:
                 if _split_fn is not None and _large(va):
-                    r = _split_fn(u.np_uf, (va,))
+                    r = _try_split(u.np_uf, (va,))
                     if r is not None:
                         return _wrap(r)
                 return _wrap(u.np_uf(va))
@@ -1830,7 +1843,7 @@ cdef object _ufunc_call(UfuncInfo u, self, tuple args):
                 vb = _eager_arg(args[1], True)
                 if vb is not _NE:
                     if _split_fn is not None and (_large(va) or _large(vb)):
-                        r = _split_fn(u.np_uf, (va, vb))
+                        r = _try_split(u.np_uf, (va, vb))
                         if r is not None:
                             return _wrap(r)
                     return _wrap(u.np_uf(va, vb))

@@ -193,4 +193,6 @@ def install(speedups) -> None:
              "rshift": np.right_shift}
     # (``**`` is left out: NumPy's operator takes fast paths of its own for exponents
     # 2, 0.5, -1... whose results can differ from ``np.power``'s in the last bit)
-    speedups.configure_split(call, SPLIT_MIN_COSTLY, kinds)
+    costly = [getattr(np, name) for name in COSTLY if isinstance(getattr(np, name, None),
+                                                                 np.ufunc)]
+    speedups.configure_split(call, SPLIT_MIN_COSTLY, SPLIT_MIN, costly, kinds)
