@@ -243,7 +243,37 @@ def _check_cot(c, x, name):
     return c
 
 
-class custom_vjp:
+class _CustomRule:
+    """What ``custom_vjp`` and ``custom_jvp`` share: the wrapped function, its
+    non-differentiated arguments, method binding and the start of a call."""
+
+    _kind = "custom"
+
+    def __init__(self, fun, nondiff_argnums=()):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(sorted(nondiff_argnums))
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return functools.partial(self, obj)
+
+    def _begin(self, args, kwargs, rule, how):
+        """The positional arguments, and the recorded call with the detached arguments
+        (None, None outside a differentiation or when nothing is traced)."""
+        name = f"{self._kind}({getattr(self.fun, '__name__', 'f')})"
+        args = _positional(self.fun, args, kwargs, name)
+        if rule is None:
+            raise AttributeError(f"{name}: no rule defined (call {how} first)")
+        if not _tracing():
+            return args, name, None, None
+        diff_pos = [i for i in range(len(args)) if i not in self.nondiff_argnums]
+        call, detached = _start(self, args, diff_pos)
+        return args, name, call, detached
+
+
+class custom_vjp(_CustomRule):
     """A function with a hand-written reverse-mode rule (JAX's ``jax.custom_vjp``).
 
     ``f = custom_vjp(fun)`` then ``f.defvjp(fwd, bwd)``:
@@ -275,10 +305,10 @@ class custom_vjp:
     0.5
     """
 
+    _kind = "custom_vjp"
+
     def __init__(self, fun, nondiff_argnums=()):
-        functools.update_wrapper(self, fun)
-        self.fun = fun
-        self.nondiff_argnums = tuple(sorted(nondiff_argnums))
+        super().__init__(fun, nondiff_argnums)
         self.fwd = None
         self.bwd = None
 
@@ -288,20 +318,8 @@ class custom_vjp:
         self.fwd = fwd
         self.bwd = bwd
 
-    def __get__(self, obj, objtype=None):
-        if obj is None:
-            return self
-        return functools.partial(self, obj)
-
     def __call__(self, *args, **kwargs):
-        name = f"custom_vjp({getattr(self.fun, '__name__', 'f')})"
-        args = _positional(self.fun, args, kwargs, name)
-        if self.fwd is None:
-            raise AttributeError(f"{name}: no rule defined (call .defvjp(fwd, bwd) first)")
-        if not _tracing():
-            return self.fun(*args)
-        diff_pos = [i for i in range(len(args)) if i not in self.nondiff_argnums]
-        call, detached = _start(self, args, diff_pos)
+        args, name, call, detached = self._begin(args, kwargs, self.fwd, ".defvjp(fwd, bwd)")
         if call is None:
             return self.fun(*args)
         out, res = _fwd_pair(self.fwd(*detached), name)
@@ -330,7 +348,7 @@ def _fwd_pair(r, name):
     return r
 
 
-class custom_jvp:
+class custom_jvp(_CustomRule):
     """A function with a hand-written forward-mode rule (JAX's ``jax.custom_jvp``).
 
     ``f = custom_jvp(fun)`` then ``f.defjvp(rule)`` with
@@ -354,10 +372,10 @@ class custom_jvp:
     0.5
     """
 
+    _kind = "custom_jvp"
+
     def __init__(self, fun, nondiff_argnums=()):
-        functools.update_wrapper(self, fun)
-        self.fun = fun
-        self.nondiff_argnums = tuple(sorted(nondiff_argnums))
+        super().__init__(fun, nondiff_argnums)
         self.jvp_rule = None
 
     def defjvp(self, rule):
@@ -366,20 +384,8 @@ class custom_jvp:
         self.jvp_rule = rule
         return rule
 
-    def __get__(self, obj, objtype=None):
-        if obj is None:
-            return self
-        return functools.partial(self, obj)
-
     def __call__(self, *args, **kwargs):
-        name = f"custom_jvp({getattr(self.fun, '__name__', 'f')})"
-        args = _positional(self.fun, args, kwargs, name)
-        if self.jvp_rule is None:
-            raise AttributeError(f"{name}: no rule defined (call .defjvp(rule) first)")
-        if not _tracing():
-            return self.fun(*args)
-        diff_pos = [i for i in range(len(args)) if i not in self.nondiff_argnums]
-        call, detached = _start(self, args, diff_pos)
+        args, name, call, detached = self._begin(args, kwargs, self.jvp_rule, ".defjvp(rule)")
         if call is None:
             return self.fun(*args)
         return _bind(call, self.fun(*detached))
