@@ -41,7 +41,11 @@ SIZED_KINDS = frozenset(("elementwise", "reduction", "write"))
 #: Measured on the 2-core reference machine (benchmarks/policy_threshold.py, 2026-12-04):
 #: recording a 5-op chain pays from about 2^19 elements, a stencil from 2^15, a softmax row
 #: not up to 2^21 (geometric mean about 2^18.6); on 41 ordinary programs (dropin.py) 2^19
-#: beat 2^16.
+#: beat 2^16.  2026-12-05, after large temporaries stopped page-faulting (_malloc.py) and
+#: large eager ufuncs use two threads (_split.py), NumPy-at-once got faster at large sizes:
+#: policy_threshold.py's crossing moved to about 2^21.3 (the stencil pays from 2^20, the
+#: chain and the softmax row not up to 2^21), but on dropin.py 2^19 still beats 2^21
+#: (geometric mean 0.945x vs 0.910x at the 10x sizes, equal at the small ones): kept.
 EAGER_MAX_ELEMS = int(os.environ.get("LAZYNP_EAGER_MAX_ELEMS", str(1 << 19)))
 
 MODES = ("auto", "lazy")
