@@ -122,6 +122,11 @@ def call(uf: np.ufunc, args: tuple):
     global _helper
     if not enabled or uf.nout != 1 or len(args) != uf.nin:
         return None
+    for a in args:             # (small work leaves first: this is on NumPy-at-once paths)
+        if type(a) is np.ndarray and a.size >= SPLIT_MIN_COSTLY:
+            break
+    else:
+        return None
     shape = None
     keys = []
     for a in args:
