@@ -596,8 +596,13 @@ def _root(n: Node) -> Node:
     return n.args[0] if n.op is VIEW else n
 
 
-def _collect(targets, epoch: int) -> list:
-    """Pending nodes behind ``targets``, in topological order (iterative DFS)."""
+def pending_order(targets, epoch: int, node_type: type | None = None) -> list:
+    """Pending nodes behind ``targets``, in topological order (iterative DFS); the nodes
+    visited are marked ``fl = epoch``.  ``node_type``: the class of the graph's nodes
+    (default: this module's ``Node``, the C one when built; the device graph passes its
+    own: kernels/cuda/runtime.py)."""
+    if node_type is None:
+        node_type = Node
     order = []
     for t in targets:
         if t.state != PENDING or t.fl == epoch:
@@ -611,7 +616,7 @@ def _collect(targets, epoch: int) -> list:
             while i < n_args:
                 a = args[i]
                 i += 1
-                if type(a) is Node and a.state == PENDING and a.fl != epoch:
+                if type(a) is node_type and a.state == PENDING and a.fl != epoch:
                     a.fl = epoch
                     stack[-1] = (node, i)
                     stack.append((a, 0))
@@ -620,6 +625,9 @@ def _collect(targets, epoch: int) -> list:
                 stack.pop()
                 order.append(node)
     return order
+
+
+_collect = pending_order
 
 
 def _mark_live_heads() -> None:

@@ -31,13 +31,13 @@ import numpy as np
 
 from ... import _site, devices
 from ...engine import streams
-from ...graph import VIEW, _add_site_note
+from ...graph import PENDING, VIEW, _add_site_note, pending_order
 from ...ops.registry import OPS, Op, register
 from ...passes import fusion
 from .. import fused
 from . import codegen, memory
 
-PENDING, LAUNCHED = 0, 1
+LAUNCHED = 1        # (after PENDING, the host graph's first state: pending_order tests it)
 _PKG = _site.PACKAGE_DIR
 STATS = {"device_flushes": 0, "device_kernels": 0, "device_host_fallbacks": 0,
          "device_cupy_ops": 0, "device_inplace_writes": 0, "device_copy_on_write": 0,
@@ -170,30 +170,6 @@ def _root(n: DNode) -> DNode:
     return n.args[0] if n.op is VIEW else n
 
 
-def _collect(targets, epoch: int) -> list:
-    order = []
-    for t in targets:
-        if t.state != PENDING or t.fl == epoch:
-            continue
-        t.fl = epoch
-        stack = [(t, 0)]
-        while stack:
-            node, i = stack[-1]
-            args = node.args
-            while i < len(args):
-                a = args[i]
-                i += 1
-                if type(a) is DNode and a.state == PENDING and a.fl != epoch:
-                    a.fl = epoch
-                    stack[-1] = (node, i)
-                    stack.append((a, 0))
-                    break
-            else:
-                stack.pop()
-                order.append(node)
-    return order
-
-
 def _live_pending_heads() -> list:
     keep, heads = [], []
     for r in _pending_vars:
@@ -216,7 +192,7 @@ def flush(targets) -> None:
     with _lock:
         _epoch[0] += 1
         epoch = _epoch[0]
-        order = _collect(targets, epoch)
+        order = pending_order(targets, epoch, DNode)
         if not order:
             return
         STATS["device_flushes"] += 1
