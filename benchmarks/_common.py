@@ -103,15 +103,21 @@ def interleaved_medians(fns: dict[str, Callable[[], object]], repeat: int = 7,
     """Median seconds per call of each of ``fns``, measured round-robin.
 
     Interleaving the contenders makes a ratio robust to the machine's load changing during
-    the run (the usual failure of timing A fully, then B).
+    the run (the usual failure of timing A fully, then B).  Each round runs them in a new
+    (seeded) random order: a contender that leaves threads spinning after its call (BLAS,
+    XLA's pool) would otherwise always slow down the one timed after it.
     """
+    import random
     for fn in fns.values():
         for _ in range(warmup):
             fn()
     samples: dict[str, list[float]] = {k: [] for k in fns}
+    order = list(fns)
+    rng = random.Random(0)
     for _ in range(repeat):
-        for name, fn in fns.items():
-            samples[name].append(_timed(fn, number))
+        rng.shuffle(order)
+        for name in order:
+            samples[name].append(_timed(fns[name], number))
     return {k: statistics.median(v) for k, v in samples.items()}
 
 

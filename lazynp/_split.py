@@ -24,6 +24,8 @@ import threading
 
 import numpy as np
 
+from ._cpus import Apart, allowed_cpus
+
 #: Elements from which a cheap elementwise ufunc (add, multiply...) is split: measured on the
 #: 2-core reference machine, the helper thread's hand-off (~25 us) pays from 2^18 float64
 #: elements (add: 100 us -> 66 us there).
@@ -36,7 +38,7 @@ COSTLY = frozenset(("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "si
                     "logaddexp", "logaddexp2", "deg2rad", "rad2deg"))
 _ALIGN = 64          # elements: the cut falls on a multiple of this
 
-enabled = os.environ.get("LAZYNP_SPLIT", "1").strip() != "0" and (os.cpu_count() or 1) > 1
+enabled = os.environ.get("LAZYNP_SPLIT", "1").strip() != "0" and len(allowed_cpus()) > 1
 
 
 class _Noted:
@@ -65,10 +67,12 @@ class _Helper:
         self._job = None
         self.noted = _Noted()
         self._error = None
+        self._apart = Apart()         # (the helper runs on another CPU than its caller)
         self._thread = threading.Thread(target=self._loop, name="lazynp-split", daemon=True)
         self._thread.start()
 
     def _loop(self):
+        self._apart.bind(threading.get_native_id())
         with np.errstate(all="call", call=self.noted):
             while True:
                 self._go.acquire()
@@ -84,6 +88,7 @@ class _Helper:
         self.noted.hit = False
         self._error = None
         self._job = (uf, args, out)
+        self._apart.handoff()
         self._go.release()
 
     def finish(self):
@@ -119,7 +124,6 @@ def call(uf: np.ufunc, args: tuple):
     """NumPy's ``uf(*args)`` computed on two threads, or None when the call is not one to
     split or a half met an error or a floating-point flag: the caller then makes NumPy's call
     (from C: NumPy's warnings name the user's line)."""
-    global _helper
     if not enabled or uf.nout != 1 or len(args) != uf.nin:
         return None
     for a in args:             # (small work leaves first: this is on NumPy-at-once paths)
@@ -153,12 +157,21 @@ def call(uf: np.ufunc, args: tuple):
         dt = _result_dtype(uf, tuple(keys))
     except (TypeError, ValueError):          # (no loop: NumPy's call raises its own error)
         return None
+    out = np.empty(shape, dt)
+    # an error or a floating-point flag in a half: None, and the caller makes NumPy's own
+    # call (its warning or error then comes at the user's line, as NumPy's does)
+    return out if _halves(uf, args, out, size) else None
+
+
+def _halves(uf: np.ufunc, args: tuple, out: np.ndarray, size: int) -> bool:
+    """``uf(*args, out=out)`` in two halves (``out`` C-contiguous, of ``size`` elements);
+    True when both ran clean (no error, no floating-point flag)."""
+    global _helper
     if not _lock.acquire(blocking=False):
-        return None                          # (another thread is splitting: NumPy's call)
+        return False                         # (another thread is splitting: NumPy's call)
     try:
         if _helper is None:
             _helper = _Helper()
-        out = np.empty(shape, dt)
         cut = (size // 2) // _ALIGN * _ALIGN
         flat_out = out.reshape(-1)
         lo = tuple(a.reshape(-1)[:cut] if type(a) is np.ndarray else a for a in args)
@@ -176,9 +189,57 @@ def call(uf: np.ufunc, args: tuple):
             clean = _helper.finish() and clean
     finally:
         _lock.release()
-    # an error or a floating-point flag in a half: None, and the caller makes NumPy's own
-    # call (its warning or error then comes at the user's line, as NumPy's does)
-    return out if clean else None
+    return clean
+
+
+def into(uf: np.ufunc, args: tuple, out: np.ndarray) -> None:
+    """``uf(*args, out=out)``, on two threads when the call is one :func:`call` would split
+    and ``out`` (C-ordered, of the operands' shape and the loop's result dtype) is an operand
+    itself or shares no memory with one; a half that met an error or a floating-point flag makes the
+    whole call again on one thread, so warnings and errors are NumPy's.  (A compiled plan's
+    steps, whose output buffers are allocated once.)"""
+    size = out.size
+    if enabled and size >= SPLIT_MIN_COSTLY and uf.nout == 1 and len(args) == uf.nin and \
+            size >= (SPLIT_MIN_COSTLY if uf.__name__ in COSTLY else SPLIT_MIN) and \
+            _splittable(out):
+        inplace = _plain_operands(uf, args, out)
+        if inplace is not None:
+            # (an operand that is ``out`` itself is kept for the one-thread call)
+            kept = tuple(a.copy() if i in inplace else a for i, a in enumerate(args))
+            if _halves(uf, args, out, size):
+                return
+            args = kept
+    uf(*args, out=out)
+
+
+def _plain_operands(uf, args, out):
+    """None when ``uf(*args, out=out)`` is not one to split (operands of ``out``'s shape,
+    ``out`` of the loop's result dtype), else the positions of the operands that are
+    ``out`` itself (in place, elementwise: each half reads only what it writes; any other
+    overlap is not split)."""
+    keys = []
+    same = []
+    for i, a in enumerate(args):
+        t = type(a)
+        if t is np.ndarray:
+            if a.shape != out.shape or not _splittable(a):
+                return None
+            if np.may_share_memory(a, out):
+                if a.dtype != out.dtype or \
+                        a.__array_interface__["data"][0] != out.__array_interface__["data"][0]:
+                    return None
+                same.append(i)
+            keys.append(a.dtype)
+        elif t is float or t is int or t is complex:
+            keys.append(t)
+        elif isinstance(a, np.generic):
+            keys.append(a.dtype)
+        else:
+            return None
+    try:
+        return same if _result_dtype(uf, tuple(keys)) == out.dtype else None
+    except (TypeError, ValueError):
+        return None
 
 
 def reset_after_fork() -> None:

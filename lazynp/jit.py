@@ -24,7 +24,7 @@ import warnings
 
 import numpy as np
 
-from . import devices as _devices, graph as _graph
+from . import _split, devices as _devices, graph as _graph
 from . import symbol as _symbol
 from .graph import Node, TracingError
 from .graph import own_result as _graph_own
@@ -334,6 +334,14 @@ class Plan:
             if not planned and self._can_write_into(g) and op.ufunc is not None and \
                     g.params is None and g.shape != () and all(type(a) is Node for a in g.args):
                 uf = op.ufunc
+                if _split.enabled and _prod(shape) >= _split.SPLIT_MIN_COSTLY:
+                    into = _split.into
+
+                    def ufunc_fresh_split(env):
+                        out = empty(shape, dtype)
+                        into(uf, tuple(get(env)), out)
+                        env[i] = out
+                    return ufunc_fresh_split
                 if len(g.args) == 2:
                     s0, s1 = (self.slot_of[id(a)] for a in g.args)
 
@@ -358,6 +366,12 @@ class Plan:
         buf = env0[i]
         if op.ufunc is not None:
             uf = op.ufunc
+            if _split.enabled and _prod(shape) >= _split.SPLIT_MIN_COSTLY:
+                into = _split.into     # (large work on two threads, NumPy's result)
+
+                def ufunc_split(env):
+                    into(uf, tuple(get(env)), buf)
+                return ufunc_split
             if len(g.args) == 2 and all(type(a) is Node for a in g.args):
                 s0, s1 = (self.slot_of[id(a)] for a in g.args)
 

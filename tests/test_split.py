@@ -136,3 +136,73 @@ def test_after_fork_the_child_splits_again():
     got = os.read(r, 1)
     os.waitpid(pid, 0)
     assert got == b"1"
+
+
+# --- compiled plans (lazynp.jit, the gradient replay) write into their own buffers -------------
+
+@pytest.mark.parametrize("inplace", [False, True])
+@pytest.mark.parametrize("name, uf, args", [
+    ("tanh", numpy.tanh, lambda a: (a,)),
+    ("exp overflow", numpy.exp, lambda a: (a * 1000.0,)),
+    ("log of negatives", numpy.log, lambda a: (a - 0.5,)),
+    ("power", numpy.power, lambda a: (a, 2.5)),
+])
+def test_into_equals_numpy_with_its_warnings(name, uf, args, inplace):
+    a = numpy.random.RandomState(1).rand(N)
+    ops = list(args(a))
+    with warnings.catch_warnings(record=True) as expected:
+        warnings.simplefilter("always")
+        want = uf(*ops)
+    if inplace:
+        out = ops[0] = ops[0].copy()
+    else:
+        out = numpy.empty_like(want)
+    calls = []
+    real = _split._halves
+
+    def halves(*a):
+        calls.append(1)
+        return real(*a)
+    _split._halves, saved = halves, _split._halves
+    try:
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            _split.into(uf, tuple(ops), out)
+    finally:
+        _split._halves = saved
+    assert calls, "the call was not split"
+    numpy.testing.assert_array_equal(out, want)
+    assert [(w.category, str(w.message)) for w in got] == \
+        [(w.category, str(w.message)) for w in expected]
+
+
+def test_into_leaves_other_overlaps_to_numpy():
+    a = numpy.random.RandomState(2).rand(N + 1)
+    want = numpy.exp(a[1:])
+    _split.into(numpy.exp, (a[1:],), a[:-1])          # shifted overlap: one NumPy call
+    numpy.testing.assert_array_equal(a[:-1], want)
+
+
+def test_jit_plan_splits_and_warns_once():
+    f = lazynp.jit(lambda x: lazynp.exp(x) * 2.0)
+    x = numpy.linspace(0, 800, N)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        r = numpy.asarray(f(x))
+    with numpy.errstate(over="ignore"):
+        numpy.testing.assert_array_equal(r, numpy.exp(x) * 2.0)
+    assert [str(w.message) for w in got].count("overflow encountered in exp") == 1
+
+
+@pytest.mark.skipif(lazynp._cpus._getcpu is None or len(lazynp._cpus.allowed_cpus()) < 2,
+                    reason="CPU placement needs glibc and two CPUs")
+def test_helper_runs_off_the_callers_cpu():
+    """The helper thread is woken on another CPU than the caller's (Linux's wake-affine
+    choice would otherwise put both halves on one CPU)."""
+    _split.call(numpy.exp, (numpy.ones(N),))
+    helper = _split._helper
+    cpu = lazynp._cpus._getcpu()
+    _split.call(numpy.exp, (numpy.ones(N),))
+    allowed = os.sched_getaffinity(helper._thread.native_id)
+    if lazynp._cpus._getcpu() == cpu:          # (the caller did not move in between)
+        assert cpu not in allowed
