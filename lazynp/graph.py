@@ -1113,7 +1113,16 @@ def _push_each(eng, plan: _Plan, items) -> None:
     new_var = eng.new_var
     for it in items:
         pairs = _pairs(it)
-        ev = pairs[0][0].evar
+        first, inplace = pairs[0]
+        if inplace:
+            # an in-place write runs on the var of the buffer it writes, taken now: a head
+            # written earlier in this flush got its var when it was pushed (at _schedule it
+            # had none, and a fresh var would not wait for that head's readers)
+            base = _root(first.args[0])
+            if base.evar is None:
+                base.evar = new_var()
+            first.evar = base.evar
+        ev = first.evar
         if ev is None:
             ev = new_var()
         for n, inplace in pairs:
@@ -1124,7 +1133,11 @@ def _push_each(eng, plan: _Plan, items) -> None:
             for a in n.args:
                 if type(a) is Node:
                     r = _root(a)
-                    if r.evar is not None and r.evar is not ev:
+                    if r.evar is None:
+                        # (a computed leaf: an in-place write into it later in this flush
+                        # takes this var, and must wait for this read)
+                        r.evar = new_var()
+                    if r.evar is not ev:
                         reads.append(r.evar)
 
         def run_one(it=it):

@@ -25,10 +25,6 @@ from dropin_programs import (BY_NAME, PROGRAMS, SCALAR_LOOP_TARGETS, TAGS,  # no
                              as_results, compare)
 
 #: Programs lazynp currently gets wrong at the tiny size: name -> reason (a lazynp bug).
-#: (Not here because it does not show at the tiny size: at lazynp 958765f, fdtd_2d at its
-#: small size (200x240) and above gives wrong values in most runs under the threaded engine,
-#: never with LAZYNP_ENGINE=naive -- a race between in-place updates of arrays that read each
-#: other; ``benchmarks/dropin.py`` reports it as a MISMATCH.)
 KNOWN_BUGS: dict[str, str] = {}
 
 

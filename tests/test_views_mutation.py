@@ -1255,3 +1255,57 @@ def test_random_operation_sequences_with_forcing(ops, force_at):
     expected = _apply_ops(numpy, ops)
     got = _apply_ops(lazynp, ops, force_at=force_at)
     assert_same(got, expected)
+
+
+@pytest.fixture
+def per_node_engine(monkeypatch):
+    """Every op recorded and every flush handed to the threaded engine node by node (not
+    as one ordered bulk op), pooled buffers from any size: the engine's var dependencies
+    alone order the work, as they do for large arrays."""
+    from lazynp import _config
+    from lazynp.kernels import pool
+    monkeypatch.setattr(_config, "BULK_BYTES", 0)
+    monkeypatch.setattr(pool, "MIN_BYTES", 64)
+    with lazynp.policy("lazy"):
+        yield
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.lists(_op, min_size=1, max_size=12))
+def test_random_operation_sequences_per_node_engine(ops):
+    from lazynp import _config
+    from lazynp.kernels import pool
+    saved = _config.BULK_BYTES, pool.MIN_BYTES
+    _config.BULK_BYTES, pool.MIN_BYTES = 0, 64
+    try:
+        expected = _apply_ops(numpy, ops)
+        with lazynp.policy("lazy"):
+            got = _apply_ops(lazynp, ops)
+            assert_same(got, expected)
+    finally:
+        _config.BULK_BYTES, pool.MIN_BYTES = saved
+
+
+def _fields(np, ex, ey, hz, steps):
+    """Three arrays updated in place through shifted slices that read each other (FDTD)."""
+    ex, ey, hz = np.asarray(ex).copy(), np.asarray(ey).copy(), np.asarray(hz).copy()
+    for t in range(steps):
+        ey[0, :] = 0.1 * t
+        ex[:, 1:] -= 0.5 * (hz[:, 1:] - hz[:, :-1])
+        hz[:-1, :-1] -= 0.7 * (ex[:-1, 1:] - ex[:-1, :-1] + ey[1:, :-1] - ey[:-1, :-1])
+    return ex, ey, hz
+
+
+@pytest.mark.parametrize("shape", [(20, 24), (200, 240)])
+def test_in_place_chains_across_arrays_per_node_engine(shape, per_node_engine):
+    """An in-place write into a head written earlier in the same flush waits for that
+    head's readers (it once took a fresh engine var: wrong values in most runs, and
+    ``benchmarks/dropin.py`` fdtd_2d reported a MISMATCH)."""
+    rng = numpy.random.default_rng(0)
+    ins = [rng.random(shape) for _ in range(3)]
+    for steps in (3, 4):
+        want = _fields(numpy, *ins, steps)
+        for _ in range(5):
+            got = _fields(lazynp, *ins, steps)
+            for g, w in zip(got, want):
+                numpy.testing.assert_array_equal(numpy.asarray(g), w)
