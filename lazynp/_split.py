@@ -26,12 +26,16 @@ import numpy as np
 
 from ._cpus import Apart, allowed_cpus
 
-#: Elements from which a cheap elementwise ufunc (add, multiply...) is split: measured on the
-#: 2-core reference machine, the helper thread's hand-off (~25 us) pays from 2^18 float64
-#: elements (add: 100 us -> 66 us there).
-SPLIT_MIN = 1 << 18
-#: The same for transcendental ufuncs (exp: 175 us -> 114 us at 2^14 elements).
-SPLIT_MIN_COSTLY = 1 << 14
+#: Elements from which a cheap elementwise ufunc (add, multiply...) is split.  Measured on the
+#: 2-core reference machine where it matters, on an operand the previous op just wrote (in
+#: the caller's cache, not the helper's): ``t * 0.3`` at 2^18.6 elements 117 us on one thread,
+#: 164 us split; at 2^20 670 -> 570 us; at 2^21 1.83 -> 1.27 ms.  (In a tight loop on the same
+#: arrays the split paid from 2^18: that is not how programs use it; at 2^18 it made the
+#: drop-in stencils 20-25% slower.)
+SPLIT_MIN = 1 << 20
+#: The same for transcendental ufuncs: ``exp`` at 2^14 elements 83 us on one thread, 115 us
+#: split; at 2^15 165 -> 115 us; at 2^16 327 -> 210 us.
+SPLIT_MIN_COSTLY = 1 << 15
 COSTLY = frozenset(("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos",
                     "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh",
                     "arcsinh", "arccosh", "arctanh", "power", "float_power", "hypot", "cbrt",
