@@ -87,60 +87,48 @@ def _freeze(v):
     raise Uncacheable
 
 
-def structure(outs: list, tape_ids, inputs: list) -> tuple:
-    """``(key, externals)`` of the graph behind ``outs``: nodes recorded in this trace
-    (``tape_ids``) by op, parameters and wiring; every other node is an external input
-    (its value is read when the plan runs), listed in ``externals``.  The key also says
-    where the differentiated ``inputs`` (nodes) are.  Raises :class:`Uncacheable`.
+def structure(outs: list, tape: dict, inputs: list) -> tuple:
+    """``(key, externals)`` of the graph behind ``outs``: the nodes recorded in this trace
+    (``tape``: ``{id(node): (node, args, params)}`` in recording order) by op, parameters
+    and wiring; every other node they read is an external input (its value is read when the
+    plan runs), listed in ``externals``.  The key also says where the differentiated
+    ``inputs`` (nodes) and the ``outs`` are.  Raises :class:`Uncacheable`.
 
-    (One iterative post-order walk, inlined: it runs on every call of a replayed
-    gradient, over the whole forward graph.)"""
+    (One pass over the tape in recording order, which is a topological order: it runs on
+    every call of a replayed gradient.  Recorded nodes the outputs do not read are part of
+    the key too: the same recording gives the same key, and the plan compiled for it
+    computes only what the outputs read.)"""
     pending = _graph.PENDING
     placeholder = _graph.PLACEHOLDER
-    index: dict = {}            # id(node) -> position in items; -1 while being visited
+    index: dict = {}            # id(node) -> position in items
     items: list = []
     externals: list = []
     freeze = _freeze
-
-    def args_of(n):
-        if id(n) in tape_ids:
-            return n.args
-        if n.op is placeholder or n.error is not None:
+    for n, args, p in tape.values():
+        if n.state != pending or n.ext is not None:
             raise Uncacheable
-        return None
-    for out in outs:
-        if id(out) in index:
-            continue
-        index[id(out)] = -1
-        stack = [[out, args_of(out), 0]]
-        while stack:
-            top = stack[-1]
-            n, args, i = top
-            if args is not None:
-                k = len(args)
-                while i < k:
-                    a = args[i]
-                    i += 1
-                    if type(a) is Node and id(a) not in index:
-                        top[2] = i
-                        index[id(a)] = -1
-                        stack.append([a, args_of(a), 0])
-                        break
-                else:
-                    i = -1
-                if i != -1:
-                    continue
-            stack.pop()
-            index[id(n)] = len(items)
-            if args is None:
-                items.append(("x", n.shape, n.dtype))
-                externals.append(n)
-                continue
-            if n.state != pending or n.ext is not None:
+        ak = []
+        for a in args:
+            if type(a) is Node:
+                k = index.get(id(a))
+                if k is None:
+                    if a.op is placeholder or a.error is not None or id(a) in tape:
+                        raise Uncacheable     # (a tape not in recording order: merged)
+                    k = index[id(a)] = len(items)
+                    items.append(("x", a.shape, a.dtype))
+                    externals.append(a)
+                ak.append(k)
+            else:
+                ak.append(freeze(a))
+        index[id(n)] = len(items)
+        items.append((n.op, tuple(ak), None if p is None else freeze(p), n.shape, n.dtype))
+    for o in outs:
+        if id(o) not in index:
+            if o.op is placeholder or o.error is not None:
                 raise Uncacheable
-            ak = tuple([index[id(a)] if type(a) is Node else freeze(a) for a in args])
-            p = n.params
-            items.append((n.op, ak, None if p is None else freeze(p), n.shape, n.dtype))
+            index[id(o)] = len(items)
+            items.append(("x", o.shape, o.dtype))
+            externals.append(o)
     where = tuple([index.get(id(n), -1) for n in inputs])
     heads = tuple([index[id(o)] for o in outs])      # (which entries, how many, in order)
     return (tuple(items), where, heads), externals

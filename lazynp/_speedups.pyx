@@ -795,8 +795,10 @@ cdef class ndarray:
             vv = _eager_arg(value, True)
             if vv is not _NE:
                 t = type(index)
-                if t is int or t is tuple and _all_ints(<tuple>index):
-                    region = 1
+                if t is int or isinstance(index, _np_integer):
+                    region = _size_of(self.shape[1:])   # (one element of a 1-D array)
+                elif t is tuple and _all_ints(<tuple>index):
+                    region = _size_of(self.shape[len(<tuple>index):])
                 else:
                     region = _region_of(self, index)
                 target = _writable(self, region)
@@ -1063,9 +1065,11 @@ cdef Py_ssize_t _region_of(ndarray a, index) except -2:
     if n < _eager_max:
         return n
     try:
-        return cnp.PyArray_SIZE(<cnp.ndarray>(_shadow_of(a)[index]))
+        picked = _shadow_of(a)[index]
     except (IndexError, TypeError, ValueError):
         return 0
+    # (an index that picks one element gives NumPy's scalar, not an array)
+    return cnp.PyArray_SIZE(<cnp.ndarray>picked) if type(picked) is _ndarray_np else 1
 
 
 cdef inline bint _all_ints(tuple index):

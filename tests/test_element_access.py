@@ -116,3 +116,32 @@ def test_iteration_sees_writes_made_during_the_loop():
         if k + 1 < len(lz):
             lz[k + 1] += 10
     assert seen_n == seen_l and [type(x) for x in seen_l] == [type(x) for x in seen_n]
+
+
+@pytest.mark.parametrize("index", [numpy.int64(2), numpy.int32(-3), 2, (numpy.int64(3),),
+                                   (numpy.int64(1), numpy.int8(2))])
+@pytest.mark.parametrize("bound", [None, 1])
+def test_writes_into_pending_arrays_with_numpy_integer_indices(index, bound):
+    """A one-element (or one-row) write into an array whose head is pending (a large write
+    recorded before it).  (A NumPy integer index once crashed the interpreter: the written
+    region was read as an array from what is NumPy's scalar.)"""
+    saved = lazynp._policy.EAGER_MAX_ELEMS
+    if bound is not None:
+        lazynp._policy.set_eager_max_elems(bound)
+    try:
+        for shape in [(1 << 20,), (1024, 1024), (5,), (3, 4)]:
+            want = numpy.arange(numpy.prod(shape)).reshape(shape)
+            got = lazynp.arange(numpy.prod(shape)).reshape(shape)
+            for a in (want, got):
+                a[:] = 5
+                a[1:1] = 100
+            try:
+                want[index] = 7
+            except IndexError:
+                with pytest.raises(IndexError):
+                    got[index] = 7
+            else:
+                got[index] = 7
+            numpy.testing.assert_array_equal(numpy.asarray(got), want)
+    finally:
+        lazynp._policy.set_eager_max_elems(saved)
