@@ -119,6 +119,27 @@ def _result_dtype(uf, keys):
     return dt
 
 
+def _loop_keys(args, shape):
+    """``(keys, shape)``: what the operands contribute to the loop's dtype resolution, and
+    the shape of the array operands, all of one ``shape`` (None: the first array's) and
+    splittable; None when an operand is not one to split."""
+    keys = []
+    for a in args:
+        t = type(a)
+        if t is np.ndarray:
+            if not _splittable(a) or (shape is not None and a.shape != shape):
+                return None
+            shape = a.shape
+            keys.append(a.dtype)
+        elif t is float or t is int or t is complex:
+            keys.append(t)
+        elif isinstance(a, np.generic):
+            keys.append(a.dtype)
+        else:
+            return None
+    return tuple(keys), shape
+
+
 def _splittable(a) -> bool:
     f = a.flags
     return f.c_contiguous and f.aligned and a.dtype.isnative and a.dtype.kind in "biufc"
@@ -135,30 +156,17 @@ def call(uf: np.ufunc, args: tuple):
             break
     else:
         return None
-    shape = None
-    keys = []
-    for a in args:
-        t = type(a)
-        if t is np.ndarray:
-            if not _splittable(a) or (shape is not None and a.shape != shape):
-                return None
-            shape = a.shape
-            keys.append(a.dtype)
-        elif t is float or t is int or t is complex:
-            keys.append(t)
-        elif isinstance(a, np.generic):
-            keys.append(a.dtype)
-        else:
-            return None
-    if shape is None:
+    loop = _loop_keys(args, None)
+    if loop is None or loop[1] is None:
         return None
+    keys, shape = loop
     size = 1
     for s in shape:
         size *= s
     if size < (SPLIT_MIN_COSTLY if uf.__name__ in COSTLY else SPLIT_MIN):
         return None
     try:
-        dt = _result_dtype(uf, tuple(keys))
+        dt = _result_dtype(uf, keys)
     except (TypeError, ValueError):          # (no loop: NumPy's call raises its own error)
         return None
     out = np.empty(shape, dt)
@@ -221,27 +229,18 @@ def _plain_operands(uf, args, out):
     ``out`` of the loop's result dtype), else the positions of the operands that are
     ``out`` itself (in place, elementwise: each half reads only what it writes; any other
     overlap is not split)."""
-    keys = []
+    loop = _loop_keys(args, out.shape)
+    if loop is None:
+        return None
     same = []
     for i, a in enumerate(args):
-        t = type(a)
-        if t is np.ndarray:
-            if a.shape != out.shape or not _splittable(a):
+        if type(a) is np.ndarray and np.may_share_memory(a, out):
+            if a.dtype != out.dtype or \
+                    a.__array_interface__["data"][0] != out.__array_interface__["data"][0]:
                 return None
-            if np.may_share_memory(a, out):
-                if a.dtype != out.dtype or \
-                        a.__array_interface__["data"][0] != out.__array_interface__["data"][0]:
-                    return None
-                same.append(i)
-            keys.append(a.dtype)
-        elif t is float or t is int or t is complex:
-            keys.append(t)
-        elif isinstance(a, np.generic):
-            keys.append(a.dtype)
-        else:
-            return None
+            same.append(i)
     try:
-        return same if _result_dtype(uf, tuple(keys)) == out.dtype else None
+        return same if _result_dtype(uf, loop[0]) == out.dtype else None
     except (TypeError, ValueError):
         return None
 
