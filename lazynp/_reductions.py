@@ -69,7 +69,8 @@ def reduction(name: str, fn, array, axis=None, dtype=None, out=None, keepdims=Fa
     if where is not True:
         args += (operand(where),)
     node = graph.record(R.generic_op(name, fn), args, _with_where_flag(args_kw, where), shape, dt)
-    res = ndarray._from_node(node, scalar=(shape == () and out is None))
+    res = ndarray._from_node(node, scalar=(shape == () and out is None and
+                                           not (keepdims and name in R.ARRAY_WHEN_KEEPDIMS)))
     if out is not None:
         _check_out(out, shape, name)
         if np.dtype(out.dtype) != dt:

@@ -346,3 +346,28 @@ def test_scans_accumulate_in_the_dtype_of_out(name, data, out_dt):
     got = run_side(lazynp, lazynp.asarray(a))
     numpy.testing.assert_array_equal(got[0], want[0])
     assert got[1] == want[1]
+
+
+@pytest.mark.parametrize("name", ["median", "nanmedian", "sum", "mean", "max", "ptp",
+                                  "count_nonzero"])
+@pytest.mark.parametrize("bound", [None, 1])
+def test_zero_d_keepdims_result_type_is_numpys(name, bound):
+    """median of a 0-d array with keepdims=True is a 0-d array in NumPy, a sum is a scalar;
+    reductions recorded by the policy (bound 1: every sized op is recorded) give the same
+    types."""
+    want = getattr(numpy, name)(numpy.array(2.0), keepdims=True)
+    saved = lazynp._policy.EAGER_MAX_ELEMS
+    if bound is not None:
+        lazynp._policy.set_eager_max_elems(bound)
+    try:
+        got = getattr(lazynp, name)(lazynp.array(2.0), keepdims=True)
+    finally:
+        lazynp._policy.set_eager_max_elems(saved)
+    if isinstance(want, numpy.ndarray):
+        assert isinstance(got, lazynp.ndarray) and got.shape == want.shape
+        numpy.testing.assert_array_equal(numpy.asarray(got), want)
+    elif bound is None:
+        assert type(got) is type(want) and got == want
+    else:       # (recorded: a pending scalar may stay a lazy 0-d array until read)
+        assert type(got) is type(want) or isinstance(got, lazynp.ndarray) and got.shape == ()
+        assert got == want and type(got[()]) is type(want)

@@ -76,6 +76,11 @@ def twin(shape: tuple, dtype) -> np.ndarray:
     return np.zeros(tuple(0 if s == 0 else 1 for s in shape), dtype)
 
 
+#: Reductions whose ``keepdims=True`` result is a 0-d array, not NumPy's scalar, even when
+#: it has no dimension (NumPy's median of a 0-d array: ``array(2.)``; sum gives ``2.0``).
+ARRAY_WHEN_KEEPDIMS = frozenset(("median", "nanmedian"))
+
+
 def probe_dtype(name: str, fn, shape: tuple, dtype, args_kw: dict):
     """Result dtype of ``fn(x, **args_kw)`` for ``x`` of ``shape``/``dtype``; NumPy's errors."""
     try:
