@@ -29,14 +29,16 @@ def _unwrap(x, acc: list):
         v = value_for_eager(x)
         if v is None:
             return NOT_EAGER
-        if v.size > acc[0]:
-            acc[0] = v.size
+        n = _policy.counted_size(v)
+        if n > acc[0]:
+            acc[0] = n
         acc.append(v)
         return v
     t = type(x)
     if t is np.ndarray:
-        if x.size > acc[0]:
-            acc[0] = x.size
+        n = _policy.counted_size(x)
+        if n > acc[0]:
+            acc[0] = n
         acc.append(x)
         return x
     if (t is list or t is tuple) and x and any(isinstance(v, (ndarray, list, tuple)) for v in x):
@@ -77,7 +79,7 @@ def try_call(fn, args: tuple, kwargs: dict, kind: str = "opaque", base=None):
         return NOT_EAGER
     if kwargs.get("out") is not None:
         return NOT_EAGER
-    acc = [0] if base is None else [base.size, base]
+    acc = [0] if base is None else [_policy.counted_size(base), base]
     unwrapped = _unwrap_call(args, kwargs, acc)
     if unwrapped is NOT_EAGER or not _policy.sized_ok(kind, acc[0]):
         return NOT_EAGER
@@ -106,8 +108,8 @@ def try_ufunc(uf, args: tuple, out, kw: dict):
     vals, kwv = unwrapped
     size = acc[0]
     for o in outs:
-        if o is not None and isinstance(o, ndarray) and o.size > size:
-            size = o.size
+        if o is not None and isinstance(o, ndarray) and _policy.counted_size(o) > size:
+            size = _policy.counted_size(o)
     if not _policy.sized_ok("elementwise", size) and not all(_shared(o) for o in outs):
         return NOT_EAGER     # (a write into a buffer the caller holds runs now: shared)
     targets = []
@@ -137,7 +139,7 @@ def try_method(arr, name: str, args: tuple, kwargs: dict, kind: str):
     if _policy.record_all:
         return NOT_EAGER
     v = value_for_eager(arr)
-    if v is None or not _policy.sized_ok(kind, v.size):
+    if v is None or not _policy.sized_ok(kind, _policy.counted_size(v)):
         return NOT_EAGER
     if args or kwargs:
         return try_call(getattr(v, name), args, kwargs, "opaque", v)

@@ -38,7 +38,7 @@ def value_for_eager(x):
     array is computed now (small work gains nothing from joining its graph: see
     :mod:`lazynp._policy`); None for a large pending one."""
     v = x._eager_value()
-    if v is None and x.size < _policy.EAGER_MAX_ELEMS:
+    if v is None and _policy.counted_size(x) < _policy.EAGER_MAX_ELEMS:
         v = graph.value_for_eager(x._node())
     return v
 

@@ -145,6 +145,20 @@ def set_eager_max_elems(n: int) -> None:
     _sync()
 
 
+def counted_size(a) -> int:
+    """How many elements array ``a`` (NumPy or lazynp, or a graph node) counts for against
+    the size bound: 0 for arrays of Python objects, whose work always runs at once on
+    NumPy's object loops (fusion, kernels, pooled buffers and dtype probes do not take
+    references; NumPy's object reductions return the elements' own type)."""
+    dt = a.dtype
+    if dt.hasobject:
+        return 0
+    n = 1
+    for s in a.shape:
+        n *= s
+    return n
+
+
 def sized_ok(kind: str, size: int) -> bool:
     """May an op of ``kind`` whose largest operand or result has ``size`` elements run at
     once (its inputs being computed)?"""

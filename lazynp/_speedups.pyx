@@ -429,7 +429,12 @@ cdef bint _run_now(op, tuple args, shape) except -1:
             n = _size_of(an.shape)
             if n > size:
                 size = n
-    return size < _eager_max or op.kind not in _sized_kinds
+    if size < _eager_max or op.kind not in _sized_kinds:
+        return True
+    for a in args:          # (arrays of Python objects: NumPy's object loops, at once)
+        if type(a) is Node and (<Node>a).dtype.hasobject:
+            return True
+    return False
 
 
 def eager_counters():
@@ -1119,6 +1124,15 @@ cdef inline object _evalue(ndarray a):
     return _view_on_fn(h.value, g[0], g[1], g[2], g[3])
 
 
+cdef inline Py_ssize_t _counted(cnp.ndarray v):
+    """Elements ``v`` counts for against the size bound: 0 for arrays of Python objects
+    (NumPy's object loops always run at once: lazynp._policy.counted_size)."""
+    cdef int tn = cnp.PyArray_TYPE(v)
+    if tn == cnp.NPY_OBJECT or tn == cnp.NPY_VOID and v.dtype.hasobject:
+        return 0
+    return cnp.PyArray_SIZE(v)
+
+
 cdef inline object _eager_arg(o, bint sized):
     """An operand's value for an operation run at once, or _NE: a computed lazynp array
     (below the size bound when ``sized``), a Python or NumPy scalar, an exact NumPy array."""
@@ -1134,13 +1148,13 @@ cdef inline object _eager_arg(o, bint sized):
             v = _value_for_eager_fn(_node_of(o))
             if v is None:
                 return _NE
-        if sized and cnp.PyArray_SIZE(<cnp.ndarray>v) >= _eager_max:
+        if sized and _counted(<cnp.ndarray>v) >= _eager_max:
             return _NE
         return v
     if t is float or t is int or t is bool or t is complex:
         return o
     if t is _ndarray_np:
-        if sized and cnp.PyArray_SIZE(<cnp.ndarray>o) >= _eager_max:
+        if sized and _counted(<cnp.ndarray>o) >= _eager_max:
             return _NE
         return o
     if isinstance(o, _np_generic):
@@ -1199,12 +1213,12 @@ cdef object _call_arg(o, bint sized, Py_ssize_t* maxsize):
             v = _value_for_eager_fn(_node_of(o))
             if v is None:
                 return _NE
-        n = cnp.PyArray_SIZE(<cnp.ndarray>v)
+        n = _counted(<cnp.ndarray>v)
         if n > maxsize[0]:
             maxsize[0] = n
         return v
     if t is _ndarray_np:
-        n = cnp.PyArray_SIZE(<cnp.ndarray>o)
+        n = _counted(<cnp.ndarray>o)
         if n > maxsize[0]:
             maxsize[0] = n
         return o
@@ -1377,11 +1391,13 @@ cdef object _eager_method(arr, name, tuple args, dict kwargs, kind):
 cdef bint _has_lazy_big(tuple args, dict kwargs):
     """An argument that is a large lazynp array (a sized method's work is then large)."""
     for a in args:
-        if type(a) is ndarray and _size_of((<ndarray>a).shape) >= _eager_max:
+        if type(a) is ndarray and _size_of((<ndarray>a).shape) >= _eager_max and \
+                not (<ndarray>a).dtype.hasobject:
             return True
     if kwargs:
         for a in kwargs.values():
-            if type(a) is ndarray and _size_of((<ndarray>a).shape) >= _eager_max:
+            if type(a) is ndarray and _size_of((<ndarray>a).shape) >= _eager_max and \
+                    not (<ndarray>a).dtype.hasobject:
                 return True
     return False
 

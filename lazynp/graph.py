@@ -355,6 +355,7 @@ def run_now(op: Op, args: tuple, shape: tuple) -> bool:
     size = _prod(shape)
     pending = None
     shared = False
+    objects = False
     for a in args:
         if type(a) is Node:
             r = a.args[0] if a.op is VIEW else a
@@ -366,9 +367,12 @@ def run_now(op: Op, args: tuple, shape: tuple) -> bool:
                 pending.append(r)
             elif r.exported is True:
                 shared = True
+            objects = objects or a.dtype.hasobject
             n = _prod(a.shape)
             if n > size:
                 size = n
+    if objects:
+        size = 0       # (NumPy's object loops, at once: _policy.counted_size)
     if not shared and not _policy.sized_ok(op.kind, size):
         return False
     if pending is not None:

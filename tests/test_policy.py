@@ -334,3 +334,27 @@ def test_temporary_elision_never_changes_a_value_someone_holds():
     numpy.testing.assert_array_equal(numpy.asarray(w), 1.0 - (n1 + n2) / 2.0 * (n2 - n1))
     numpy.testing.assert_array_equal(numpy.asarray(a), n1)
     numpy.testing.assert_array_equal(numpy.asarray(b), n2)
+
+
+@pytest.mark.parametrize("bound", [1, 64])
+def test_large_object_arrays_run_numpys_object_loops(bound):
+    """Arrays of Python objects above the size bound run at once on NumPy's object loops
+    (a recorded object sum once came back as an int64: its dtype was probed on zeros; an
+    elementwise op failed in the buffer pool)."""
+    from fractions import Fraction
+    b = numpy.array([Fraction(1, 3)] * 99 + [Fraction(1, 6)], dtype=object)
+    saved = lazynp._policy.EAGER_MAX_ELEMS
+    lazynp._policy.set_eager_max_elems(bound)
+    try:
+        a = lazynp.array(b)
+        for f in (lambda m, x: x.sum(), lambda m, x: m.sum(x), lambda m, x: m.max(x),
+                  lambda m, x: m.mean(x), lambda m, x: (x * 2).sum(),
+                  lambda m, x: m.cumsum(x)[-1], lambda m, x: (x + x)[5]):
+            want, got = f(numpy, b), f(lazynp, a)
+            assert type(got) is type(want) and got == want
+        a[3:] = Fraction(1, 2)
+        c = b.copy()
+        c[3:] = Fraction(1, 2)
+        assert a.sum() == c.sum() and type(a.sum()) is Fraction
+    finally:
+        lazynp._policy.set_eager_max_elems(saved)

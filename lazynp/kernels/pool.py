@@ -33,7 +33,7 @@ def empty(shape: tuple, dtype) -> np.ndarray:
     n = dtype.itemsize
     for s in shape:
         n *= s
-    if n < MIN_BYTES:
+    if n < MIN_BYTES or dtype.hasobject:     # (references are never pooled as bytes)
         return np.empty(shape, dtype)
     with _lock:
         bufs = _free.get(n)

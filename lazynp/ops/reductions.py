@@ -94,6 +94,11 @@ def probe_dtype(name: str, fn, shape: tuple, dtype, args_kw: dict):
         if hit is not None:
             return hit
     t = twin(shape, dtype)
+    if t.dtype.hasobject and t.size:
+        # (a zero would make an object sum look like an int64 one: NumPy's object loops
+        # give the elements' own type, which an element no number converts to shows)
+        from fractions import Fraction
+        t[...] = Fraction(0)
     # silent: NumPy's warnings (e.g. "Mean of empty slice") come when the reduction runs
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
