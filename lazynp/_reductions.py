@@ -38,7 +38,8 @@ def reduction(name: str, fn, array, axis=None, dtype=None, out=None, keepdims=Fa
     if dtype is not None:
         args_kw["dtype"] = np.dtype(dtype)
     if keepdims:
-        args_kw["keepdims"] = True
+        # (the caller's value: NumPy's probe raises its TypeError for keepdims="x")
+        args_kw["keepdims"] = keepdims
     if "mean" in args_kw:         # var/std(mean=...): an array argument, NumPy runs it all
         return _opaque(name, fn, a, args_kw, where, out)
     if where is not True:
