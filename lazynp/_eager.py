@@ -108,8 +108,8 @@ def try_ufunc(uf, args: tuple, out, kw: dict):
     vals, kwv = unwrapped
     size = acc[0]
     for o in outs:
-        if o is not None and isinstance(o, ndarray) and _policy.counted_size(o) > size:
-            size = _policy.counted_size(o)
+        if o is not None and isinstance(o, ndarray):
+            size = max(size, _policy.counted_size(o))
     if not _policy.sized_ok("elementwise", size) and not all(_shared(o) for o in outs):
         return NOT_EAGER     # (a write into a buffer the caller holds runs now: shared)
     targets = []
