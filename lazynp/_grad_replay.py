@@ -88,11 +88,14 @@ def _freeze(v):
 
 
 def structure(outs: list, tape: dict, inputs: list) -> tuple:
-    """``(key, externals)`` of the graph behind ``outs``: the nodes recorded in this trace
+    """``(key, externals, readers)`` of the graph behind ``outs``: the nodes recorded in this trace
     (``tape``: ``{id(node): (node, args, params)}`` in recording order) by op, parameters
     and wiring; every other node they read is an external input (its value is read when the
     plan runs), listed in ``externals``.  The key also says where the differentiated
-    ``inputs`` (nodes) and the ``outs`` are.  Raises :class:`Uncacheable`.
+    ``inputs`` (nodes) and the ``outs`` are.  ``readers``: ``(node, [external args])`` of
+    the recorded nodes (views aside) that read nodes recorded before the trace, for
+    :func:`abandon`.  Raises :class:`Uncacheable`.  (``lazynp._speedups.replay_structure``
+    is the same function in C, used when built.)
 
     (One pass over the tape in recording order, which is a topological order: it runs on
     every call of a replayed gradient.  Recorded nodes the outputs do not read are part of
@@ -103,11 +106,14 @@ def structure(outs: list, tape: dict, inputs: list) -> tuple:
     index: dict = {}            # id(node) -> position in items
     items: list = []
     externals: list = []
+    readers: list = []
     freeze = _freeze
+    view = _graph.VIEW
     for n, args, p in tape.values():
         if n.state != pending or n.ext is not None:
             raise Uncacheable
         ak = []
+        outside = None
         for a in args:
             if type(a) is Node:
                 k = index.get(id(a))
@@ -117,11 +123,17 @@ def structure(outs: list, tape: dict, inputs: list) -> tuple:
                     k = index[id(a)] = len(items)
                     items.append(("x", a.shape, a.dtype))
                     externals.append(a)
+                if id(a) not in tape:
+                    if outside is None:
+                        outside = []
+                    outside.append(a)
                 ak.append(k)
             else:
                 ak.append(freeze(a))
         index[id(n)] = len(items)
         items.append((n.op, tuple(ak), None if p is None else freeze(p), n.shape, n.dtype))
+        if outside is not None and n.op is not view:
+            readers.append((n, outside))
     for o in outs:
         if id(o) not in index:
             if o.op is placeholder or o.error is not None:
@@ -131,7 +143,15 @@ def structure(outs: list, tape: dict, inputs: list) -> tuple:
             externals.append(o)
     where = tuple([index.get(id(n), -1) for n in inputs])
     heads = tuple([index[id(o)] for o in outs])      # (which entries, how many, in order)
-    return (tuple(items), where, heads), externals
+    return (tuple(items), where, heads), externals, readers
+
+
+_py_structure = structure
+if getattr(_graph.speedups, "replay_structure", None) is not None:
+
+    def structure(outs: list, tape: dict, inputs: list, _c=_graph.speedups.replay_structure):
+        return _c(outs, tape, inputs, _freeze, _graph.PLACEHOLDER, _graph.VIEW, Uncacheable)
+    structure.__doc__ = _py_structure.__doc__
 
 
 class _Entry:
@@ -223,24 +243,27 @@ def deliver(res, node: Node, value):
     return res
 
 
-def abandon(recorded: list) -> list:
+def abandon(recorded: list, readers: list | None = None) -> list:
     """The trace's nodes (``recorded``) are not run when a plan replaced them.  They stop
     counting towards the bound flush, and the returned watch list lets
     :func:`release_dead` drop the reads they hold on nodes recorded before the trace
     (a pending reader keeps a Var from being updated in place: ``w -= lr * g`` would copy
     ``w`` on every step).  A node the user kept (a global list, a written global array) still
-    runs when read."""
+    runs when read.  ``readers``: those reads, as :func:`structure` found them, when
+    ``recorded`` is exactly the tape it keyed (else they are found here)."""
     st = _graph._state
     st.pending_count = max(0, st.pending_count - len(recorded))
-    mine = {id(n) for n in recorded}
-    watch = []
-    for n in recorded:
-        if n.op is _graph.VIEW or n.state != _graph.PENDING:
-            continue
-        outside = [a for a in n.args if type(a) is Node and id(a) not in mine]
-        if outside:
-            watch.append((weakref.ref(n), outside))
-    return watch
+    pending = _graph.PENDING
+    if readers is None:
+        mine = {id(n) for n in recorded}
+        readers = []
+        for n in recorded:
+            if n.op is not _graph.VIEW:
+                outside = [a for a in n.args if type(a) is Node and id(a) not in mine]
+                if outside:
+                    readers.append((n, outside))
+    ref = weakref.ref
+    return [(ref(n), outside) for n, outside in readers if n.state == pending]
 
 
 def release_dead(watch: list) -> None:

@@ -2190,3 +2190,67 @@ def run_bulk(list items, epoch, run_item, item_failed):
             run_item(it, epoch)
         except BaseException as exc:
             item_failed(it, exc)
+
+
+# --- keying a recorded gradient (lazynp._grad_replay.structure, in C) ---------------------------
+
+from cpython.long cimport PyLong_FromVoidPtr
+
+
+def replay_structure(outs, dict tape, inputs, freeze, placeholder, view_op, uncacheable):
+    """``(key, externals, readers)``: ``_grad_replay.structure`` (its pure Python reference,
+    same results); ``freeze`` is its parameter freezer, called for anything but ``None``
+    parameters and Python ints."""
+    cdef dict index = {}
+    cdef list items = []
+    cdef list externals = []
+    cdef list readers = []
+    cdef list ak
+    cdef list outside
+    cdef Node n, a
+    cdef object k, key_a, p
+    cdef tuple args
+    for entry in tape.values():
+        n = <Node>(<tuple>entry)[0]
+        args = <tuple>(<tuple>entry)[1]
+        p = (<tuple>entry)[2]
+        if n.state != PENDING or n.ext is not None:
+            raise uncacheable
+        ak = []
+        outside = None
+        for x in args:
+            if type(x) is Node:
+                a = <Node>x
+                key_a = PyLong_FromVoidPtr(<void*>a)
+                k = index.get(key_a)
+                if k is None:
+                    if a.op is placeholder or a.error is not None or key_a in tape:
+                        raise uncacheable
+                    k = len(items)
+                    index[key_a] = k
+                    items.append(("x", a.shape, a.dtype))
+                    externals.append(a)
+                if key_a not in tape:
+                    if outside is None:
+                        outside = []
+                    outside.append(a)
+                ak.append(k)
+            elif type(x) is int:
+                ak.append((int, x))
+            else:
+                ak.append(freeze(x))
+        index[PyLong_FromVoidPtr(<void*>n)] = len(items)
+        items.append((n.op, tuple(ak), None if p is None else freeze(p), n.shape, n.dtype))
+        if outside is not None and n.op is not view_op:
+            readers.append((n, outside))
+    for o in outs:
+        key_a = PyLong_FromVoidPtr(<void*>o)
+        if key_a not in index:
+            if (<Node>o).op is placeholder or (<Node>o).error is not None:
+                raise uncacheable
+            index[key_a] = len(items)
+            items.append(("x", (<Node>o).shape, (<Node>o).dtype))
+            externals.append(o)
+    where = tuple([index.get(PyLong_FromVoidPtr(<void*>x), -1) for x in inputs])
+    heads = tuple([index[PyLong_FromVoidPtr(<void*>x)] for x in outs])
+    return (tuple(items), where, heads), externals, readers

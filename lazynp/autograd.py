@@ -633,7 +633,8 @@ def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True, *, argnum=No
             entry = None
             if use_replay and out is res and _graph.STATS["flushes"] == flushes and \
                     not tape.poison:
-                entry, key, externals = _replay_entry(replay, onode, tape, flat_nodes)
+                entry, key, externals, readers = _replay_entry(replay, onode, tape,
+                                                               flat_nodes)
             grads = None
             if entry is not None and entry.plan is None and entry.count >= _replay.COMPILE_AT:
                 grads = _backward([onode], [lnp.ones(out.shape, out.dtype)], flat_nodes, tape)
@@ -655,10 +656,12 @@ def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True, *, argnum=No
                         grads = _backward([onode], [lnp.ones(out.shape, out.dtype)],
                                           flat_nodes, tape)
             else:
-                values, grads = ran
+                grads_recorded, (values, grads) = grads, ran
                 # (grad drops the value: the forward graph must not outlive the call)
                 res = _replay.deliver(res, onode, values[0]) if values else None
-                watch.extend(_replay.abandon(recorded))
+                # (the backward pass recorded while compiling reads more: found again)
+                watch.extend(_replay.abandon(recorded, readers if grads_recorded is None
+                                             else None))
         g = _grads_out(grads, specs, nodes, originals, single)
         return ((res, aux) if has_aux else res), g
 
@@ -697,16 +700,16 @@ def _shared_replay(fun, variant):
 
 
 def _replay_entry(replay, onode, tape, flat_nodes):
-    """``(entry, key, externals)`` of this call's forward structure in ``replay``
-    (``entry`` None when the structure cannot be keyed exactly); ``onode``: the output
-    node, or a list of them."""
+    """``(entry, key, externals, readers)`` of this call's forward structure in ``replay``
+    (``entry`` None when the structure cannot be keyed exactly; ``readers`` for
+    :func:`lazynp._grad_replay.abandon`); ``onode``: the output node, or a list of them."""
     outs = onode if isinstance(onode, list) else [onode]
     try:
-        key, externals = _replay.structure(outs, tape.nodes, flat_nodes)
+        key, externals, readers = _replay.structure(outs, tape.nodes, flat_nodes)
     except _replay.Uncacheable:
         _replay.STATS["uncacheable"] += 1
-        return None, None, None
-    return replay.lookup(key), key, externals
+        return None, None, None, None
+    return replay.lookup(key), key, externals, readers
 
 
 def _compile_plan(entry, flushes: int, outs, grads, externals) -> bool:
@@ -794,8 +797,8 @@ def vjp(fun, *primals, has_aux=False, _replayable=True):
         tape = tr.capture(protect=True)
         if replay is not None and _graph.STATS["flushes"] == flushes and not tape.poison \
                 and not tape.leaks and all(sp is None for sp in specs) and out_nodes:
-            entry, key, externals = _replay_entry(replay, out_nodes, tape,
-                                                  [n for ns in nodes for n in ns])
+            entry, key, externals, _readers = _replay_entry(replay, out_nodes, tape,
+                                                            [n for ns in nodes for n in ns])
     flat_nodes = [n for ns in nodes for n in ns]
 
     def vjp_fn(cotangent):
@@ -893,7 +896,7 @@ def _jvp_replayed(replay, fun, primals, tangents, watch):
         flat_nodes = [n for ns in nodes for n in ns]
         entry = None
         if _graph.STATS["flushes"] == flushes and not tape.poison and not tape.leaks:
-            entry, key, externals = _replay_entry(replay, onode, tape, flat_nodes)
+            entry, key, externals, readers = _replay_entry(replay, onode, tape, flat_nodes)
             if entry is not None:
                 externals = externals + [t._node() for t in ts]
         if entry is not None and entry.plan:
@@ -922,7 +925,7 @@ def _jvp_replayed(replay, fun, primals, tangents, watch):
         return None
     values, touts = ran
     out = _replay.deliver(out, onode, values[0])
-    watch.extend(_replay.abandon(recorded))
+    watch.extend(_replay.abandon(recorded, readers))
     return out, touts[0]
 
 
@@ -1033,7 +1036,7 @@ def _jacobian_replayed(replay, fun, args, nums, watch):
         xs = [o for orig in originals for o in orig]
         entry = None
         if _graph.STATS["flushes"] == flushes and not tape.poison and not tape.leaks:
-            entry, key, externals = _replay_entry(replay, onode, tape, flat_nodes)
+            entry, key, externals, readers = _replay_entry(replay, onode, tape, flat_nodes)
         if entry is not None and entry.plan:
             recorded = _REC[tr.start:]
         else:
@@ -1046,7 +1049,7 @@ def _jacobian_replayed(replay, fun, args, nums, watch):
     if ran is None:
         return None
     blocks = ran[1]
-    watch.extend(_replay.abandon(recorded))
+    watch.extend(_replay.abandon(recorded, readers))
     return blocks
 
 
@@ -1322,14 +1325,14 @@ def _backward_imperative(heads, head_grads, retain_graph, watch: list):
         entry = None
         if _replay.enabled() and head_grads is None and not retain_graph and not tape.poison \
                 and _depth == 1:
-            entry, key, externals = _replay_entry(_IMPERATIVE, outs, tape, inputs)
+            entry, key, externals, readers = _replay_entry(_IMPERATIVE, outs, tape, inputs)
         if entry is not None and entry.plan:
             ran = _run_plan(entry, externals, _IMPERATIVE, key)
             if ran is not None:
                 values, grads = ran
                 for h, o, v in zip(heads, outs, values):
                     _replay.deliver(h, o, v)      # (reading the loss does not run it again)
-                watch.extend(_replay.abandon([tape.nodes[k][0] for k in tape.nodes]))
+                watch.extend(_replay.abandon([tape.nodes[k][0] for k in tape.nodes], readers))
         if grads is None:
             cots = [lnp.ones(h.shape, h.dtype) if head_grads is None or head_grads[i] is None
                     else lnp.asarray(head_grads[i]) for i, h in enumerate(heads)]

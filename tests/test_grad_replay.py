@@ -630,3 +630,28 @@ def test_frozen_parameters_keep_types_apart():
         for j in range(i + 1, len(vals)):
             assert frozen[i] != frozen[j], (vals[i], vals[j])
         assert R._freeze(vals[i]) == frozen[i]
+
+
+@pytest.mark.skipif(R._py_structure is R.structure, reason="the C extension is not built")
+def test_the_c_structure_key_equals_the_python_reference():
+    """``_speedups.replay_structure`` is ``_grad_replay.structure``: same key, externals
+    and readers (the nodes reading values recorded before the trace), on a tape with
+    broadcasts, reductions with parameters, views, Python constants and an outside read."""
+    from lazynp import autograd as A
+    outside = np.arange(12.0).reshape(3, 4) * 1.5          # recorded before the trace
+    x0 = np.asarray(numpy.linspace(0.1, 1.2, 12).reshape(3, 4))
+    with A._Trace() as tr:
+        new_args, _s, nodes, _o = A._prepare((x0,), (0,), tr)
+        x = new_args[0]
+        y = np.tanh(x * 2) + outside[1]
+        z = np.sum(y * y.T[:, :3].T, axis=1, keepdims=True) / 3 - x[:, ::2].mean()
+        out = np.sum(z * outside[:, :1] + 1e-3)
+        tape = tr.capture()
+        flat = [n for ns in nodes for n in ns]
+        c_key, c_ext, c_readers = R.structure([out._node()], tape.nodes, flat)
+        p_key, p_ext, p_readers = R._py_structure([out._node()], tape.nodes, flat)
+    assert c_key == p_key and hash(c_key) == hash(p_key)
+    assert [id(n) for n in c_ext] == [id(n) for n in p_ext] and len(c_ext) >= 1
+    assert [(id(n), [id(a) for a in r]) for n, r in c_readers] == \
+        [(id(n), [id(a) for a in r]) for n, r in p_readers]
+    assert c_readers            # (``outside`` is read by nodes of the trace)
