@@ -22,6 +22,7 @@ def _call_impl_for(fn):
         a, k = _fill_deep(tpl, vals)
         return fn(*a, **k)
     impl.__name__ = getattr(fn, "__name__", "call")
+    impl.numpy_function = fn        # (compiled plans call it directly: jit.py)
     return impl
 
 

@@ -214,12 +214,23 @@ def compile_entry(entry: _Entry, values: list, grads: list, externals: list) -> 
     STATS["plans"] += 1
 
 
+def _jit_io():
+    global _jit_io_fns
+    if _jit_io_fns is None:
+        from .jit import _prepare_leaf, _wrap_outputs
+        _jit_io_fns = (_prepare_leaf, _wrap_outputs)
+    return _jit_io_fns
+
+
+_jit_io_fns = None
+
+
 def run_entry(entry: _Entry, externals: list):
     """``(values, grads)`` as lazynp arrays (a gradient is ``None`` where the eager pass had
     none), computed now by the entry's plan on the externals' current values.  Warnings
     are given once the plan has run: when it raises, the eager pass that follows gives
     them (once)."""
-    from .jit import _prepare_leaf, _wrap_outputs
+    _prepare_leaf, _wrap_outputs = _jit_io()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         vals = [_prepare_leaf(_graph.materialize(n)) for n in externals]

@@ -16,6 +16,8 @@ _NoValue = np._NoValue
 
 
 def _asarray(a):
+    if type(a) is ndarray:
+        return a
     from ._namespace import asarray
     return asarray(a)
 

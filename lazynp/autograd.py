@@ -317,9 +317,15 @@ class _Tape:
 
 # --- the backward pass ------------------------------------------------------------------------
 
+_lazynp = None
+
+
 def _lnp():
-    import lazynp
-    return lazynp
+    global _lazynp
+    if _lazynp is None:
+        import lazynp
+        _lazynp = lazynp
+    return _lazynp
 
 
 def _diff_dtype(dt) -> bool:

@@ -783,6 +783,11 @@ def own_result(out, shape: tuple, dtype, vals, check_alias: bool = True) -> np.n
 def flush(targets, wait: bool = True) -> None:
     """Run the pending subgraph behind ``targets`` (nodes) on the engine."""
     global _epoch
+    for t in targets:       # (computed already, e.g. evaluate() of a replayed gradient)
+        if t.state != DONE or t.value is None or t.error is not None:
+            break
+    else:
+        return
     if len(targets) == 1 and _flush_tree(targets[0]):
         return
     with _lock:

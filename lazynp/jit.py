@@ -45,8 +45,10 @@ class _FPRerun(Exception):
     """A fused kernel raised a floating-point flag the current np.errstate does not ignore."""
 
 # ops that can write their result into a given buffer, and how
-_REDUCE_OUT = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min, "mean": np.mean,
-               "any": np.any, "all": np.all}
+# (``np.sum(a, ...)`` of a NumPy array is ``np.add.reduce(a, ...)``, and so on: the ufunc's
+# own method skips ``fromnumeric``'s Python wrapper, ~2 us a step)
+_REDUCE_OUT = {"sum": np.add.reduce, "prod": np.multiply.reduce, "max": np.maximum.reduce,
+               "min": np.minimum.reduce, "mean": np.mean, "any": np.any, "all": np.all}
 _CONTRACT_OUT = {"matmul": np.matmul, "dot": np.dot, "einsum": np.einsum}
 
 
@@ -83,6 +85,24 @@ def _args_getter(args, slot_of):
             return lambda env: [env[s0], env[s1]]
         return lambda env: [env[s] for s in slots]
     return lambda env: [env[v] if isnode else v for isnode, v in spec]
+
+
+def _flat_template(tpl, args, slot_of):
+    """``(slots, kwargs)`` when a recorded call's template (``lazynp._functions``) is its
+    node arguments in order (``slots``: theirs) and keywords that are plain constants;
+    else None."""
+    from ._indexing import _Slot
+    pos, kw = tpl
+    if type(pos) is not tuple or type(kw) is not dict or len(pos) != len(args) or \
+            any(type(a) is not Node for a in args):
+        return None
+    for k, p in enumerate(pos):
+        if type(p) is not _Slot or p.k != k:
+            return None
+    for v in kw.values():
+        if not isinstance(v, (int, float, str, type(None))):
+            return None
+    return [slot_of[id(a)] for a in args], kw
 
 
 def _own(out, vals, node):
@@ -353,6 +373,37 @@ class Plan:
                     env[i] = uf(*get(env), out=empty(shape, dtype))
                 return ufunc_fresh
             impl = op.impl
+            red = _REDUCE_OUT.get(op.name) if op.kind == "reduction" and len(g.args) == 1 \
+                and type(g.args[0]) is Node and set(params) <= {"axis", "keepdims", "dtype"} \
+                else None
+            if isinstance(red, type(np.add.reduce)):      # (a ufunc's own reduce method)
+                s0 = self.slot_of[id(g.args[0])]
+
+                kw = {"axis": None}       # (NumPy's default; the ufunc method's is 0)
+                kw.update(params)
+
+                def generic_reduce(env):
+                    a0 = env[s0]
+                    out = red(a0, **kw)
+                    if type(out) is not np.ndarray or out.dtype != dtype or \
+                            out.shape != shape or out.base is not None:
+                        out = _own(out, [a0], g)
+                    env[i] = out
+                return generic_reduce
+            fn = getattr(impl, "numpy_function", None)
+            flat = _flat_template(params["tpl"], g.args, self.slot_of) if fn is not None and \
+                set(params) == {"tpl"} else None
+            if flat is not None and len(flat[0]) == 2 and not flat[1]:
+                (s0, s1), _kw = flat
+
+                def generic_call2(env):
+                    a0, a1 = env[s0], env[s1]
+                    out = fn(a0, a1)
+                    if type(out) is not np.ndarray or out.dtype != dtype or \
+                            out.shape != shape or out.base is not None:
+                        out = _own(out, [a0, a1], g)
+                    env[i] = out
+                return generic_call2
 
             def generic(env):
                 vals = get(env)
@@ -391,7 +442,8 @@ class Plan:
         if op.name in _REDUCE_OUT:
             fn = _REDUCE_OUT[op.name]
             s0 = self.slot_of[id(g.args[0])]
-            kw = dict(params)
+            kw = {"axis": None}     # (NumPy's default; a ufunc's reduce method's is 0)
+            kw.update(params)
 
             def reduce_(env):
                 fn(env[s0], out=buf, **kw)
@@ -399,6 +451,13 @@ class Plan:
         fn = _CONTRACT_OUT[op.name]
         from ._functions import _fill_deep
         tpl = params["tpl"]
+        flat = _flat_template(tpl, g.args, self.slot_of)
+        if flat is not None:
+            (s0, s1), kw = flat
+            if not kw:
+                def contract2(env):
+                    fn(env[s0], env[s1], out=buf)
+                return contract2
 
         def contract(env):
             a, k = _fill_deep(tpl, get(env))

@@ -298,3 +298,41 @@ def test_a_rerun_after_numpy_steps_warns_once():
     want = rec(lambda: f(numpy)(x))
     assert rec(lambda: j(x)) == want == ["invalid value encountered in arcsin",
                                          "divide by zero encountered in divide"]
+
+
+@pytest.mark.parametrize("fuse", [False, True])
+def test_reductions_in_plans_equal_numpy_for_every_axis_form(fuse):
+    """Plans run sum/prod/max/min through the ufuncs' own ``reduce`` methods, whose default
+    axis (0) is not NumPy's functions' (None): every axis form, as an intermediate (a buffer
+    planned once) and as an output (a fresh array), equals NumPy's on 2-D and 3-D arrays."""
+    def f(x):
+        outs = []
+        for red in (np.sum, np.prod, np.max, np.min):
+            for kw in ({}, {"axis": 0}, {"axis": -1, "keepdims": True}, {"axis": (0, 1)},
+                       {"keepdims": True}):
+                r = red(x, **kw)
+                outs.append(r)               # an output: computed into a fresh array
+                outs.append(red(x * 0.5, **kw) + 1.0)   # (an intermediate into a buffer)
+        return outs
+
+    def ref(x):
+        outs = []
+        for red in (numpy.sum, numpy.prod, numpy.max, numpy.min):
+            for kw in ({}, {"axis": 0}, {"axis": -1, "keepdims": True}, {"axis": (0, 1)},
+                       {"keepdims": True}):
+                outs.append(red(x, **kw))
+                outs.append(red(x * 0.5, **kw) + 1.0)
+        return outs
+    rng = numpy.random.default_rng(5)
+    for shape in [(6, 5), (3, 4, 5)]:
+        x = rng.uniform(0.5, 1.5, shape)
+        got = np.jit(f, fuse=fuse)(x)
+        for g, r in zip(got, ref(x)):
+            g = numpy.asarray(g)
+            assert g.shape == numpy.shape(r)
+            numpy.testing.assert_allclose(g, r, rtol=1e-12)
+        g2 = np.grad(lambda x: sum(np.sum(o) for o in f(x)))(np.array(x))
+        g3 = np.grad(lambda x: sum(np.sum(o) for o in f(x)))(np.array(x))   # (replayed)
+        g4 = np.grad(lambda x: sum(np.sum(o) for o in f(x)))(np.array(x))
+        numpy.testing.assert_allclose(numpy.asarray(g4), numpy.asarray(g2), rtol=1e-12)
+        numpy.testing.assert_allclose(numpy.asarray(g3), numpy.asarray(g2), rtol=1e-12)
