@@ -18,7 +18,8 @@ from . import _differentiable, _eager, _policy, _reductions, _views, devices as 
 from ._differentiable import (append, asarray_chkfinite, block, c_, gradient,  # noqa
                               insert, place, polyadd, polyder, polyint, polymul, polysub, put,
                               r_, real_if_close, sort_complex)
-from ._functions import _fill_deep, dummy, lazy_call, twin
+from ._functions import _fill_deep, dummy, function_op, lazy_call, twin
+from ._indexing import _Slot
 from ._operands import broadcast_shapes, key_of, operand, shape_of, to_numpy
 from ._ufunc import UFUNCS
 from .ndarray import ndarray
@@ -611,6 +612,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
 # --- contractions ---------------------------------------------------------------------------
 
 _matmul_cache: dict = {}
+_SLOT0, _SLOT1 = _Slot(0), _Slot(1)
 
 
 def _matmul_meta(a, b, kw: dict) -> tuple:
@@ -636,6 +638,14 @@ def _matmul_meta(a, b, kw: dict) -> tuple:
 def matmul(x1, x2, /, out=None, *, dtype=None, casting="same_kind", order="K", subok=True,
            signature=None, axes=None, axis=None):
     """Lazy ``numpy.matmul`` (BLAS through NumPy)."""
+    if type(x1) is ndarray and type(x2) is ndarray and out is None and dtype is None:
+        # (the common call, shapes seen before: what lazy_call records, without its walk)
+        meta = _matmul_cache.get((x1.shape, x2.shape, x1.dtype, x2.dtype, None))
+        if meta is not None:
+            node = graph.record(function_op("matmul", np.matmul, "contraction"),
+                                (x1._node(), x2._node()), {"tpl": ((_SLOT0, _SLOT1), {})},
+                                meta[0], meta[1])
+            return ndarray._from_node(node, meta[0] == ())
     a, b = asarray(x1), asarray(x2)
     kw = {} if dtype is None else {"dtype": dtype}
     key = (a.shape, b.shape, a.dtype, b.dtype, dtype)

@@ -1887,6 +1887,26 @@ cdef object _ufunc_call(UfuncInfo u, self, tuple args):
     return self._call_py(*args)
 
 
+cdef object _INT_LO = -(1 << 63), _INT_HI = (1 << 63) - 1
+
+
+cdef object _broadcast2(tuple sa, tuple sb):
+    """NumPy's broadcast of two shapes, or None when they do not broadcast."""
+    cdef Py_ssize_t na = len(sa), nb = len(sb), n = na if na > nb else nb, i
+    cdef Py_ssize_t da, db
+    cdef list out = [None] * n
+    for i in range(n):
+        da = <Py_ssize_t>sa[na - n + i] if na - n + i >= 0 else 1
+        db = <Py_ssize_t>sb[nb - n + i] if nb - n + i >= 0 else 1
+        if da == db or db == 1:
+            out[i] = da
+        elif da == 1:
+            out[i] = db
+        else:
+            return None
+    return tuple(out)
+
+
 def binary_dunder(uf, bint reflected, bint sequence_aware, result_dtypes, check_python_int,
                   broadcast_shapes, power):
     """The ``ndarray`` dunder of lazy ufunc ``uf`` (``_ufunc.ufunc.dunder``, in C)."""
@@ -1912,7 +1932,10 @@ def binary_dunder(uf, bint reflected, bint sequence_aware, result_dtypes, check_
             return uf(b, a) if reflected else uf(a, b)
         na = _node_of(a)
         ka = (<Node>na).dtype
-        if tb is int and not 0 <= b <= 127:
+        if tb is int and not 0 <= b <= 127 and \
+                not ((ka.kind == "f" or ka.kind == "c") and _INT_LO <= b <= _INT_HI):
+            # (an int the size of a C long next to a float array goes through a float
+            # loop: nothing to check; anything else NumPy may refuse)
             check_python_int(np_uf, (b, a) if reflected else (a, b),
                              (int, ka) if reflected else (ka, int))
             if is_power and b < 0 and ka.kind in "iu" and not reflected and \
@@ -1929,7 +1952,9 @@ def binary_dunder(uf, bint reflected, bint sequence_aware, result_dtypes, check_
         elif sa == ():
             shape = sb
         else:
-            shape = broadcast_shapes(sa, sb)
+            shape = _broadcast2(<tuple>sa, <tuple>sb)
+            if shape is None:
+                shape = broadcast_shapes(sa, sb)        # (NumPy's error)
         return _new_array(_record_hooked(op, (nb, na) if reflected else (na, nb), shape, dt),
                           shape == ())
     return f

@@ -492,8 +492,13 @@ def _unflatten(spec, it):
 
 def _fresh(x, trace: _Trace):
     """A new lazynp array (a node of its own) holding ``x``: a differentiation input."""
-    lnp = _lnp()
-    a = lnp.array(x, copy=True) if isinstance(x, ndarray) else lnp.array(x)
+    if type(x) is ndarray and not _devices.ACTIVE and not _devices.DEFAULTS_OPEN:
+        # (what ``lazynp.array(x, copy=True)`` records, without its checks)
+        a = ndarray._from_node(_graph.record(_lnp()._namespace._COPY, (x._node(),), None,
+                                             x.shape, x.dtype))
+    else:
+        lnp = _lnp()
+        a = lnp.array(x, copy=True) if isinstance(x, ndarray) else lnp.array(x)
     node = a._var.head if a._geom is None else a._node()
     trace.add_input(node)
     return a, node
