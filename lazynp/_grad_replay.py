@@ -150,7 +150,8 @@ _py_structure = structure
 if getattr(_graph.speedups, "replay_structure", None) is not None:
 
     def structure(outs: list, tape: dict, inputs: list, _c=_graph.speedups.replay_structure):
-        return _c(outs, tape, inputs, _freeze, _graph.PLACEHOLDER, _graph.VIEW, Uncacheable)
+        return _c(outs, tape, inputs, _freeze, _graph.PLACEHOLDER, _graph.VIEW, Uncacheable,
+                  _Slot)
     structure.__doc__ = _py_structure.__doc__
 
 

@@ -1760,9 +1760,37 @@ cdef inline bint _is_tree_op(op):
     return known is True
 
 
+cdef object _tape = None         # autograd's tape (a list) while a trace is open
+cdef bint _tape_paused = False
+
+
+def set_tape(tape, bint paused):
+    """Put every recorded node on ``tape`` (a list; None: no trace is open), unless
+    ``paused``; an in-place write marks the array it writes as read by a backward pass
+    (``autograd._h_record``, in C)."""
+    global _tape, _tape_paused
+    _tape = tape
+    _tape_paused = paused
+
+
 cpdef Node record(op, args, params, shape, dtype):
     """Add a node to the pending graph (no work runs) and return it; or run it at once and
-    return a computed node when the execution policy says so (graph.record)."""
+    return a computed node when the execution policy says so (graph.record).  While a
+    trace is open the node goes on its tape (:func:`set_tape`)."""
+    cdef Node n = _record(op, args, params, shape, dtype)
+    if _tape is not None:
+        if not _tape_paused:
+            _tape.append(n)
+        if op.kind == "write" and args and type(args[0]) is Node:
+            # the old version may be read by the backward pass: never overwrite it in place
+            a = <Node>args[0]
+            if a.op is _VIEW:
+                a = <Node>a.args[0]
+            a.exported = True
+    return n
+
+
+cdef Node _record(op, args, params, shape, dtype):
     if not _record_all and _run_now(op, args, shape) and op.kind != "write":
         return _run_eager_fn(op, args, params, shape, dtype)
     cdef Node n = Node.__new__(Node)
@@ -1771,7 +1799,8 @@ cpdef Node record(op, args, params, shape, dtype):
     if code is not None:
         n.site_code = code
     ext = get_value(_extobj_var)
-    if ext is _default_ext and params is None and _is_tree_op(op):
+    if ext is _default_ext and params is None and _is_tree_op(op) and _tape is None:
+        # (not while a trace keeps the graph: tree kernels do not run then)
         if _tree(n, op, args, shape, True) > _max_tree and not _graph_dict["keep_graph"]:
             # a chain grown past a tree kernel's size: compute its pending arguments now
             # (each one tree kernel), and start a new tree on their values
@@ -2222,10 +2251,32 @@ def run_bulk(list items, epoch, run_item, item_failed):
 from cpython.long cimport PyLong_FromVoidPtr
 
 
-def replay_structure(outs, dict tape, inputs, freeze, placeholder, view_op, uncacheable):
+cdef object _freeze_c(v, freeze, slot_type):
+    """``_grad_replay._freeze`` for the common parameters (Python atoms, floats, tuples,
+    lists and dicts of them, template slots); anything else goes to ``freeze``."""
+    t = type(v)
+    if t is int or t is bool or t is str or v is None:
+        return (t, v)
+    if t is float:
+        return (t, v.hex())
+    if t is tuple or t is list:
+        for x in v:
+            if type(x) is not int:
+                return (t, tuple([_freeze_c(x, freeze, slot_type) for x in v]))
+        return (t, tuple(v))
+    if t is dict:
+        return (dict, tuple([(k, _freeze_c(x, freeze, slot_type))
+                             for k, x in (<dict>v).items()]))
+    if t is slot_type:
+        return (slot_type, v.k)
+    return freeze(v)
+
+
+def replay_structure(outs, dict tape, inputs, freeze, placeholder, view_op, uncacheable,
+                     slot_type):
     """``(key, externals, readers)``: ``_grad_replay.structure`` (its pure Python reference,
-    same results); ``freeze`` is its parameter freezer, called for anything but ``None``
-    parameters and Python ints."""
+    same results); ``freeze`` is its parameter freezer, called for what :func:`_freeze_c`
+    does not know; ``slot_type``: ``lazynp._indexing._Slot``."""
     cdef dict index = {}
     cdef list items = []
     cdef list externals = []
@@ -2260,12 +2311,11 @@ def replay_structure(outs, dict tape, inputs, freeze, placeholder, view_op, unca
                         outside = []
                     outside.append(a)
                 ak.append(k)
-            elif type(x) is int:
-                ak.append((int, x))
             else:
-                ak.append(freeze(x))
+                ak.append(_freeze_c(x, freeze, slot_type))
         index[PyLong_FromVoidPtr(<void*>n)] = len(items)
-        items.append((n.op, tuple(ak), None if p is None else freeze(p), n.shape, n.dtype))
+        items.append((n.op, tuple(ak), None if p is None else _freeze_c(p, freeze, slot_type),
+                      n.shape, n.dtype))
         if outside is not None and n.op is not view_op:
             readers.append((n, outside))
     for o in outs:

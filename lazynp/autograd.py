@@ -230,10 +230,20 @@ def _h_array(arr, name="numpy.asarray"):
             f"lazynp.autograd.stop_gradient(x) to use its value as a constant")
 
 
+def _c_tape():
+    """The C recorder's tape switch (``_speedups.set_tape``), or None (pure Python)."""
+    return getattr(_graph.speedups, "set_tape", None) if _graph.record is not _graph.py_record \
+        else None
+
+
 def _install():
     _orig.update(record=_graph.record, view_node=_graph.view_node, flush=_graph.flush,
                  call_numpy=_fallback.call_numpy, forced=_fallback.forced, leaf=_graph.leaf)
-    _graph.record = _h_record
+    set_tape = _c_tape()
+    if set_tape is not None:
+        set_tape(_REC, bool(_paused))        # (the C recorder puts nodes on the tape)
+    else:
+        _graph.record = _h_record
     _graph.view_node = _h_view_node
     _graph.flush = _h_flush
     _graph.leaf = _h_leaf
@@ -245,6 +255,9 @@ def _install():
 
 def _uninstall():
     _graph.record = _orig["record"]
+    set_tape = _c_tape()
+    if set_tape is not None:
+        set_tape(None, False)
     _graph.view_node = _orig["view_node"]
     _graph.flush = _orig["flush"]
     _graph.leaf = _orig["leaf"]
@@ -1271,12 +1284,20 @@ class pause:
     def __enter__(self):
         global _paused
         _paused += 1
+        _sync_pause()
         return self
 
     def __exit__(self, *exc):
         global _paused
         _paused -= 1
+        _sync_pause()
         return False
+
+
+def _sync_pause():
+    set_tape = _c_tape() if _depth else None
+    if set_tape is not None:
+        set_tape(_REC, bool(_paused))
 
 
 def is_recording() -> bool:
