@@ -693,6 +693,40 @@ def test_views_as_kernel_inputs(case, small_work):
     assert_exact(got, expected, case)
 
 
+@pytest.mark.parametrize("axis", [None, 0, 1, -1])
+@pytest.mark.parametrize("red", ["sum", "max", "mean"])
+def test_reductions_of_view_stencils(red, axis, small_work):
+    """The nd layout reads views through their owners' flat buffers at run-time offsets and
+    strides (negative ones too), also in groups that end in a reduction."""
+    a = VIEW_INPUTS["A"]
+    la = lazynp.asarray(a)
+
+    def f(m, x):
+        s = x[1:-1, 1:-1] * 2.0 + x[2:, :-2] - x[:-2, ::-1][:, 1:-1] * 0.5
+        return getattr(m, red)(s, axis=axis)
+    r0 = stat("fused_groups_run")
+    got = numpy.asarray(f(lazynp, la))
+    assert stat("fused_groups_run") > r0, "no fused kernel ran"
+    numpy.testing.assert_allclose(got, f(numpy, a), rtol=1e-12, atol=1e-12)
+
+
+def test_strided_inputs_table():
+    """The offsets and strides the nd layout passes: in elements of the owner's flat buffer,
+    0 on broadcast dimensions, negative strides as two's complement; None when an input's
+    owner is not C-contiguous."""
+    from lazynp.kernels.fused import strided_inputs
+    a = numpy.arange(60.0).reshape(5, 12)
+    v = a[1:, ::-2]
+    bufs, table = strided_inputs([v, a[2, :6]], (4, 6))
+    assert bufs[0].base is a or bufs[0].base is a.base or numpy.shares_memory(bufs[0], a)
+    t = table.view(numpy.int64)
+    assert list(t[0]) == [12 + 11, 12, -2] and list(t[1]) == [24, 0, 1]
+    for (o, s0, s1), buf, x in zip(t, bufs, (v, numpy.broadcast_to(a[2, :6], (4, 6)))):
+        got = numpy.array([[buf[o + i * s0 + j * s1] for j in range(6)] for i in range(4)])
+        assert numpy.array_equal(got, x)
+    assert strided_inputs([numpy.asfortranarray(a)[:, 1:]], (5, 11)) is None
+
+
 def test_view_of_group_member_read_in_same_flush():
     """A transposed / reversed view of a value computed in the same flush cannot be read
     in the same loop as it is written."""

@@ -164,6 +164,7 @@ class KernelSpec:
         self.out_exprs: list = []       # (out index, expression name)
         self.const_names: list = []     # packed constant arrays, one per dtype
         self.bcast: list = []           # nd layout: per input, which dims are broadcast (size 1)
+        self.strided = False            # nd layout: inputs as flat buffers + table ``xs``
         self.red_src_out = None         # output index holding the reduced value, if stored
         self.reduction_src = 0          # member index of the reduced value
         self.source = None
@@ -175,8 +176,10 @@ class KernelSpec:
         consts = list(self.const_names)
         outs = [f"o{k}" for k in range(self.n_out)]
         params = ins + consts + outs + (["r0"] if self.reduction else [])
-        if not self.flat and self.bcast:
+        if not self.flat and (self.bcast or self.strided):
             params.append("shp")
+        if self.strided:
+            params.append("xs")
         rng = "prange" if self.parallel else "range"
         src = ["import numpy as np", "from numba import njit, prange",
                "from lazynp.kernels.fpflags import fp_clear, fp_test", ""]
@@ -185,6 +188,12 @@ class KernelSpec:
         header = f"def kernel({', '.join(params)}):"
         nd = 1 if self.flat else self.ndim
         body = []
+        if self.strided:
+            # (offsets and strides as unsigned locals: loads at known addresses, no
+            # negative-index wraparound test, so the inner loop vectorizes)
+            for k in range(self.n_in):
+                body.append(f"    a{k} = xs[{k}, 0]")
+                body += [f"    s{k}_{d} = xs[{k}, {d + 1}]" for d in range(nd)]
         if self.reduction is None and self.flat and self.parallel:
             # chunks of the flat range: each checks its thread's floating-point flags once
             body += ["    n = x0.shape[0]",
@@ -348,14 +357,18 @@ class KernelSpec:
     def _extent(self, d: int) -> str:
         if self.flat:
             return "x0.shape[0]"
-        if self.bcast:
+        if self.bcast or self.strided:
             return f"shp[{d}]"
         return f"{'o0' if self.n_out else 'x0'}.shape[{d}]"
 
     def _load_compute_store(self, indent: str, idx: str) -> list:
         out = []
         for k in range(self.n_in):
-            if self.flat or not self.bcast:
+            if self.strided:
+                ivars = [i.strip() for i in idx.split(",")]
+                terms = " + ".join(f"np.uint64({i}) * s{k}_{d}" for d, i in enumerate(ivars))
+                out.append(f"{indent}v{k} = x{k}[a{k} + {terms}]")
+            elif self.flat or not self.bcast:
                 out.append(f"{indent}v{k} = x{k}[{idx}]")
             else:
                 ix = ", ".join("0" if b else f"i{d}" for d, b in enumerate(self.bcast[k]))

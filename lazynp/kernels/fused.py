@@ -1,9 +1,15 @@
 """Running a fused group: gather inputs, pick a kernel layout, allocate only live outputs.
 
 Layout: *flat* (one 1-D loop) when every array input has the group's shape and is
-C-contiguous, else *nd* (a loop nest; inputs broadcast with zero strides, views read
-through their strides).  A group whose kernel is not compiled yet runs node by node on
-NumPy while the kernel compiles in the background.
+C-contiguous, else *nd* (a loop nest).  In the nd layout each input is read from the flat
+buffer of the C-contiguous array that owns its memory, at an offset and element strides
+given at run time (broadcast dimensions: stride 0; ``x[:, 1:-1]``-style views: their own
+strides), with unsigned index arithmetic: Numba then knows every load's address and LLVM
+vectorizes the inner loop (a 2-D stencil of 260k elements: 420 us through Numba's generic
+strided arrays, 105 us so).  Inputs whose memory is not laid out that way (an owner that is
+not C-contiguous, strides that are not whole elements) are passed as strided arrays.  A
+group whose kernel is not compiled yet runs node by node on NumPy while the kernel
+compiles in the background.
 """
 from __future__ import annotations
 
@@ -167,25 +173,30 @@ def run_group(group, node_type, value_of, stored) -> bool:
     flat = (red is None or full_red) and \
         all(v.shape == shape and v.flags.c_contiguous for v in vals)
     bcast = ()
+    strided = None
     if flat:
         args_in = [v.reshape(-1) for v in vals]
     else:
-        # inputs keep their own (C-contiguous when possible) layout; broadcast dims are
-        # indexed with 0 in the kernel instead of zero strides
-        args_in = [v[(None,) * (ndim - v.ndim)] if v.ndim < ndim else v for v in vals]
-        bcast = tuple(tuple(v.shape[d] == 1 and shape[d] != 1 for d in range(ndim))
-                      for v in args_in)
+        strided = strided_inputs(vals, shape)
+        if strided is not None:
+            args_in = strided[0]
+        else:
+            # inputs keep their own layout; broadcast dims are indexed with 0 in the
+            # kernel instead of zero strides
+            args_in = [v[(None,) * (ndim - v.ndim)] if v.ndim < ndim else v for v in vals]
+            bcast = tuple(tuple(v.shape[d] == 1 and shape[d] != 1 for d in range(ndim))
+                          for v in args_in)
     members = group.members
     out_idx = tuple(k for k, m in enumerate(members) if stored(m))
     size = _prod(shape)
     parallel = parallel_for(size, len(members))
-    spec_key = (layout.key, flat, ndim, parallel, out_idx, bcast,
+    spec_key = (layout.key, flat, ndim, parallel, out_idx, bcast, strided is not None,
                 None if red is None else (red.op.name, red_axes, red.dtype,
                                           members.index(red.args[0])))
     source = _layouts.get(spec_key)
     if source is None:
         source = _render(group, layout, node_type, len(vals), out_idx, ndim, flat, parallel,
-                         red_axes, bcast)
+                         red_axes, bcast, strided is not None)
         _layouts[spec_key] = source
     outs = [pool.empty(members[k].shape, members[k].dtype) for k in out_idx]
     args_out = [o.reshape(-1) for o in outs] if flat else outs
@@ -196,6 +207,8 @@ def run_group(group, node_type, value_of, stored) -> bool:
     args = args_in + layout.const_arrays + args_out + extra
     if not flat:
         args.append(tuple(shape))
+    if strided is not None:
+        args.append(strided[1])
     kernel = cpu.get_kernel(source, args)
     if kernel is None:
         cpu.STATS["fused_groups_numpy"] += 1
@@ -219,11 +232,52 @@ def run_group(group, node_type, value_of, stored) -> bool:
     return True
 
 
+def strided_inputs(vals: list, shape: tuple):
+    """``(buffers, table)`` for the nd layout's strided reads: per input, the flat buffer of
+    the C-contiguous array owning its memory, and a ``uint64`` table with one row per input
+    (its offset, then one stride per dimension of ``shape``, in elements; 0 on broadcast
+    dimensions; a negative stride as its two's complement: the kernel's unsigned index
+    arithmetic wraps to the right address).  None when an input's memory is not laid out
+    that way."""
+    ndim = len(shape)
+    bufs = []
+    table = np.zeros((len(vals), ndim + 1), np.int64)
+    for k, v in enumerate(vals):
+        owner = v
+        while type(owner.base) is np.ndarray:
+            owner = owner.base
+        item = v.dtype.itemsize
+        if owner.dtype != v.dtype or not owner.flags.c_contiguous or item == 0:
+            return None
+        off = _data_offset(v, owner)
+        if off % item:
+            return None
+        row = table[k]
+        row[0] = off // item
+        lead = ndim - v.ndim
+        for d in range(v.ndim):
+            if v.shape[d] != 1 or shape[lead + d] == 1:
+                st = v.strides[d]
+                if st % item:
+                    return None
+                row[1 + lead + d] = st // item
+        bufs.append(owner.reshape(-1))
+    return bufs, table.view(np.uint64)
+
+
+def _data_offset(a, base) -> int:
+    from .. import graph
+    if graph.speedups is not None:
+        return graph.speedups.data_offset(a, base)
+    return a.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+
+
 def _render(group, layout, node_type, n_in, out_idx, ndim, flat, parallel, red_axes,
-            bcast=()) -> str:
+            bcast=(), strided=False) -> str:
     spec = cpu.KernelSpec(layout.lines(node_type), n_in, len(out_idx), ndim, flat,
                           parallel, None)
     spec.bcast = list(bcast)
+    spec.strided = strided
     spec.const_names = [f"kc_{n}" for n in layout.const_names]
     spec.out_exprs = [(j, f"t{k}") for j, k in enumerate(out_idx)]
     red = group.reduction
