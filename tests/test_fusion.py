@@ -1174,3 +1174,26 @@ def test_two_parallel_groups_in_one_flush():
     assert stat("fused_groups_run") == r0 + 2
     assert_exact(numpy.asarray(y1), v[0] * v[1] + v[2], "y1")
     assert_exact(numpy.asarray(y2), v[3] * v[4] + v[5], "y2")
+
+
+def _sqrt_chain(m, a, reduce):
+    r = m.sqrt(a * 2.0 + 0.5) * 3.0 - 1.0
+    return r.sum() if reduce == "all" else r.sum(axis=1) if reduce == "rows" else r
+
+
+@pytest.mark.parametrize("reduce", ["none", "all", "rows"])
+@pytest.mark.parametrize("frac", [0.02, 0.1, 0.2, 0.3])
+def test_a_flag_raised_in_several_chunks_of_a_parallel_kernel_warns(frac, reduce):
+    """A parallel kernel tests each chunk's floating-point flags: they are OR-ed, not added
+    (10% of a 2^20-element array invalid in sqrt: ~6 of 64 chunks raised "invalid", and
+    their sum, 6, lost the warning NumPy gives)."""
+    a = numpy.ones((1 << 10, 1 << 10))
+    a.reshape(-1)[: int(frac * a.size)] = -1.0
+    la = lazynp.asarray(a)
+    expected, np_warnings = _warning_texts(lambda: _sqrt_chain(numpy, a, reduce))
+    assert np_warnings == ["invalid value encountered in sqrt"]
+    r0 = stat("fused_groups_fp_rerun")
+    got, lz_warnings = _warning_texts(lambda: _sqrt_chain(lazynp, la, reduce))
+    assert stat("fused_groups_fp_rerun") > r0, "the kernel's flags did not send it to NumPy"
+    assert lz_warnings == np_warnings
+    numpy.testing.assert_allclose(got, expected, rtol=1e-12, equal_nan=True)

@@ -117,6 +117,7 @@ _CHUNK = 65536
 _FLAG_CHUNKS = 64
 
 _PRANGE_AXIS = re.compile(r"^(\s*)for (i\d+) in prange\((.+)\):$")
+_PRANGE_ANY = re.compile(r"^(\s*)for (\w+) in prange\((.+)\):$")
 
 
 def _with_fp_flags(body: list) -> list:
@@ -131,6 +132,9 @@ def _with_fp_flags(body: list) -> list:
     while end < len(body) and len(body[end]) - len(body[end].lstrip()) >= len(pad):
         end += 1
     inner = body[par + 1:end]
+    # (each chunk's flags go to its own slot, OR-ed once the loop is done: a prange
+    # reduction can only add, and a sum of bit sets is not their union -- two chunks that
+    # each raised "invalid" would add up to a bit no test looks at)
     axis = _PRANGE_AXIS.match(line)
     if axis is not None:
         # ``for i0 in prange(n)`` -> chunks of consecutive indices (unsigned bounds: no
@@ -138,15 +142,27 @@ def _with_fp_flags(body: list) -> list:
         lead, var, ext = axis.groups()
         head = [f"{lead}ext_ = {ext}",
                 f"{lead}nch_ = min(ext_, {_FLAG_CHUNKS})",
+                f"{lead}flg_ = np.zeros(nch_, np.int64)",
                 f"{lead}for c_ in prange(nch_):",
                 f"{pad}lo_ = np.uint64(c_ * ext_ // nch_)",
                 f"{pad}hi_ = np.uint64((c_ + 1) * ext_ // nch_)",
                 f"{pad}fp_clear()",
                 f"{pad}for {var} in range(lo_, hi_):"]
         return (["    bad = 0"] + body[:par] + head + ["    " + b for b in inner] +
-                [pad + "bad += fp_test()"] + body[end:] + ["    return bad"])
-    return (["    bad = 0"] + body[:par + 1] + [pad + "fp_clear()"] + inner +
-            [pad + "bad += fp_test()"] + body[end:] + ["    return bad"])
+                [pad + "flg_[c_] = fp_test()"] + _or_flags(lead, "nch_") + body[end:] +
+                ["    return bad"])
+    loop = _PRANGE_ANY.match(line)
+    lead, var, ext = loop.groups()
+    head = [f"{lead}npar_ = {ext}",
+            f"{lead}flg_ = np.zeros(npar_, np.int64)",
+            f"{lead}for {var} in prange(npar_):"]
+    return (["    bad = 0"] + body[:par] + head + [pad + "fp_clear()"] + inner +
+            [pad + f"flg_[{var}] = fp_test()"] + _or_flags(lead, "npar_") + body[end:] +
+            ["    return bad"])
+
+
+def _or_flags(lead: str, n: str) -> list:
+    return [f"{lead}for f_ in range({n}):", f"{lead}    bad |= flg_[f_]"]
 
 
 class KernelSpec:
