@@ -11,6 +11,8 @@ import warnings
 
 import numpy as np
 
+from .. import _split
+
 from .registry import Op, register
 
 # name: scalar expression.  Names are NumPy's ufunc names.
@@ -82,7 +84,11 @@ def ufunc_impl_out(ufunc):
         return None
 
     def impl_out(out, *args, **params):
-        ufunc(*args, out=out, **params)
+        if params:
+            ufunc(*args, out=out, **params)
+        else:
+            # (a large call on two threads: lazynp._split; NumPy's result bit for bit)
+            _split.into(ufunc, args, out)
     impl_out.__name__ = ufunc.__name__
     return impl_out
 
