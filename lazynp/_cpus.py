@@ -9,10 +9,8 @@ in two halves 900 us, the same as one call, whenever the helper had slept for a 
 or more; 470 us with the helper kept off the caller's CPU).
 
 :class:`Apart` restricts the helper's CPU affinity to the process's CPUs minus the one the
-caller is running on when it hands work over, and the helper lifts the restriction as soon as
-it runs (two system calls, ~2 us, per hand-off): the wake-up lands on another CPU than the
-caller's, and the scheduler may still balance the two threads while they work.  Off
-Linux/glibc it does nothing.
+caller is running on, re-checked at each hand-off (~0.3 us; the affinity changes only when
+the caller moved).  Off Linux/glibc it does nothing.
 """
 from __future__ import annotations
 
@@ -40,13 +38,12 @@ class Apart:
     """Keeps one helper thread (its native id given to :meth:`bind`, from that thread) on
     other CPUs than the caller of :meth:`handoff`."""
 
-    __slots__ = ("_tid", "_avoid", "_cpus", "woke_on", "caller_on")
+    __slots__ = ("_tid", "_avoid", "_cpus")
 
     def __init__(self):
         self._tid = None
         self._avoid = -1
         self._cpus = allowed_cpus()
-        self.woke_on = self.caller_on = -1      # (the last hand-off's CPUs, for tests)
 
     def bind(self, tid: int) -> None:
         self._tid = tid
@@ -55,7 +52,7 @@ class Apart:
         """Called by the thread about to hand work to the helper."""
         if _getcpu is None or self._tid is None:
             return
-        cpu = self.caller_on = _getcpu()
+        cpu = _getcpu()
         if cpu == self._avoid or cpu < 0:
             return
         others = self._cpus - {cpu}
@@ -65,18 +62,4 @@ class Apart:
             os.sched_setaffinity(self._tid, others)
             self._avoid = cpu
         except OSError:            # (the CPU set changed under us: stop placing)
-            self._tid = None
-
-    def started(self) -> None:
-        """Called by the helper once it runs: it may move again.  (Pinned while the work
-        lasts, it shared one CPU with its caller whenever the caller moved onto it: a
-        2-thread kernel of 6 ms took 3 ms at the median and 5 ms in one call of four.)"""
-        if _getcpu is not None:
-            self.woke_on = _getcpu()
-        if self._avoid < 0 or self._tid is None:
-            return
-        try:
-            os.sched_setaffinity(0, self._cpus)
-            self._avoid = -1
-        except OSError:
             self._tid = None

@@ -80,7 +80,6 @@ class _Helper:
         with np.errstate(all="call", call=self.noted):
             while True:
                 self._go.acquire()
-                self._apart.started()
                 uf, args, out = self._job
                 self._job = None
                 try:
