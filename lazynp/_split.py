@@ -32,10 +32,10 @@ from ._cpus import Apart, allowed_cpus
 #: 164 us split; at 2^20 670 -> 570 us; at 2^21 1.83 -> 1.27 ms.  (In a tight loop on the same
 #: arrays the split paid from 2^18: that is not how programs use it; at 2^18 it made the
 #: drop-in stencils 20-25% slower.)
-SPLIT_MIN = 1 << 20
+SPLIT_MIN = int(os.environ.get("LAZYNP_SPLIT_MIN", str(1 << 20)))
 #: The same for transcendental ufuncs: ``exp`` at 2^14 elements 83 us on one thread, 115 us
 #: split; at 2^15 165 -> 115 us; at 2^16 327 -> 210 us.
-SPLIT_MIN_COSTLY = 1 << 15
+SPLIT_MIN_COSTLY = int(os.environ.get("LAZYNP_SPLIT_MIN_COSTLY", str(1 << 15)))
 COSTLY = frozenset(("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos",
                     "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh",
                     "arcsinh", "arccosh", "arctanh", "power", "float_power", "hypot", "cbrt",
