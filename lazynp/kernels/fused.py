@@ -266,10 +266,17 @@ def strided_inputs(vals: list, shape: tuple):
 
 
 def _data_offset(a, base) -> int:
-    from .. import graph
-    if graph.speedups is not None:
-        return graph.speedups.data_offset(a, base)
+    """Byte offset of ``a``'s data from ``base``'s (the C helper when built)."""
+    global _data_offset_c
+    if _data_offset_c is None:
+        from .. import graph
+        _data_offset_c = graph.speedups.data_offset if graph.speedups is not None else False
+    if _data_offset_c:
+        return _data_offset_c(a, base)
     return a.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+
+
+_data_offset_c = None
 
 
 def _render(group, layout, node_type, n_in, out_idx, ndim, flat, parallel, red_axes,
