@@ -680,12 +680,13 @@ def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True, *, argnum=No
                         grads = _backward([onode], [lnp.ones(out.shape, out.dtype)],
                                           flat_nodes, tape)
             else:
-                grads_recorded, (values, grads) = grads, ran
+                # (a backward pass recorded while compiling reads more than the forward
+                # tape's readers: abandon() finds them again)
+                tape_only = grads is None
+                values, grads = ran
                 # (grad drops the value: the forward graph must not outlive the call)
                 res = _replay.deliver(res, onode, values[0]) if values else None
-                # (the backward pass recorded while compiling reads more: found again)
-                watch.extend(_replay.abandon(recorded, readers if grads_recorded is None
-                                             else None))
+                watch.extend(_replay.abandon(recorded, readers if tape_only else None))
         g = _grads_out(grads, specs, nodes, originals, single)
         return ((res, aux) if has_aux else res), g
 
