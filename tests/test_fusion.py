@@ -727,6 +727,26 @@ def test_strided_inputs_table():
     assert strided_inputs([numpy.asfortranarray(a)[:, 1:]], (5, 11)) is None
 
 
+def test_kernels_loop_in_the_memory_order_of_a_transposed_input(small_work):
+    """An elementwise nd kernel loops over the axes in the memory order of its first
+    input that is not broadcast (``y.transpose(0, 3, 1, 2) + b`` walks ``y`` contiguously and
+    writes its C-ordered output across planes); the values are NumPy's."""
+    from lazynp.kernels.fused import loop_order, strided_inputs
+    rng = numpy.random.default_rng(17)
+    y = rng.standard_normal((6, 5, 4, 3))
+    b = rng.standard_normal(3)
+    yt = y.transpose(0, 3, 1, 2)
+    table = strided_inputs([yt, b[None, :, None, None]], yt.shape)[1]
+    assert loop_order(table, 4) == (0, 2, 3, 1)
+    assert loop_order(strided_inputs([y[:, 1:]], (6, 4, 4, 3))[1], 4) is None
+    ly, lb = lazynp.asarray(y), lazynp.asarray(b)
+    r0 = stat("fused_groups_run")
+    got = numpy.asarray(lazynp.maximum(ly.transpose(0, 3, 1, 2) + lb[None, :, None, None],
+                                       0.0) * 2.0)
+    assert stat("fused_groups_run") > r0, "no fused kernel ran"
+    assert_exact(got, numpy.maximum(yt + b[None, :, None, None], 0.0) * 2.0, "transposed")
+
+
 def test_view_of_group_member_read_in_same_flush():
     """A transposed / reversed view of a value computed in the same flush cannot be read
     in the same loop as it is written."""

@@ -181,6 +181,7 @@ class KernelSpec:
         self.const_names: list = []     # packed constant arrays, one per dtype
         self.bcast: list = []           # nd layout: per input, which dims are broadcast (size 1)
         self.strided = False            # nd layout: inputs as flat buffers + table ``xs``
+        self.loop_order = None          # nd elementwise: the loops' axes, outermost first
         self.red_src_out = None         # output index holding the reduced value, if stored
         self.reduction_src = 0          # member index of the reduced value
         self.source = None
@@ -221,8 +222,8 @@ class KernelSpec:
         elif self.reduction is None:
             idx = ", ".join(f"i{d}" for d in range(nd))
             indent = "    "
-            for d in range(nd):
-                loop = rng if d == 0 else "range"
+            for n, d in enumerate(self.loop_order or range(nd)):
+                loop = rng if n == 0 else "range"
                 body.append(f"{indent}for i{d} in {loop}({self._extent(d)}):")
                 indent += "    "
             body += self._load_compute_store(indent, idx)

@@ -190,13 +190,14 @@ def run_group(group, node_type, value_of, stored) -> bool:
     out_idx = tuple(k for k, m in enumerate(members) if stored(m))
     size = _prod(shape)
     parallel = parallel_for(size, len(members))
-    spec_key = (layout.key, flat, ndim, parallel, out_idx, bcast, strided is not None,
+    order = loop_order(strided[1], ndim) if strided is not None and red is None else None
+    spec_key = (layout.key, flat, ndim, parallel, out_idx, bcast, strided is not None, order,
                 None if red is None else (red.op.name, red_axes, red.dtype,
                                           members.index(red.args[0])))
     source = _layouts.get(spec_key)
     if source is None:
         source = _render(group, layout, node_type, len(vals), out_idx, ndim, flat, parallel,
-                         red_axes, bcast, strided is not None)
+                         red_axes, bcast, strided is not None, order)
         _layouts[spec_key] = source
     outs = [pool.empty(members[k].shape, members[k].dtype) for k in out_idx]
     args_out = [o.reshape(-1) for o in outs] if flat else outs
@@ -279,12 +280,27 @@ def _data_offset(a, base) -> int:
 _data_offset_c = None
 
 
+def loop_order(table, ndim: int):
+    """The axes of an elementwise nd kernel's loop nest, outermost first, following the
+    memory order of its first input that is not broadcast (largest stride outermost), or
+    None for the C order of the output.  (A kernel reading ``y.transpose(0, 3, 1, 2)`` in
+    the output's order crosses a cache line per element: a 5M-element ``+ b`` took 58 ms,
+    NumPy's iterator, which follows the input, 11 ms.)"""
+    strides = table.view(np.int64)[:, 1:]
+    for row in strides:
+        if ndim > 1 and all(row):
+            order = tuple(sorted(range(ndim), key=lambda d: -abs(int(row[d]))))
+            return None if order == tuple(range(ndim)) else order
+    return None
+
+
 def _render(group, layout, node_type, n_in, out_idx, ndim, flat, parallel, red_axes,
-            bcast=(), strided=False) -> str:
+            bcast=(), strided=False, order=None) -> str:
     spec = cpu.KernelSpec(layout.lines(node_type), n_in, len(out_idx), ndim, flat,
                           parallel, None)
     spec.bcast = list(bcast)
     spec.strided = strided
+    spec.loop_order = order
     spec.const_names = [f"kc_{n}" for n in layout.const_names]
     spec.out_exprs = [(j, f"t{k}") for j, k in enumerate(out_idx)]
     red = group.reduction
