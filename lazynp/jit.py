@@ -110,6 +110,15 @@ def _own(out, vals, node):
     return _graph_own(out, node.shape, node.dtype, vals)
 
 
+def _owned(out, vals, node):
+    """``out`` when it already is such a result (the common case, checked cheaply), else
+    :func:`_own` of it."""
+    if type(out) is not np.ndarray or out.dtype != node.dtype or out.shape != node.shape \
+            or out.base is not None:
+        return _own(out, vals, node)
+    return out
+
+
 class Plan:
     """A compiled plan for one signature: steps over slots, buffers allocated once."""
 
@@ -378,17 +387,12 @@ class Plan:
                 else None
             if isinstance(red, type(np.add.reduce)):      # (a ufunc's own reduce method)
                 s0 = self.slot_of[id(g.args[0])]
-
                 kw = {"axis": None}       # (NumPy's default; the ufunc method's is 0)
                 kw.update(params)
 
                 def generic_reduce(env):
                     a0 = env[s0]
-                    out = red(a0, **kw)
-                    if type(out) is not np.ndarray or out.dtype != dtype or \
-                            out.shape != shape or out.base is not None:
-                        out = _own(out, [a0], g)
-                    env[i] = out
+                    env[i] = _owned(red(a0, **kw), [a0], g)
                 return generic_reduce
             fn = getattr(impl, "numpy_function", None)
             flat = _flat_template(params["tpl"], g.args, self.slot_of) if fn is not None and \
@@ -398,21 +402,13 @@ class Plan:
 
                 def generic_call2(env):
                     a0, a1 = env[s0], env[s1]
-                    out = fn(a0, a1)
-                    if type(out) is not np.ndarray or out.dtype != dtype or \
-                            out.shape != shape or out.base is not None:
-                        out = _own(out, [a0, a1], g)
-                    env[i] = out
+                    env[i] = _owned(fn(a0, a1), [a0, a1], g)
                 return generic_call2
 
             def generic(env):
                 vals = get(env)
                 out = impl(*vals, **params) if params else impl(*vals)
-                if not isinstance(out, tuple):
-                    if type(out) is not np.ndarray or out.dtype != dtype or \
-                            out.shape != shape or out.base is not None:
-                        out = _own(out, vals, g)
-                env[i] = out
+                env[i] = out if isinstance(out, tuple) else _owned(out, vals, g)
             return generic
         buf = env0[i]
         if op.ufunc is not None:
