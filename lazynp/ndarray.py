@@ -636,6 +636,10 @@ def _make_class():
         cls = graph.speedups.ndarray
         graph.speedups.set_metatype(cls, _ArrayType)
         core = frozenset(cls.__dict__)
+        # what NumPy's operators see on the class: None during `numpy_scalar * array`, so
+        # that they give way to the array's reflected operator (see OperatorDeferral)
+        _ArrayType.__array_ufunc__ = graph.speedups.OperatorDeferral(
+            cls.__dict__["__array_ufunc__"])
         install = graph.speedups.install_member
         for name, value in _CoreReference.__dict__.items():   # the core's cold paths
             if name not in _SKIP and name not in core:
