@@ -770,6 +770,69 @@ cdef class ndarray:
             return _method_py["astype"](self, *args, **kwargs)
         return _method(self, "astype", "elementwise", args, kwargs)
 
+    # --- views: NumPy's own view of the shadow, shared with this array when NumPy made one
+    # (else, and while a transform records, the Python path: lazynp._methods) -------------
+    def reshape(self, *shape, **kwargs):
+        if not _record_all and not kwargs and shape:
+            try:
+                r = _shadow_view(self, _shadow_of(self).reshape(*shape))
+            except (TypeError, ValueError):
+                r = None                   # (NumPy's error, from the Python path)
+            if r is not None:
+                return r
+        return _method_py["reshape"](self, *shape, **kwargs)
+
+    def ravel(self, *args, **kwargs):
+        cdef object sh
+        if not _record_all and not args and not kwargs:
+            sh = _shadow_of(self)
+            if cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>sh):
+                r = _shadow_view(self, sh.reshape(-1))
+                if r is not None:
+                    return r
+        return _method_py["ravel"](self, *args, **kwargs)
+
+    def transpose(self, *axes):
+        if not _record_all:
+            try:
+                r = _shadow_view(self, _shadow_of(self).transpose(*axes))
+            except (TypeError, ValueError):
+                r = None
+            if r is not None:
+                return r
+        return _method_py["transpose"](self, *axes)
+
+    @property
+    def real(self):
+        cdef object sh
+        if not _record_all:
+            sh = _shadow_of(self)
+            if not cnp.PyArray_ISCOMPLEX(<cnp.ndarray>sh):
+                return self                # (lazynp.real of a real array: the array)
+            r = _shadow_view(self, sh.real)
+            if r is not None:
+                return r
+        return _parts_py[0](self)
+
+    @real.setter
+    def real(self, value):
+        _parts_py[1](self, value)
+
+    @property
+    def imag(self):
+        cdef object sh
+        if not _record_all:
+            sh = _shadow_of(self)
+            if cnp.PyArray_ISCOMPLEX(<cnp.ndarray>sh):
+                r = _shadow_view(self, sh.imag)
+                if r is not None:
+                    return r
+        return _parts_py[2](self)
+
+    @imag.setter
+    def imag(self, value):
+        _parts_py[3](self, value)
+
     # --- indexing ---------------------------------------------------------------------
     def __getitem__(self, index):
         cdef object v
@@ -1378,7 +1441,8 @@ cdef object _eager_call(fn, tuple args, dict kwargs, kind):
 #: The ndarray methods the C type defines (``sum``, ``copy``...) -> lazynp._methods'
 #: Python versions (the recorded path, when NumPy's method may not run at once).
 METHOD_NAMES = ("sum", "prod", "mean", "std", "var", "min", "max", "argmin", "argmax", "all",
-                "any", "cumsum", "cumprod", "clip", "copy", "astype")
+                "any", "cumsum", "cumprod", "clip", "copy", "astype", "reshape", "ravel",
+                "transpose")
 cdef dict _method_py = {}
 
 
@@ -1487,6 +1551,31 @@ cdef object _shadow_of(ndarray a):
         else:
             v.shadow = _empty_fn(h.shape, h.dtype)
     return v.shadow
+
+
+cdef list _parts_py = [None] * 4    # real's getter and setter, imag's (lazynp.ndarray)
+
+
+def configure_parts(real, imag):
+    """The Python ``real`` and ``imag`` properties (taken for what the C ones leave)."""
+    _parts_py[:] = [real.fget, real.fset, imag.fget, imag.fset]
+
+
+cdef object _shadow_view(ndarray a, sh):
+    """A view of ``a`` with NumPy array ``sh`` as its shadow when ``sh`` is a non-empty view
+    NumPy made of ``a``'s Var's shadow (its base chain leads there), else None."""
+    if type(sh) is not _ndarray_np or cnp.PyArray_SIZE(<cnp.ndarray>sh) == 0:
+        return None
+    cdef object target = (<Var>_attach(a)).shadow
+    cdef object b = sh
+    cdef int i
+    for i in range(4):
+        if b is target:
+            return _view_handle(a, sh)
+        if type(b) is not _ndarray_np or cnp.PyArray_BASE(<cnp.ndarray>b) == NULL:
+            return None
+        b = <object>cnp.PyArray_BASE(<cnp.ndarray>b)
+    return None
 
 
 cdef object _view_handle(ndarray base, sh):

@@ -700,4 +700,5 @@ def _install_methods():
             data_offset=_data_offset, view_node=_view_node_now, view_on=graph._view_impl,
             array=_Members.__array__, array_ufunc=_Members.__array_ufunc__,
             transpose=lambda a: a.transpose())
+        graph.speedups.configure_parts(_Members.real, _Members.imag)
     _methods.install(ndarray, _CORE_NAMES)
