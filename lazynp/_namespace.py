@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
-from . import _differentiable, _eager, _policy, _reductions, _views, devices as _devices, graph
+from . import _differentiable, _eager, _policy, _reductions, _shortcuts, _views, devices as _devices, graph
 from ._differentiable import (append, asarray_chkfinite, block, c_, gradient,  # noqa
                               insert, place, polyadd, polyder, polyint, polymul, polysub, put,
                               r_, real_if_close, sort_complex)
@@ -1313,7 +1313,8 @@ def _eager_functions():
     for kind, names in kinds.items():
         for name in names.split():
             if name in g and hasattr(np, name) and not isinstance(g[name], UFUNCS["add"].__class__):
-                g[name] = _eager.eager_first(getattr(np, name), g[name], kind)
+                np_fn = _shortcuts.BY_NAME.get(name) or getattr(np, name)
+                g[name] = _eager.eager_first(np_fn, g[name], kind)
 
 
 _eager_functions()
