@@ -39,7 +39,7 @@ def stats() -> dict:
     out.update(_fallback.report())
     if graph.speedups is not None:
         for k, n in graph.speedups.eager_counters().items():
-            out[k] += n
+            out[k] = out.get(k, 0) + n
     from . import devices
     if devices.ACTIVE:                                       # (device hook)
         from .engine import streams

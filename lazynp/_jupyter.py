@@ -66,6 +66,7 @@ _STAT_DOCS = {
     "bound_flushes": "flushes because the pending graph grew past its bound",
     "inplace_writes": "writes done in place",
     "copy_on_write": "writes done on a copy",
+    "elided": "temporaries reused for a result (NumPy's elision)",
     "kernel_compiles": "fused kernels compiled (Numba)",
     "kernel_cache_hits": "fused kernels loaded from the disk cache",
     "kernel_compile_seconds": "time spent compiling kernels",

@@ -393,7 +393,7 @@ cdef object _VIEW = None, _book_lock = None, _pool = None, _value_of = None
 
 cdef int _record_all = 0
 cdef Py_ssize_t _eager_max = 65536
-cdef Py_ssize_t _n_eager = 0, _n_inplace = 0
+cdef Py_ssize_t _n_eager = 0, _n_inplace = 0, _n_elided = 0
 cdef object _NE = object()          # "not computed": an operand the fast path cannot take
 cdef object _leaf_fn = None, _materialize_fn = None, _empty_fn = None, _ascontig_fn = None
 cdef object _getitem_py = None, _setitem_py = None, _writable_py = None, _construct_py = None
@@ -467,13 +467,14 @@ cdef bint _run_now(op, tuple args, shape) except -1:
 
 def eager_counters():
     """Operations the fast paths ran at once, and writes they made in place."""
-    return {"ops_eager": _n_eager, "inplace_writes": _n_inplace}
+    return {"ops_eager": _n_eager, "inplace_writes": _n_inplace, "elided": _n_elided}
 
 
 def reset_eager_counters():
-    global _n_eager, _n_inplace
+    global _n_eager, _n_inplace, _n_elided
     _n_eager = 0
     _n_inplace = 0
+    _n_elided = 0
 
 
 def configure_array(cls, *, leaf, materialize, getitem, setitem, writable, construct,
@@ -596,7 +597,6 @@ cdef inline Py_ssize_t _size_of(shape):
     return n
 
 
-@cython.freelist(256)
 @cython.freelist(256)
 cdef class ndarray:
     """A lazy NumPy array.  Use it exactly like :class:`numpy.ndarray`.
@@ -1756,6 +1756,22 @@ cdef class OperatorDeferral:
         raise AttributeError("lazynp.ndarray.__array_ufunc__ is read-only")
 
 
+cdef inline bint _same_shape(cnp.ndarray a, cnp.ndarray b):
+    # (a typed ndarray's .shape is its C dims pointer in Cython: compare the dimensions)
+    cdef int i, nd = cnp.PyArray_NDIM(a)
+    if nd != cnp.PyArray_NDIM(b):
+        return False
+    for i in range(nd):
+        if cnp.PyArray_DIMS(a)[i] != cnp.PyArray_DIMS(b)[i]:
+            return False
+    return True
+
+
+cdef inline Py_ssize_t _refs_of_value(ndarray t):
+    """References to a detached array's NumPy value (a borrowed read: no reference taken)."""
+    return (<PyObject*>t._val).ob_refcnt
+
+
 cdef object _elide(int k, x, y, vx, vy):
     """NumPy's temporary elision for ``x (op) y`` run at once: when one operand is a
     temporary lazynp array (only the interpreter's stack refers to it, its buffer only to
@@ -1766,14 +1782,19 @@ cdef object _elide(int k, x, y, vx, vy):
     cdef object other, tv
     cdef bint left
     if type(x) is ndarray and (<ndarray>x)._v is None and lz_refcnt(x) == 1:
-        t, tv, other, left = <ndarray>x, vx, vy, True
+        t, left = <ndarray>x, True
     elif type(y) is ndarray and (<ndarray>y)._v is None and lz_refcnt(y) == 1 and \
             (k == K_ADD or k == K_MUL):
-        t, tv, other, left = <ndarray>y, vy, vx, False
+        t, left = <ndarray>y, False
     else:
         return None
-    if t._ext or t._isview or lz_refcnt(tv) != 2 or \
-            cnp.PyArray_SIZE(<cnp.ndarray>tv) < _ELIDE_MIN or \
+    # the buffer: held by ``t`` and by _binop's own reference to it (vx or vy), nothing else
+    # (counted before this function takes references of its own)
+    if t._ext or t._isview or t._val is None or _refs_of_value(t) != 2:
+        return None
+    tv = t._val
+    other = vy if left else vx
+    if cnp.PyArray_SIZE(<cnp.ndarray>tv) < _ELIDE_MIN or \
             not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>tv) or not lz_in_binary_op():
         return None
     dk = (<cnp.ndarray>tv).dtype.kind
@@ -1789,11 +1810,12 @@ cdef object _elide(int k, x, y, vx, vy):
         if (<cnp.ndarray>other).dtype is not (<cnp.ndarray>tv).dtype and \
                 (<cnp.ndarray>other).dtype != (<cnp.ndarray>tv).dtype:
             return None
-        if (<cnp.ndarray>other).shape != (<cnp.ndarray>tv).shape:
+        if not _same_shape(<cnp.ndarray>other, <cnp.ndarray>tv):
             return None
     else:
         return None
-    global _n_eager
+    global _n_eager, _n_elided
+    _n_elided += 1
     if k == K_ADD:
         PyNumber_InPlaceAdd(tv, other)
     elif k == K_MUL:

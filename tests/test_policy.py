@@ -358,3 +358,22 @@ def test_large_object_arrays_run_numpys_object_loops(bound):
         assert a.sum() == c.sum() and type(a.sum()) is Fraction
     finally:
         lazynp._policy.set_eager_max_elems(saved)
+
+
+@pytest.mark.skipif(lazynp.graph.speedups is None, reason="elision is the C fast path's")
+def test_large_temporaries_run_at_once_are_reused_in_place():
+    """``(a + b) + c`` and ``2.0 * (a + b)``: the temporary's buffer takes the result, as
+    NumPy's elision does (a new 2 MB array per operation costs page faults); a Cython
+    change once made the check compare shape pointers, so no temporary was ever reused."""
+    counters = lazynp.graph.speedups.eager_counters
+    n = numpy.random.default_rng(5).random((512, 512))
+    a, b, c = lazynp.array(n), lazynp.array(n * 2.0), lazynp.array(n * 3.0)
+    u = lazynp.array(n)
+    before = counters()["elided"]
+    r1 = a + b + c
+    r2 = 2.0 * (a + b)
+    r3 = u[2:, 1:] + u[:-2, :-1] - u[1:-1, 1:]
+    assert counters()["elided"] - before == 3
+    numpy.testing.assert_array_equal(numpy.asarray(r1), n + n * 2.0 + n * 3.0)
+    numpy.testing.assert_array_equal(numpy.asarray(r2), 2.0 * (n + n * 2.0))
+    numpy.testing.assert_array_equal(numpy.asarray(r3), n[2:, 1:] + n[:-2, :-1] - n[1:-1, 1:])
