@@ -399,6 +399,7 @@ cdef object _leaf_fn = None, _materialize_fn = None, _empty_fn = None, _ascontig
 cdef object _getitem_py = None, _setitem_py = None, _writable_py = None, _construct_py = None
 cdef object _data_offset_fn = None, _view_node_fn = None
 cdef type _np_generic = None, _np_integer = None
+cdef object _np_dtype = None
 cdef object _view_on_fn = None
 cdef object _array_py = None, _array_ufunc_py = None, _transpose_py = None
 cdef list _fwd = [None] * 16, _rev = [None] * 16, _inpl = [None] * 16, _cmp = [None] * 6
@@ -477,12 +478,15 @@ def reset_eager_counters():
     _n_elided = 0
 
 
-def configure_array(cls, *, leaf, materialize, getitem, setitem, writable, construct,
-                    data_offset, view_node, view_on, array, array_ufunc, transpose):
+def configure_array(cls, *, leaf, leaf_op, materialize, getitem, setitem, writable,
+                    construct, data_offset, view_node, view_on, array, array_ufunc,
+                    transpose):
     """Hand the array type its Python paths (called once, by ndarray.py / _methods.py)."""
     global _array_cls, _leaf_fn, _materialize_fn, _empty_fn, _ascontig_fn, _getitem_py
+    global _LEAF
     global _setitem_py, _writable_py, _construct_py, _data_offset_fn, _view_node_fn
     global _np_generic, _view_on_fn, _ndarray_np, _array_py, _np_integer, _array_ufunc_py
+    global _np_dtype
     global _transpose_py
     import numpy
     _array_py = array
@@ -492,11 +496,13 @@ def configure_array(cls, *, leaf, materialize, getitem, setitem, writable, const
     _view_on_fn = view_on
     _array_cls = cls
     _leaf_fn = leaf
+    _LEAF = leaf_op
     _materialize_fn = materialize
     _empty_fn = numpy.empty
     _ascontig_fn = numpy.ascontiguousarray
     _np_generic = numpy.generic
     _np_integer = numpy.integer
+    _np_dtype = numpy.dtype
     _getitem_py = getitem
     _setitem_py = setitem
     _writable_py = writable
@@ -1314,8 +1320,8 @@ cdef object _call_arg(o, bint sized, Py_ssize_t* maxsize):
             maxsize[0] = n
         return o
     if t is float or t is int or t is bool or o is None or t is str or t is complex or \
-            isinstance(o, _np_generic):
-        return o
+            isinstance(o, _np_generic) or t is type or isinstance(o, _np_dtype):
+        return o                        # (scalars, and dtypes: np.float64, float, 'f8'...)
     if t is tuple:
         for x in <tuple>o:
             if type(x) is not int:
@@ -1520,12 +1526,26 @@ cdef object _new_array(Node node, bint scalar):
     return a
 
 
+cdef object _LEAF = None       # graph.LEAF
+
+
+cdef Node _leaf(value, bint exported):
+    """graph.leaf in C: a computed node holding ``value``."""
+    cdef Node n = Node.__new__(Node)
+    _init_node(n, _LEAF, (), None, value.shape, value.dtype)
+    n.value = value
+    n.state = DONE
+    n.exported = exported
+    return n
+
+
 cdef Var _attach(ndarray a):
     """``a``'s Var; a detached array gets one now (a computed leaf holding its value)."""
     cdef Var v
     if a._v is None:
         v = Var.__new__(Var)
-        v.head = _leaf_fn(a._val, a._ext)
+        v.head = _leaf(a._val, a._ext) if _LEAF is not None and type(a._val) is _ndarray_np \
+            else _leaf_fn(a._val, a._ext)
         a._v = v
         a._val = None
         _track(a)

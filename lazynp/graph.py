@@ -144,11 +144,12 @@ VIEW = register(Op("view", "view", _view_impl, raises_on_values=False))
 
 
 def leaf(value: np.ndarray, exported: bool = False) -> Node:
-    """A node holding a concrete NumPy array (C-contiguous, owned by lazynp)."""
+    """A node holding a concrete NumPy array (C-contiguous, owned by lazynp).  Its engine
+    var is made when a flush first reads it (most leaves, made for views of arrays computed
+    at once, never meet the engine)."""
     n = Node(LEAF, (), None, value.shape, value.dtype)
     n.value = value
     n.state = DONE
-    n.evar = engine.new_var()
     n.exported = exported
     return n
 
@@ -1101,7 +1102,13 @@ def _push_bulk(eng, plan: _Plan, items, wait: bool = False) -> None:
         with _held():       # (Ctrl-C: raised once the flush is done, never a node's error)
             run_all()
     else:
-        eng.push(run_all, [r.evar for r in plan.external if r.evar is not None], writes)
+        reads = []
+        for r in plan.external:
+            if r.evar is None and r.op is LEAF:
+                r.evar = eng.new_var()      # (a leaf's var: later writes wait for this read)
+            if r.evar is not None:
+                reads.append(r.evar)
+        eng.push(run_all, reads, writes)
 
 
 def _bulk_item_failed(item, exc: BaseException) -> None:

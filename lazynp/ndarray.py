@@ -695,7 +695,8 @@ def _install_methods():
     from . import _methods
     if graph.speedups is not None:
         graph.speedups.configure_array(
-            ndarray, leaf=graph.leaf, materialize=graph.materialize, getitem=_getitem_py,
+            ndarray, leaf=graph.leaf, leaf_op=graph.LEAF, materialize=graph.materialize,
+            getitem=_getitem_py,
             setitem=_setitem_py, writable=graph.writable_view, construct=_construct_value,
             data_offset=_data_offset, view_node=_view_node_now, view_on=graph._view_impl,
             array=_Members.__array__, array_ufunc=_Members.__array_ufunc__,
