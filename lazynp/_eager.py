@@ -12,7 +12,7 @@ import functools
 
 import numpy as np
 
-from . import _policy, devices as _devices
+from . import _policy, _shortcuts, devices as _devices
 from ._operands import NOT_EAGER, eager_operand, value_for_eager
 from . import graph as _graph
 from .graph import STATS
@@ -141,9 +141,12 @@ def try_method(arr, name: str, args: tuple, kwargs: dict, kind: str):
     v = value_for_eager(arr)
     if v is None or not _policy.sized_ok(kind, _policy.counted_size(v)):
         return NOT_EAGER
+    shortcut = _shortcuts.METHODS.get(name)
     if args or kwargs:
+        if shortcut is not None:
+            return try_call(shortcut, (v,) + args, kwargs, "opaque", v)
         return try_call(getattr(v, name), args, kwargs, "opaque", v)
-    res = getattr(v, name)()
+    res = shortcut(v) if shortcut is not None else getattr(v, name)()
     _count()
     return wrap(res, (v,))
 

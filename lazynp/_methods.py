@@ -263,7 +263,9 @@ def install(cls, skip=frozenset()) -> None:
     for name in _DELEGATED:
         members[name] = _item_method(name)
     if _g.speedups is not None:
-        _g.speedups.configure_methods({n: members[n] for n in _g.speedups.METHOD_NAMES})
+        from ._shortcuts import METHODS
+        _g.speedups.configure_methods({n: members[n] for n in _g.speedups.METHOD_NAMES},
+                                      METHODS)
     setter = _g.speedups.install_member if _g.speedups is not None else setattr
     for name, value in members.items():
         if name not in skip:

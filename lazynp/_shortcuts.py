@@ -63,5 +63,40 @@ def zeros_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None)
     return _np_zeros_like(a, dtype, order, subok, shape, device=device)
 
 
+_intp = np.intp
+_true_divide = np.true_divide
+_f2, _f8 = np.dtype("f2"), np.dtype("f8")
+_np_mean = np.mean
+
+
+def mean(a, axis=None, dtype=None, out=None, keepdims=_NoValue, *, where=_NoValue):
+    """``numpy.mean`` (and ``ndarray.mean``): of a non-empty NumPy array over all its axes or
+    one, the ``add.reduce`` and the division by the count (a ``numpy.intp``) that NumPy's
+    ``_mean`` makes."""
+    if type(a) is _ndarray and out is None and (where is _NoValue or where is True) and \
+            (axis is None or type(axis) is int and -a.ndim <= axis < a.ndim):
+        items = a.size if axis is None else a.shape[axis]
+        kind = a.dtype.kind
+        if items and (dtype is not None or kind in "fciub" and a.dtype != _f2):
+            if dtype is None and kind in "iub":
+                dtype = _f8
+            ret = _add_reduce(a, axis, dtype, None, keepdims is not _NoValue and keepdims)
+            rcount = _intp(items)
+            if type(ret) is _ndarray:
+                return _true_divide(ret, rcount, out=ret, casting="unsafe", subok=False)
+            if hasattr(ret, "dtype"):
+                return ret.dtype.type(ret / rcount)
+            return ret / rcount
+    kwargs = {}
+    if keepdims is not _NoValue:
+        kwargs["keepdims"] = keepdims
+    if where is not _NoValue:
+        kwargs["where"] = where
+    return _np_mean(a, axis, dtype, out, **kwargs)
+
+
 #: The shortcuts by NumPy name (lazynp._namespace runs these instead of NumPy's).
-BY_NAME = {f.__name__: f for f in (roll, sum, zeros_like)}
+BY_NAME = {f.__name__: f for f in (roll, sum, zeros_like, mean)}
+
+#: The ndarray methods run by a shortcut (``method(value, *args, **kwargs)``).
+METHODS = {"mean": mean}

@@ -1452,9 +1452,14 @@ METHOD_NAMES = ("sum", "prod", "mean", "std", "var", "min", "max", "argmin", "ar
 cdef dict _method_py = {}
 
 
-def configure_methods(dict python_methods):
-    """The recorded (Python) versions of :data:`METHOD_NAMES`."""
+cdef dict _method_shortcuts = {}
+
+
+def configure_methods(dict python_methods, dict shortcuts):
+    """The recorded (Python) versions of :data:`METHOD_NAMES`, and the methods run at once
+    by a shortcut (lazynp._shortcuts.METHODS) instead of NumPy's own method."""
     _method_py.update(python_methods)
+    _method_shortcuts.update(shortcuts)
 
 
 cdef object _method(ndarray self, name, kind, tuple args, dict kwargs):
@@ -1480,9 +1485,15 @@ cdef object _eager_method(arr, name, tuple args, dict kwargs, kind):
         return _NOT_EAGER
     if sized and maxsize >= _eager_max:
         return _NOT_EAGER
+    shortcut = _method_shortcuts.get(name)
     if args or kwargs:
-        return _eager_call(getattr(v, name), args, kwargs, "opaque") if \
-            not (sized and _has_lazy_big(args, kwargs)) else _NOT_EAGER
+        if sized and _has_lazy_big(args, kwargs):
+            return _NOT_EAGER
+        if shortcut is not None:
+            return _eager_call(shortcut, (v,) + args, kwargs, "opaque")
+        return _eager_call(getattr(v, name), args, kwargs, "opaque")
+    if shortcut is not None:
+        return _wrap_result(shortcut(v), (v,))
     return _wrap_result(getattr(v, name)(), (v,))
 
 

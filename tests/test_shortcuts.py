@@ -6,6 +6,8 @@ it hands to NumPy.  Also checked through the namespace (``lazynp.roll`` on lazy 
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy
 import pytest
 
@@ -106,3 +108,42 @@ def test_the_namespace_runs_the_shortcuts_at_once():
     assert numpy.array_equal(numpy.asarray(r), numpy.roll(expected, 1, axis=1))
     assert type(s) is numpy.float64 and s == expected.sum()
     assert numpy.array_equal(numpy.asarray(z), numpy.zeros((3, 4)))
+
+
+@pytest.mark.parametrize("index", range(len(_arrays())))
+@pytest.mark.parametrize("kwargs", [{}, {"axis": 0}, {"axis": -1}, {"axis": 2}, {"axis": 5},
+                                    {"axis": (0, 1)}, {"dtype": numpy.float32},
+                                    {"dtype": numpy.float64, "axis": 1}, {"keepdims": True},
+                                    {"axis": 0, "keepdims": True}, {"where": True},
+                                    {"where": False}, {"axis": numpy.int64(0)},
+                                    {"dtype": object}])
+def test_mean_equals_numpy(index, kwargs):
+    a = _arrays()[index]
+    with warnings.catch_warnings(record=True) as expected_warnings:
+        warnings.simplefilter("always")
+        expected = _outcome(numpy.mean, a, **kwargs)
+    with warnings.catch_warnings(record=True) as got_warnings:
+        warnings.simplefilter("always")
+        got = _outcome(_shortcuts.mean, a, **kwargs)
+    _assert_same(expected, got)
+    assert [w.category for w in got_warnings] == [w.category for w in expected_warnings]
+    if not isinstance(expected, tuple) and not kwargs.get("where") is False:
+        method = _outcome(lambda: a.mean(**kwargs))
+        _assert_same(method, got)
+
+
+def test_mean_of_float16_and_other_inputs_is_numpys():
+    h = numpy.linspace(0, 1, 7, dtype=numpy.float16)
+    for a in (h, h.reshape(7, 1), [1, 2, 4], numpy.float32(3.0),
+              numpy.array([1.5, 2.5], dtype=numpy.longdouble)):
+        _assert_same(numpy.mean(a), _shortcuts.mean(a))
+        _assert_same(_outcome(numpy.mean, a, axis=0), _outcome(_shortcuts.mean, a, axis=0))
+
+
+def test_lazy_mean_method_and_function_run_the_shortcut_at_once():
+    n = numpy.random.default_rng(2).random((6, 5)).astype(numpy.float32)
+    a = lazynp.array(n)
+    for got, want in ((a.mean(), n.mean()), (lazynp.mean(a), numpy.mean(n)),
+                      (a.mean(axis=1), n.mean(axis=1)), (a.mean(0, keepdims=True),
+                                                         n.mean(0, keepdims=True))):
+        _assert_same(want, got if not isinstance(got, lazynp.ndarray) else numpy.asarray(got))
