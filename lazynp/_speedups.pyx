@@ -1742,6 +1742,9 @@ cdef object _binop(int k, x, y):
                     r = _elide(k, x, y, vx, vy)
                     if r is not None:
                         return r
+                    r = lz_arith(_arith_ufuncs[k], vx, vy)
+                    if r is not None:
+                        return _wrap(r)
                 elif k == K_MATMUL and type(vx) is _ndarray_np and type(vy) is _ndarray_np:
                     r = lz_vector_dot(vx, vy)
                     if r is not None:
@@ -1791,6 +1794,118 @@ cdef extern from *:
     """
     object lz_vector_dot(object a, object b)
 
+
+cdef extern from *:
+    """
+    #include "numpy/ufuncobject.h"
+    /* ``x (op) y`` for op in + - * / (``add``... given as ``uf``) on small float64/float32
+       operands computed at once: NumPy's own loop for the dtype (the ufunc's ``functions``
+       entry NumPy's call ends up running) called on the operands' data, without the ufunc
+       machinery around it (~0.35 us of ~0.45 us for 100 elements).  These four are IEEE
+       operations, correctly rounded element by element, so the result does not depend on
+       how the loop walks the elements.  Taken only where NumPy's result is a new C-ordered
+       array of the operands' dtype with no broadcasting: same-shape 1-D or row-major 2-D
+       arrays (positive strides), or one of them with a scalar of the array's own dtype (a
+       Python float for float64).  A floating-point flag raised (overflow, 0/0...): None,
+       and the caller makes NumPy's call, which warns or raises as the errstate says.  None
+       too for anything else. */
+    static int lz_rowmajor(PyArrayObject *a) {
+        int nd = PyArray_NDIM(a);
+        if (nd == 1) return PyArray_STRIDE(a, 0) > 0 || PyArray_DIM(a, 0) == 1;
+        if (nd != 2) return 0;
+        npy_intp s0 = PyArray_STRIDE(a, 0), s1 = PyArray_STRIDE(a, 1);
+        npy_intp d0 = PyArray_DIM(a, 0), d1 = PyArray_DIM(a, 1);
+        if (d0 == 1) return s1 > 0 || d1 == 1;
+        if (d1 == 1) return s0 > 0;
+        return s1 > 0 && s0 >= s1 * d1;
+    }
+    static int lz_loop_operand(PyObject *o, int t) {
+        PyArrayObject *a = (PyArrayObject *)o;
+        return PyArray_TYPE(a) == t && PyArray_ISALIGNED(a) && PyArray_ISNOTSWAPPED(a) &&
+            PyArray_SIZE(a) > 0 && lz_rowmajor(a);
+    }
+    static PyObject *lz_arith(PyObject *uf_obj, PyObject *a, PyObject *b) {
+        PyUFuncObject *uf = (PyUFuncObject *)uf_obj;
+        PyArrayObject *x = NULL, *y = NULL;   /* the array operands */
+        double sd; float sf;                   /* a scalar operand's value */
+        void *sp = NULL; int scalar_first = 0;
+        int t;
+        if (PyArray_CheckExact(a)) x = (PyArrayObject *)a;
+        if (PyArray_CheckExact(b)) y = (PyArrayObject *)b;
+        PyArrayObject *arr = x != NULL ? x : y;
+        if (arr == NULL) Py_RETURN_NONE;
+        t = PyArray_TYPE(arr);
+        if (t != NPY_DOUBLE && t != NPY_FLOAT) Py_RETURN_NONE;
+        if (x == NULL || y == NULL) {
+            PyObject *s = x == NULL ? a : b;
+            scalar_first = x == NULL;
+            if (t == NPY_DOUBLE && (PyFloat_CheckExact(s) || PyArray_IsScalar(s, Double))) {
+                sd = PyFloat_AS_DOUBLE(s);      /* (numpy.float64 is a float subclass) */
+                sp = &sd;
+            } else if (t == NPY_FLOAT && Py_IS_TYPE(s, &PyFloatArrType_Type)) {
+                sf = PyArrayScalar_VAL(s, Float);
+                sp = &sf;
+            } else {
+                Py_RETURN_NONE;
+            }
+            if (!lz_loop_operand((PyObject *)arr, t)) Py_RETURN_NONE;
+        } else {
+            if (!lz_loop_operand(a, t) || !lz_loop_operand(b, t)) Py_RETURN_NONE;
+            int nd = PyArray_NDIM(x);
+            if (nd != PyArray_NDIM(y)) Py_RETURN_NONE;
+            for (int i = 0; i < nd; i++)
+                if (PyArray_DIM(x, i) != PyArray_DIM(y, i)) Py_RETURN_NONE;
+        }
+        PyUFuncGenericFunction fn = NULL; void *data = NULL;
+        for (int i = 0; i < uf->ntypes; i++) {
+            const char *tp = uf->types + i * uf->nargs;
+            if (tp[0] == t && tp[1] == t && tp[2] == t) {
+                fn = uf->functions[i];
+                data = uf->data != NULL ? uf->data[i] : NULL;
+                break;
+            }
+        }
+        if (fn == NULL || uf->nin != 2 || uf->nout != 1) Py_RETURN_NONE;
+        int nd = PyArray_NDIM(arr);
+        PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(nd, PyArray_DIMS(arr), t);
+        if (out == NULL) return NULL;
+        npy_intp rows = nd == 2 ? PyArray_DIM(arr, 0) : 1;
+        npy_intp cols = PyArray_DIM(arr, nd - 1);
+        npy_intp item = PyArray_ITEMSIZE(out);
+        const int flags = FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID;
+        feclearexcept(flags);
+        for (npy_intp r = 0; r < rows; r++) {
+            char *args[3];
+            npy_intp steps[3], n = cols;
+            PyArrayObject *ops[2] = {x, y};
+            for (int k = 0; k < 2; k++) {
+                PyArrayObject *o = ops[k];
+                if (o == NULL) {
+                    args[k] = (char *)sp;
+                    steps[k] = 0;
+                } else {
+                    args[k] = PyArray_BYTES(o) + (nd == 2 ? r * PyArray_STRIDE(o, 0) : 0);
+                    steps[k] = PyArray_STRIDE(o, nd - 1);
+                }
+            }
+            args[2] = PyArray_BYTES(out) + r * cols * item;
+            steps[2] = item;
+            fn(args, &n, steps, data);
+        }
+        (void)scalar_first;
+        if (fetestexcept(flags)) {
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        return (PyObject *)out;
+    }
+    """
+    object lz_arith(object uf, object a, object b)
+
+
+import numpy as _numpy
+#: add, subtract, multiply, true_divide by dunder kind (K_ADD...K_TRUEDIV): lz_arith's ufuncs
+cdef list _arith_ufuncs = [_numpy.add, _numpy.subtract, _numpy.multiply, _numpy.true_divide]
 
 cdef Py_ssize_t _ELIDE_MIN = 32768   # elements: NumPy elides temporaries from 256 KiB
 import opcode as _opcode

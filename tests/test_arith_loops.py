@@ -1,0 +1,127 @@
+"""``x (op) y`` for + - * / on small float arrays computed at once: the C fast path runs NumPy's
+own loop for the dtype without the ufunc machinery.  Each result must equal NumPy's bit for
+bit, with NumPy's dtype, memory layout, warnings and errors, for every operand form the fast
+path takes and every one it leaves to NumPy."""
+from __future__ import annotations
+
+import operator
+import warnings
+
+import numpy
+import pytest
+
+import lazynp
+
+OPS = [operator.add, operator.sub, operator.mul, operator.truediv]
+
+
+def _matrix(rng, dtype, shape=(9, 13)):
+    v = rng.standard_normal(shape) * 10.0 ** rng.integers(-30, 30, shape)
+    v.flat[::7] = 0.0
+    return v.astype(dtype)
+
+
+#: Operands taken the same way from a NumPy matrix and from its lazynp copy.
+FORMS = [
+    lambda M: M,                        # the whole (C-contiguous) matrix
+    lambda M: M[1:-1, 2:],              # a stencil view: row-major, padded rows
+    lambda M: M[::2, ::3],              # strided both ways
+    lambda M: M[3],                     # a row
+    lambda M: M[:, 4],                  # a column (1-D, strided)
+    lambda M: M[2:3, :],                # one row kept 2-D
+    lambda M: M[:, 1:2],                # one column kept 2-D
+    lambda M: M[::-1, :],               # negative strides (NumPy's call)
+    lambda M: M.T,                      # column-major (NumPy's call: its layout)
+    lambda M: M[None, 0, :],            # 3-D... 2-D from an index with a new axis
+    lambda M: M[:, :, None][:, :, 0],
+]
+
+
+def _outcome(op, a, b):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            r = op(a, b)
+        except Exception as e:          # noqa: BLE001 - the class is compared
+            return ("raised", type(e)), []
+    return r, [str(w.message) for w in caught]
+
+
+def _same(expected, got):
+    if isinstance(expected, tuple):
+        assert got == expected
+        return
+    if isinstance(expected, numpy.ndarray):
+        assert type(got) is lazynp.ndarray
+        got = numpy.asarray(got)
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+        assert got.flags.c_contiguous == expected.flags.c_contiguous
+        assert got.flags.f_contiguous == expected.flags.f_contiguous
+    else:
+        assert type(got) is type(expected)
+    assert numpy.array(got).tobytes() == numpy.array(expected).tobytes()
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("op", OPS, ids=lambda f: f.__name__)
+def test_array_with_array_equals_numpy(dtype, op):
+    rng = numpy.random.default_rng(11)
+    M, N = _matrix(rng, dtype), _matrix(rng, dtype)
+    LM, LN = lazynp.array(M), lazynp.array(N)
+    for form in FORMS:
+        expected, expected_warnings = _outcome(op, form(M), form(N))
+        got, got_warnings = _outcome(op, form(LM), form(LN))
+        _same(expected, got)
+        assert got_warnings == expected_warnings
+
+
+SCALARS = [2.5, -0.0, 1e-300, 3, numpy.float64(0.1), numpy.float32(0.1), True,
+           numpy.int64(4), 1e300, float("inf"), float("nan"), 0.0, 1 + 2j]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("op", OPS, ids=lambda f: f.__name__)
+def test_array_with_scalar_equals_numpy(dtype, op):
+    rng = numpy.random.default_rng(12)
+    M = _matrix(rng, dtype)
+    LM = lazynp.array(M)
+    for form in FORMS[:7]:
+        for s in SCALARS:
+            for args, largs in (((form(M), s), (form(LM), s)), ((s, form(M)), (s, form(LM)))):
+                expected, expected_warnings = _outcome(op, *args)
+                got, got_warnings = _outcome(op, *largs)
+                _same(expected, got)
+                assert got_warnings == expected_warnings, (op, s)
+
+
+@pytest.mark.parametrize("settings", [{}, {"all": "raise"}, {"all": "ignore"},
+                                      {"under": "warn"}, {"over": "raise", "divide": "warn"}])
+def test_flagged_results_warn_and_raise_as_numpy(settings):
+    a = numpy.array([1e308, 1.0, 0.0, 1e-308, numpy.inf, -1.0])
+    b = numpy.array([10.0, 0.0, 0.0, 1e-10, numpy.inf, 3.0])
+    for op in OPS:
+        with numpy.errstate(**settings):
+            expected, expected_warnings = _outcome(op, a, b)
+            got, got_warnings = _outcome(op, lazynp.array(a), lazynp.array(b))
+        _same(expected, got)
+        assert got_warnings == expected_warnings
+
+
+def test_mixed_and_other_dtypes_and_broadcasting_take_numpys_call():
+    rng = numpy.random.default_rng(13)
+    cases = [(_matrix(rng, "float64"), _matrix(rng, "float32")),
+             (numpy.arange(12).reshape(3, 4), numpy.arange(12.0).reshape(3, 4)),
+             (numpy.arange(12).reshape(3, 4), numpy.arange(1, 13).reshape(3, 4)),
+             (_matrix(rng, "float64"), _matrix(rng, "float64")[0]),
+             (_matrix(rng, "float64", (4, 1)), _matrix(rng, "float64", (1, 5))),
+             (_matrix(rng, "complex128"), _matrix(rng, "complex128")),
+             (_matrix(rng, "float16"), _matrix(rng, "float16")),
+             (_matrix(rng, "float64").astype(">f8"), _matrix(rng, "float64")),
+             (numpy.zeros((0, 3)), numpy.zeros((0, 3))),
+             (_matrix(rng, "float64", (2, 3, 4)), _matrix(rng, "float64", (2, 3, 4)))]
+    for a, b in cases:
+        for op in OPS:
+            expected, expected_warnings = _outcome(op, a, b)
+            got, got_warnings = _outcome(op, lazynp.array(a), lazynp.array(b))
+            _same(expected, got)
+            assert got_warnings == expected_warnings
