@@ -1057,6 +1057,9 @@ cdef class ndarray:
             if v is not _NE:
                 vo = _eager_arg(other, True)
                 if vo is not _NE:
+                    r = lz_loop2(_cmp_ufuncs[op], v, vo)
+                    if r is not None:
+                        return _wrap(r)
                     return _wrap(PyObject_RichCompare(v, vo, op))
         return _cmp[op](self, other)
 
@@ -1742,7 +1745,7 @@ cdef object _binop(int k, x, y):
                     r = _elide(k, x, y, vx, vy)
                     if r is not None:
                         return r
-                    r = lz_arith(_arith_ufuncs[k], vx, vy)
+                    r = lz_loop2(_arith_ufuncs[k], vx, vy)
                     if r is not None:
                         return _wrap(r)
                 elif k == K_MATMUL and type(vx) is _ndarray_np and type(vy) is _ndarray_np:
@@ -1798,17 +1801,19 @@ cdef extern from *:
 cdef extern from *:
     """
     #include "numpy/ufuncobject.h"
-    /* ``x (op) y`` for op in + - * / (``add``... given as ``uf``) on small float64/float32
-       operands computed at once: NumPy's own loop for the dtype (the ufunc's ``functions``
-       entry NumPy's call ends up running) called on the operands' data, without the ufunc
-       machinery around it (~0.35 us of ~0.45 us for 100 elements).  These four are IEEE
-       operations, correctly rounded element by element, so the result does not depend on
-       how the loop walks the elements.  Taken only where NumPy's result is a new C-ordered
-       array of the operands' dtype with no broadcasting: same-shape 1-D or row-major 2-D
-       arrays (positive strides), or one of them with a scalar of the array's own dtype (a
-       Python float for float64).  A floating-point flag raised (overflow, 0/0...): None,
-       and the caller makes NumPy's call, which warns or raises as the errstate says.  None
-       too for anything else. */
+    /* ``uf(x, y)`` (lz_loop2) or ``uf(x)`` (lz_loop1) on small float64/float32 operands
+       computed at once, for the ufuncs whose every element is one IEEE operation or an
+       exact one (+ - * /, maximum, minimum, comparisons, negative, absolute, sqrt: the
+       caller's list): NumPy's own loop for the dtype (the ufunc's ``functions`` entry
+       NumPy's call ends up running) called on the operands' data, without the ufunc
+       machinery around it (~0.35 us of ~0.45 us for 100 elements).  Correctly rounded
+       element by element, the result does not depend on how the loop walks the elements.
+       Taken only where NumPy's result is a new C-ordered array (of the operands' dtype, or
+       bool) with no broadcasting: same-shape 1-D or row-major 2-D arrays (positive
+       strides), or one of them with a scalar of the array's own dtype (a Python float for
+       float64).  A floating-point flag raised (overflow, 0/0...): None, and the caller makes
+       NumPy's call, which warns or raises as the errstate says.  None too for anything
+       else. */
     static int lz_rowmajor(PyArrayObject *a) {
         int nd = PyArray_NDIM(a);
         if (nd == 1) return PyArray_STRIDE(a, 0) > 0 || PyArray_DIM(a, 0) == 1;
@@ -1824,7 +1829,7 @@ cdef extern from *:
         return PyArray_TYPE(a) == t && PyArray_ISALIGNED(a) && PyArray_ISNOTSWAPPED(a) &&
             PyArray_SIZE(a) > 0 && lz_rowmajor(a);
     }
-    static PyObject *lz_arith(PyObject *uf_obj, PyObject *a, PyObject *b) {
+    static PyObject *lz_loop2(PyObject *uf_obj, PyObject *a, PyObject *b) {
         PyUFuncObject *uf = (PyUFuncObject *)uf_obj;
         PyArrayObject *x = NULL, *y = NULL;   /* the array operands */
         double sd; float sf;                   /* a scalar operand's value */
@@ -1857,17 +1862,20 @@ cdef extern from *:
                 if (PyArray_DIM(x, i) != PyArray_DIM(y, i)) Py_RETURN_NONE;
         }
         PyUFuncGenericFunction fn = NULL; void *data = NULL;
+        int tout = -1;
+        if (uf->nin != 2 || uf->nout != 1) Py_RETURN_NONE;
         for (int i = 0; i < uf->ntypes; i++) {
             const char *tp = uf->types + i * uf->nargs;
-            if (tp[0] == t && tp[1] == t && tp[2] == t) {
+            if (tp[0] == t && tp[1] == t && (tp[2] == t || tp[2] == NPY_BOOL)) {
                 fn = uf->functions[i];
                 data = uf->data != NULL ? uf->data[i] : NULL;
+                tout = tp[2];
                 break;
             }
         }
-        if (fn == NULL || uf->nin != 2 || uf->nout != 1) Py_RETURN_NONE;
+        if (fn == NULL) Py_RETURN_NONE;
         int nd = PyArray_NDIM(arr);
-        PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(nd, PyArray_DIMS(arr), t);
+        PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(nd, PyArray_DIMS(arr), tout);
         if (out == NULL) return NULL;
         npy_intp rows = nd == 2 ? PyArray_DIM(arr, 0) : 1;
         npy_intp cols = PyArray_DIM(arr, nd - 1);
@@ -1899,13 +1907,57 @@ cdef extern from *:
         }
         return (PyObject *)out;
     }
+    static PyObject *lz_loop1(PyObject *uf_obj, PyObject *a) {
+        PyUFuncObject *uf = (PyUFuncObject *)uf_obj;
+        if (!PyArray_CheckExact(a) || uf->nin != 1 || uf->nout != 1) Py_RETURN_NONE;
+        PyArrayObject *x = (PyArrayObject *)a;
+        int t = PyArray_TYPE(x);
+        if ((t != NPY_DOUBLE && t != NPY_FLOAT) || !lz_loop_operand(a, t)) Py_RETURN_NONE;
+        PyUFuncGenericFunction fn = NULL; void *data = NULL;
+        for (int i = 0; i < uf->ntypes; i++) {
+            const char *tp = uf->types + i * uf->nargs;
+            if (tp[0] == t && tp[1] == t) {
+                fn = uf->functions[i];
+                data = uf->data != NULL ? uf->data[i] : NULL;
+                break;
+            }
+        }
+        if (fn == NULL) Py_RETURN_NONE;
+        int nd = PyArray_NDIM(x);
+        PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(nd, PyArray_DIMS(x), t);
+        if (out == NULL) return NULL;
+        npy_intp rows = nd == 2 ? PyArray_DIM(x, 0) : 1;
+        npy_intp cols = PyArray_DIM(x, nd - 1);
+        npy_intp item = PyArray_ITEMSIZE(out);
+        const int flags = FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID;
+        feclearexcept(flags);
+        for (npy_intp r = 0; r < rows; r++) {
+            char *args[2] = {PyArray_BYTES(x) + (nd == 2 ? r * PyArray_STRIDE(x, 0) : 0),
+                             PyArray_BYTES(out) + r * cols * item};
+            npy_intp steps[2] = {PyArray_STRIDE(x, nd - 1), item}, n = cols;
+            fn(args, &n, steps, data);
+        }
+        if (fetestexcept(flags)) {
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        return (PyObject *)out;
+    }
     """
-    object lz_arith(object uf, object a, object b)
+    object lz_loop2(object uf, object a, object b)
+    object lz_loop1(object uf, object a)
 
 
 import numpy as _numpy
-#: add, subtract, multiply, true_divide by dunder kind (K_ADD...K_TRUEDIV): lz_arith's ufuncs
+#: add, subtract, multiply, true_divide by dunder kind (K_ADD...K_TRUEDIV), the comparisons
+#: by rich-comparison code, negative and absolute by unary kind: lz_loop2/lz_loop1's ufuncs
 cdef list _arith_ufuncs = [_numpy.add, _numpy.subtract, _numpy.multiply, _numpy.true_divide]
+cdef list _cmp_ufuncs = [_numpy.less, _numpy.less_equal, _numpy.equal, _numpy.not_equal,
+                         _numpy.greater, _numpy.greater_equal]
+cdef list _unary_ufuncs = [_numpy.negative, None, _numpy.absolute, None]
+#: The ufuncs lz_loop2/lz_loop1 may run (each element one correctly rounded or exact op).
+EXACT_LOOP_UFUNCS = frozenset(_arith_ufuncs + _cmp_ufuncs + [
+    _numpy.maximum, _numpy.minimum, _numpy.negative, _numpy.absolute, _numpy.sqrt])
 
 cdef Py_ssize_t _ELIDE_MIN = 32768   # elements: NumPy elides temporaries from 256 KiB
 import opcode as _opcode
@@ -2035,6 +2087,10 @@ cdef object _unop(int k, ndarray self):
     if not _record_all:
         v = _eager_arg(self, True)
         if v is not _NE:
+            if _unary_ufuncs[k] is not None:
+                r = lz_loop1(_unary_ufuncs[k], v)
+                if r is not None:
+                    return _wrap(r)
             if k == 0:
                 return _wrap(PyNumber_Negative(v))
             if k == 1:
@@ -2204,10 +2260,12 @@ cdef class UfuncInfo:
     its dtype cache; for two, its dunders (``binary(a, b)`` and ``binary_r(b, a)``)."""
 
     cdef object op, np_uf, dtypes, result_dtypes, binary, binary_r
+    cdef bint exact_loop
 
     def __init__(self, op, np_uf, dtypes, result_dtypes, binary=None, binary_r=None):
         self.op = op
         self.np_uf = np_uf
+        self.exact_loop = np_uf in EXACT_LOOP_UFUNCS
         self.dtypes = dtypes
         self.result_dtypes = result_dtypes
         self.binary = binary
@@ -2244,6 +2302,10 @@ cdef object _ufunc_call(UfuncInfo u, self, tuple args):
                     r = _try_split(u.np_uf, (va,))
                     if r is not None:
                         return _wrap(r)
+                if u.exact_loop:
+                    r = lz_loop1(u.np_uf, va)
+                    if r is not None:
+                        return _wrap(r)
                 return _wrap(u.np_uf(va))
         elif nargs == 2:
             va = _eager_arg(args[0], True)
@@ -2252,6 +2314,10 @@ cdef object _ufunc_call(UfuncInfo u, self, tuple args):
                 if vb is not _NE:
                     if _split_fn is not None and (_large(va) or _large(vb)):
                         r = _try_split(u.np_uf, (va, vb))
+                        if r is not None:
+                            return _wrap(r)
+                    if u.exact_loop:
+                        r = lz_loop2(u.np_uf, va, vb)
                         if r is not None:
                             return _wrap(r)
                     return _wrap(u.np_uf(va, vb))

@@ -125,3 +125,65 @@ def test_mixed_and_other_dtypes_and_broadcasting_take_numpys_call():
             got, got_warnings = _outcome(op, lazynp.array(a), lazynp.array(b))
             _same(expected, got)
             assert got_warnings == expected_warnings
+
+
+COMPARISONS = [operator.lt, operator.le, operator.eq, operator.ne, operator.gt, operator.ge]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("op", COMPARISONS, ids=lambda f: f.__name__)
+def test_comparisons_equal_numpy(dtype, op):
+    rng = numpy.random.default_rng(14)
+    M = _matrix(rng, dtype)
+    M.flat[::5] = numpy.nan
+    N = M.copy()
+    N.flat[::3] = rng.standard_normal(N.size)[::3]
+    LM, LN = lazynp.array(M), lazynp.array(N)
+    for form in FORMS:
+        for args, largs in (((form(M), form(N)), (form(LM), form(LN))),
+                            ((form(M), 0.5), (form(LM), 0.5)),
+                            ((numpy.float32(0.5), form(M)), (numpy.float32(0.5), form(LM)))):
+            expected, expected_warnings = _outcome(op, *args)
+            got, got_warnings = _outcome(op, *largs)
+            _same(expected, got)
+            assert got_warnings == expected_warnings
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("name", ["maximum", "minimum", "add", "multiply", "true_divide",
+                                  "less", "sqrt", "negative", "absolute", "exp"])
+def test_ufunc_calls_equal_numpy(dtype, name):
+    rng = numpy.random.default_rng(15)
+    M = _matrix(rng, dtype)
+    M.flat[::11] = numpy.nan
+    N = _matrix(rng, dtype)
+    LM, LN = lazynp.array(M), lazynp.array(N)
+    np_uf, lz_uf = getattr(numpy, name), getattr(lazynp, name)
+    for form in FORMS:
+        if np_uf.nin == 1:
+            cases = [((form(M),), (form(LM),)), ((abs(form(M)),), (abs(form(LM)),))]
+        else:
+            cases = [((form(M), form(N)), (form(LM), form(LN))),
+                     ((form(M), 1.5), (form(LM), 1.5))]
+        for args, largs in cases:
+            expected, expected_warnings = _outcome(lambda *a: np_uf(*a), *args) \
+                if len(args) == 2 else _outcome(lambda a, _: np_uf(a), args[0], None)
+            got, got_warnings = _outcome(lambda *a: lz_uf(*a), *largs) \
+                if len(largs) == 2 else _outcome(lambda a, _: lz_uf(a), largs[0], None)
+            _same(expected, got)
+            assert got_warnings == expected_warnings
+
+
+def test_unary_operators_equal_numpy():
+    rng = numpy.random.default_rng(16)
+    for dtype in ("float64", "float32"):
+        M = _matrix(rng, dtype)
+        M.flat[::4] = -0.0
+        M.flat[::9] = numpy.nan
+        LM = lazynp.array(M)
+        for form in FORMS:
+            for op in (operator.neg, operator.pos, abs):
+                expected, expected_warnings = _outcome(lambda a, _: op(a), form(M), None)
+                got, got_warnings = _outcome(lambda a, _: op(a), form(LM), None)
+                _same(expected, got)
+                assert got_warnings == expected_warnings
