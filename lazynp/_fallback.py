@@ -14,6 +14,7 @@ import numpy as np
 
 from . import _config, _site
 from ._operands import to_numpy
+from .ndarray import ndarray
 
 #: NumPy functions that write into an array argument: lazy arguments get a copy that is
 #: written back after the call, so the graph sees the write.
@@ -80,13 +81,11 @@ def _materialize_args(name: str, args, kwargs):
 
 def wrap_result(res, inputs=()):
     """Wrap NumPy arrays in a result (tuples, lists, namedtuples) as lazynp arrays."""
-    from . import graph
-    from .ndarray import ndarray
     if type(res) is np.ndarray:
         arr = res
         if not arr.flags.c_contiguous or not arr.flags.writeable or arr.base is not None:
             arr = np.array(arr, copy=True, order="C")
-        return ndarray._from_node(graph.leaf(arr))
+        return ndarray._from_value(arr)     # (a computed array; a Var when one is needed)
     if isinstance(res, tuple) and hasattr(res, "_fields"):
         return type(res)(*[wrap_result(r) for r in res])
     if type(res) is tuple:

@@ -11,12 +11,22 @@ import numpy.random as _npr
 
 from ._fallback import wrap_result
 from ._operands import to_numpy
+from .ndarray import ndarray
 
 _INPLACE = {"shuffle"}
 
 
+def _plain(x) -> bool:
+    """No lazy array in ``x`` (numbers, strings, None, tuples of them: a size)."""
+    t = type(x)
+    if t is int or t is float or x is None or t is str or t is bool:
+        return True
+    return t is tuple and all(type(v) is int for v in x)
+
+
 def _call(fn, args, kwargs):
-    from .ndarray import ndarray
+    if all(_plain(a) for a in args) and all(_plain(v) for v in kwargs.values()):
+        return wrap_result(fn(*args, **kwargs))        # (the common call: sizes, scalars)
     if fn.__name__ in _INPLACE and args and isinstance(args[0], ndarray):
         target = args[0]
         v = target._value().copy()
@@ -50,7 +60,9 @@ class _StreamProxy:
     def __getattr__(self, name):
         attr = getattr(self._inner, name)
         if callable(attr) and not name.startswith("_"):
-            return _wrap(attr)
+            wrapped = _wrap(attr)
+            object.__setattr__(self, name, wrapped)    # (found directly from now on)
+            return wrapped
         return attr
 
     def __setattr__(self, name, value):
