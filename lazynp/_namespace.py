@@ -239,10 +239,36 @@ def array(object, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, lik
     if copy is False or copy is None:
         if type(object) is np.ndarray and object.ndim >= ndmin:
             return asarray(object, dtype, copy=copy)
+    if _plain_numbers(object):            # (the common literal: no lazy array to find)
+        return ndarray._from_value(np.array(object, dtype=dtype, copy=True, order="C",
+                                            ndmin=ndmin))
     if _differentiable.recording(object):  # a list holding lazy arrays: a lazy stack
         return _differentiable.nested_array(object, dtype, ndmin)
     value = np.array(to_numpy(object), dtype=dtype, copy=True, order="C", ndmin=ndmin)
     return ndarray._from_node(graph.leaf(value))
+
+
+_NUMBER_TYPES = frozenset((int, float, bool, complex))
+
+
+def _plain_numbers(obj) -> bool:
+    """A list or tuple of Python numbers, or of such lists or tuples (a matrix literal)."""
+    t = type(obj)
+    if t is not list and t is not tuple or not obj:
+        return False
+    numbers = _NUMBER_TYPES
+    if type(obj[0]) in numbers:
+        for v in obj:
+            if type(v) not in numbers:
+                return False
+        return True
+    for row in obj:
+        if type(row) is not list and type(row) is not tuple:
+            return False
+        for v in row:
+            if type(v) not in numbers:
+                return False
+    return True
 
 
 def copy(a, order="K", subok=False):

@@ -1325,12 +1325,34 @@ cdef object _call_arg(o, bint sized, Py_ssize_t* maxsize):
     if t is float or t is int or t is bool or o is None or t is str or t is complex or \
             isinstance(o, _np_generic) or t is type or isinstance(o, _np_dtype):
         return o                        # (scalars, and dtypes: np.float64, float, 'f8'...)
-    if t is tuple:
-        for x in <tuple>o:
-            if type(x) is not int:
-                return _SLOW
-        return o
+    if t is tuple or t is list:
+        # a shape (a tuple of ints) as it is; a sequence of arrays (concatenate, stack...)
+        # with each array's value
+        if t is tuple:
+            for x in <tuple>o:
+                if type(x) is not int:
+                    break
+            else:
+                return o
+        return _call_seq(o, sized, maxsize)
     return _SLOW
+
+
+cdef object _call_seq(o, bint sized, Py_ssize_t* maxsize):
+    """_call_arg for a list or tuple of arrays and scalars: the same sequence of values,
+    _NE or _SLOW (nested sequences, other objects: the Python version)."""
+    cdef list vals = []
+    for x in o:
+        tx = type(x)
+        if tx is ndarray or tx is _ndarray_np or tx is float or tx is int or \
+                isinstance(x, _np_generic):
+            v = _call_arg(x, sized, maxsize)
+            if v is _NE or v is _SLOW:
+                return v
+            vals.append(v)
+        else:
+            return _SLOW
+    return vals if type(o) is list else tuple(vals)
 
 
 cdef object _wrap_result(r, tuple inputs):
