@@ -30,9 +30,7 @@ def tag_fallback(result, name: str) -> None:
     """Remember that the arrays in ``result`` came from NumPy's ``name`` (for pictures)."""
     from .ndarray import ndarray
     if isinstance(result, ndarray):
-        v = result._v
-        if v is not None:
-            FALLBACK_NODES[v.head] = name
+        FALLBACK_NODES[result._var.head] = name     # (a computed array gets its Var now)
     elif isinstance(result, (tuple, list)):
         for r in result:
             tag_fallback(r, name)

@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from . import _config, _site
+from . import _config, _policy, _site
 from ._operands import to_numpy
 from .ndarray import ndarray
 
@@ -85,6 +85,9 @@ def wrap_result(res, inputs=()):
         arr = res
         if not arr.flags.c_contiguous or not arr.flags.writeable or arr.base is not None:
             arr = np.array(arr, copy=True, order="C")
+        if _policy.record_all:       # (a transform watches new leaves: lazynp.autograd)
+            from . import graph
+            return ndarray._from_node(graph.leaf(arr))
         return ndarray._from_value(arr)     # (a computed array; a Var when one is needed)
     if isinstance(res, tuple) and hasattr(res, "_fields"):
         return type(res)(*[wrap_result(r) for r in res])

@@ -239,7 +239,8 @@ def array(object, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, lik
     if copy is False or copy is None:
         if type(object) is np.ndarray and object.ndim >= ndmin:
             return asarray(object, dtype, copy=copy)
-    if _plain_numbers(object):            # (the common literal: no lazy array to find)
+    if not _policy.record_all and _plain_numbers(object):
+        # (the common literal: no lazy array to find; a transform watches new leaves)
         return ndarray._from_value(np.array(object, dtype=dtype, copy=True, order="C",
                                             ndmin=ndmin))
     if _differentiable.recording(object):  # a list holding lazy arrays: a lazy stack
