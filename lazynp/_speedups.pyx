@@ -1114,6 +1114,11 @@ cdef extern from "numpy/arrayobject.h":
     int PyArray_Pack(void *descr, void *item, object value) except -1
 
 
+cdef inline void _count_eager():
+    global _n_eager
+    _n_eager += 1
+
+
 cdef inline void _count_inplace():
     global _n_inplace
     _n_inplace += 1
@@ -1519,6 +1524,11 @@ cdef object _eager_method(arr, name, tuple args, dict kwargs, kind):
         return _eager_call(getattr(v, name), args, kwargs, "opaque")
     if shortcut is not None:
         return _wrap_result(shortcut(v), (v,))
+    if name == "max" or name == "min":
+        r = lz_int_extreme(v, name == "max")
+        if r is not None:
+            _count_eager()
+            return r
     return _wrap_result(getattr(v, name)(), (v,))
 
 
@@ -1823,8 +1833,8 @@ cdef extern from *:
 cdef extern from *:
     """
     #include "numpy/ufuncobject.h"
-    /* ``uf(x, y)`` (lz_loop2) or ``uf(x)`` (lz_loop1) on small float64/float32 operands
-       computed at once, for the ufuncs whose every element is one IEEE operation or an
+    /* ``uf(x, y)`` (lz_loop2: float64/float32 or integer operands) or ``uf(x)`` (lz_loop1:
+       float64/float32) on small operands computed at once, for the ufuncs whose every element is one IEEE operation or an
        exact one (+ - * /, maximum, minimum, comparisons, negative, absolute, sqrt: the
        caller's list): NumPy's own loop for the dtype (the ufunc's ``functions`` entry
        NumPy's call ends up running) called on the operands' data, without the ufunc
@@ -1851,10 +1861,84 @@ cdef extern from *:
         return PyArray_TYPE(a) == t && PyArray_ISALIGNED(a) && PyArray_ISNOTSWAPPED(a) &&
             PyArray_SIZE(a) > 0 && lz_rowmajor(a);
     }
+    /* An integer scalar next to an integer array of type ``t``, as NumPy 2 takes it: a
+       Python int that fits the type (NumPy raises for one that does not: 0 here, and the
+       caller makes NumPy's call), or a NumPy scalar of that very type; stored in ``buf``. */
+    static int lz_int_scalar(PyObject *s, int t, void *buf) {
+        if (PyLong_CheckExact(s)) {
+            int ovf = 0;
+            long long v = PyLong_AsLongLongAndOverflow(s, &ovf);
+            if (ovf || (v == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
+            switch (t) {
+            #define LZ_STORE(T, LO, HI) \
+                if (v < (long long)(LO) || (HI) < (unsigned long long)v && v >= 0) return 0; \
+                *(T *)buf = (T)v; return 1;
+            case NPY_BYTE: LZ_STORE(npy_byte, NPY_MIN_BYTE, NPY_MAX_BYTE)
+            case NPY_UBYTE: LZ_STORE(npy_ubyte, 0, NPY_MAX_UBYTE)
+            case NPY_SHORT: LZ_STORE(npy_short, NPY_MIN_SHORT, NPY_MAX_SHORT)
+            case NPY_USHORT: LZ_STORE(npy_ushort, 0, NPY_MAX_USHORT)
+            case NPY_INT: LZ_STORE(npy_int, NPY_MIN_INT, NPY_MAX_INT)
+            case NPY_UINT: LZ_STORE(npy_uint, 0, NPY_MAX_UINT)
+            case NPY_LONG: LZ_STORE(npy_long, NPY_MIN_LONG, NPY_MAX_LONG)
+            case NPY_ULONG: LZ_STORE(npy_ulong, 0, NPY_MAX_ULONG)
+            case NPY_LONGLONG: LZ_STORE(npy_longlong, NPY_MIN_LONGLONG, NPY_MAX_LONGLONG)
+            case NPY_ULONGLONG: LZ_STORE(npy_ulonglong, 0, NPY_MAX_ULONGLONG)
+            #undef LZ_STORE
+            default: return 0;
+            }
+        }
+        if (PyArray_IsScalar(s, Integer)) {
+            PyArray_Descr *d = PyArray_DescrFromScalar(s);
+            if (d == NULL) { PyErr_Clear(); return 0; }
+            int same = d->type_num == t;
+            Py_DECREF(d);
+            if (!same) return 0;
+            PyArray_ScalarAsCtype(s, buf);
+            return 1;
+        }
+        return 0;
+    }
+    /* ``v.max()`` / ``v.min()`` of a non-empty 1-D or 2-D integer array (any strides): the
+       extreme element as NumPy's scalar of the array's dtype (exact: the same value NumPy's
+       reduction finds, whatever the order).  None for anything else. */
+    #define LZ_EXTREME(T) { \
+        T best = *(T *)PyArray_BYTES(x); \
+        for (npy_intp r = 0; r < rows; r++) { \
+            char *p = PyArray_BYTES(x) + r * s0; \
+            for (npy_intp c = 0; c < cols; c++, p += s1) { \
+                T v = *(T *)p; \
+                if (want_max ? v > best : v < best) best = v; \
+            } \
+        } \
+        return PyArray_Scalar(&best, PyArray_DESCR(x), NULL); }
+    static PyObject *lz_int_extreme(PyObject *a, int want_max) {
+        if (!PyArray_CheckExact(a)) Py_RETURN_NONE;
+        PyArrayObject *x = (PyArrayObject *)a;
+        int nd = PyArray_NDIM(x);
+        if ((nd != 1 && nd != 2) || PyArray_SIZE(x) == 0 || !PyArray_ISALIGNED(x) ||
+                !PyArray_ISNOTSWAPPED(x)) Py_RETURN_NONE;
+        npy_intp rows = nd == 2 ? PyArray_DIM(x, 0) : 1, cols = PyArray_DIM(x, nd - 1);
+        npy_intp s0 = nd == 2 ? PyArray_STRIDE(x, 0) : 0, s1 = PyArray_STRIDE(x, nd - 1);
+        switch (PyArray_TYPE(x)) {
+        case NPY_BYTE: LZ_EXTREME(npy_byte)
+        case NPY_UBYTE: LZ_EXTREME(npy_ubyte)
+        case NPY_SHORT: LZ_EXTREME(npy_short)
+        case NPY_USHORT: LZ_EXTREME(npy_ushort)
+        case NPY_INT: LZ_EXTREME(npy_int)
+        case NPY_UINT: LZ_EXTREME(npy_uint)
+        case NPY_LONG: LZ_EXTREME(npy_long)
+        case NPY_ULONG: LZ_EXTREME(npy_ulong)
+        case NPY_LONGLONG: LZ_EXTREME(npy_longlong)
+        case NPY_ULONGLONG: LZ_EXTREME(npy_ulonglong)
+        default: Py_RETURN_NONE;
+        }
+    }
+    #undef LZ_EXTREME
     static PyObject *lz_loop2(PyObject *uf_obj, PyObject *a, PyObject *b) {
         PyUFuncObject *uf = (PyUFuncObject *)uf_obj;
         PyArrayObject *x = NULL, *y = NULL;   /* the array operands */
         double sd; float sf;                   /* a scalar operand's value */
+        npy_longlong sbuf[2];
         void *sp = NULL; int scalar_first = 0;
         int t;
         if (PyArray_CheckExact(a)) x = (PyArrayObject *)a;
@@ -1862,7 +1946,8 @@ cdef extern from *:
         PyArrayObject *arr = x != NULL ? x : y;
         if (arr == NULL) Py_RETURN_NONE;
         t = PyArray_TYPE(arr);
-        if (t != NPY_DOUBLE && t != NPY_FLOAT) Py_RETURN_NONE;
+        int integer = PyTypeNum_ISINTEGER(t);
+        if (t != NPY_DOUBLE && t != NPY_FLOAT && !integer) Py_RETURN_NONE;
         if (x == NULL || y == NULL) {
             PyObject *s = x == NULL ? a : b;
             scalar_first = x == NULL;
@@ -1872,6 +1957,8 @@ cdef extern from *:
             } else if (t == NPY_FLOAT && Py_IS_TYPE(s, &PyFloatArrType_Type)) {
                 sf = PyArrayScalar_VAL(s, Float);
                 sp = &sf;
+            } else if (integer && lz_int_scalar(s, t, (void *)sbuf)) {
+                sp = (void *)sbuf;
             } else {
                 Py_RETURN_NONE;
             }
@@ -1968,6 +2055,7 @@ cdef extern from *:
     """
     object lz_loop2(object uf, object a, object b)
     object lz_loop1(object uf, object a)
+    object lz_int_extreme(object a, int want_max)
 
 
 import numpy as _numpy

@@ -193,3 +193,70 @@ def test_unary_operators_equal_numpy():
                 got, got_warnings = _outcome(lambda a, _: op(a), form(LM), None)
                 _same(expected, got)
                 assert got_warnings == expected_warnings
+
+
+INT_SCALARS = [0, 3, -2, 127, 128, -129, 255, 256, 2 ** 31, -(2 ** 31) - 1, 2 ** 63, -(2 ** 63),
+               numpy.int8(5), numpy.uint8(200), numpy.int32(-7), numpy.int64(9),
+               numpy.uint64(2 ** 63), True, 2.5]
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "int32", "int64", "uint32",
+                                   "uint64"])
+@pytest.mark.parametrize("op", [operator.add, operator.sub, operator.mul, operator.truediv,
+                                operator.lt, operator.eq, operator.ge],
+                         ids=lambda f: f.__name__)
+def test_integer_operands_equal_numpy(dtype, op):
+    rng = numpy.random.default_rng(17)
+    info = numpy.iinfo(dtype)
+    M = rng.integers(info.min, info.max, (9, 13), dtype=dtype, endpoint=True)
+    N = rng.integers(info.min, info.max, (9, 13), dtype=dtype, endpoint=True)
+    LM, LN = lazynp.array(M), lazynp.array(N)
+    for form in FORMS:
+        expected, expected_warnings = _outcome(op, form(M), form(N))
+        got, got_warnings = _outcome(op, form(LM), form(LN))
+        _same(expected, got)
+        assert got_warnings == expected_warnings
+    for form in FORMS[:5]:
+        for s in INT_SCALARS:
+            for args, largs in (((form(M), s), (form(LM), s)), ((s, form(M)), (s, form(LM)))):
+                expected, expected_warnings = _outcome(op, *args)
+                got, got_warnings = _outcome(op, *largs)
+                _same(expected, got)
+                assert got_warnings == expected_warnings, (op, s)
+
+
+@pytest.mark.parametrize("name", ["maximum", "minimum", "add", "less_equal"])
+def test_integer_ufunc_calls_equal_numpy(name):
+    rng = numpy.random.default_rng(18)
+    for dtype in ("int8", "int32", "int64", "uint16"):
+        M = rng.integers(0, 100, (9, 13)).astype(dtype)
+        N = rng.integers(0, 100, (9, 13)).astype(dtype)
+        np_uf, lz_uf = getattr(numpy, name), getattr(lazynp, name)
+        for form in FORMS:
+            for args, largs in (((form(M), form(N)), (form(lazynp.array(M)), form(lazynp.array(N)))),
+                                ((form(M), 7), (form(lazynp.array(M)), 7))):
+                _same(_outcome(np_uf, *args)[0], _outcome(lz_uf, *largs)[0])
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "uint16", "int32", "uint32",
+                                   "int64", "uint64", "float64", "bool"])
+def test_max_and_min_methods_equal_numpy(dtype):
+    rng = numpy.random.default_rng(19)
+    if dtype == "bool":
+        M = rng.random((9, 13)) < 0.5
+    elif dtype == "float64":
+        M = _matrix(rng, dtype)
+    else:
+        info = numpy.iinfo(dtype)
+        M = rng.integers(info.min, info.max, (9, 13), dtype=dtype, endpoint=True)
+    L = lazynp.array(M)
+    forms = FORMS + [lambda A: A[2:2], lambda A: A[0, 0], lambda A: A.reshape(3, 3, 13)]
+    for form in forms:
+        for name in ("max", "min"):
+            expected = _outcome(lambda a, _: getattr(a, name)(), form(M), None)[0]
+            got = _outcome(lambda a, _: getattr(a, name)(), form(L), None)[0]
+            if isinstance(expected, numpy.ndarray):
+                got = numpy.asarray(got)
+                assert got.dtype == expected.dtype and numpy.array_equal(got, expected)
+            else:
+                _same(expected, got)
