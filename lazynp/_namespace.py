@@ -1319,17 +1319,19 @@ globals().update(_UFUNC_NAMES)
 # they go through the view and write machinery, which keeps storage shared)
 
 def _eager_functions():
+    # ("opaque": NumPy at once at any size, nothing to fuse: percentile and quantile too, whose
+    # recorded versions took twice NumPy's time on 2.4M elements)
     kinds = {
         "reduction": """sum prod nansum nanprod max amax min amin all any mean nanmean std var
             nanstd nanvar median nanmedian count_nonzero ptp argmax argmin nanargmax nanargmin
-            nanmax nanmin average percentile nanpercentile quantile nanquantile cumsum cumprod
-            nancumsum nancumprod diff ediff1d""",
+            nanmax nanmin average cumsum cumprod nancumsum nancumprod diff ediff1d""",
         "elementwise": """where clip nan_to_num round around isclose sinc i0 angle fix polyval
             interp copy""",
         "opaque": """allclose array_equal argpartition argsort argwhere bincount choose
             column_stack compress concat concatenate convolve corrcoef correlate cov cross
             diagflat digitize dot dstack einsum extract flatnonzero histogram histogram2d
             histogram_bin_edges histogramdd hstack inner intersect1d isin kron lexsort matmul
+            percentile nanpercentile quantile nanquantile
             nonzero outer pad partition repeat roll searchsorted select setdiff1d setxor1d sort
             stack take take_along_axis tensordot tile tril triu union1d unique unique_all
             unique_counts unique_inverse unique_values vander vdot vstack row_stack tri eye

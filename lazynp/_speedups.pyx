@@ -1861,6 +1861,56 @@ cdef extern from *:
         return PyArray_TYPE(a) == t && PyArray_ISALIGNED(a) && PyArray_ISNOTSWAPPED(a) &&
             PyArray_SIZE(a) > 0 && lz_rowmajor(a);
     }
+    /* Run ``uf``'s loop for inputs of type ``t`` (output ``t``, or bool for comparisons)
+       over the operands ``ops`` (``nin`` of them; a NULL one is the scalar at ``scalar``)
+       into a new C-ordered array of ``shape``'s shape, row by row for 2-D operands.  None
+       when the ufunc has no such loop or the loop raised a floating-point flag. */
+    static PyObject *lz_run_rows(PyUFuncObject *uf, int nin, PyArrayObject **ops,
+                                 void *scalar, PyArrayObject *shape, int t) {
+        if (uf->nin != nin || uf->nout != 1) Py_RETURN_NONE;
+        PyUFuncGenericFunction fn = NULL; void *data = NULL;
+        int tout = -1;
+        for (int i = 0; i < uf->ntypes && fn == NULL; i++) {
+            const char *tp = uf->types + i * uf->nargs;
+            if (tp[0] != t || (nin == 2 && tp[1] != t)) continue;
+            if (tp[nin] == t || (nin == 2 && tp[nin] == NPY_BOOL)) {
+                fn = uf->functions[i];
+                data = uf->data != NULL ? uf->data[i] : NULL;
+                tout = tp[nin];
+            }
+        }
+        if (fn == NULL) Py_RETURN_NONE;
+        int nd = PyArray_NDIM(shape);
+        PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(nd, PyArray_DIMS(shape), tout);
+        if (out == NULL) return NULL;
+        npy_intp rows = nd == 2 ? PyArray_DIM(shape, 0) : 1;
+        npy_intp cols = PyArray_DIM(shape, nd - 1);
+        npy_intp item = PyArray_ITEMSIZE(out);
+        const int flags = FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID;
+        feclearexcept(flags);
+        for (npy_intp r = 0; r < rows; r++) {
+            char *args[3];
+            npy_intp steps[3], n = cols;
+            for (int k = 0; k < nin; k++) {
+                PyArrayObject *o = ops[k];
+                if (o == NULL) {
+                    args[k] = (char *)scalar;
+                    steps[k] = 0;
+                } else {
+                    args[k] = PyArray_BYTES(o) + (nd == 2 ? r * PyArray_STRIDE(o, 0) : 0);
+                    steps[k] = PyArray_STRIDE(o, nd - 1);
+                }
+            }
+            args[nin] = PyArray_BYTES(out) + r * cols * item;
+            steps[nin] = item;
+            fn(args, &n, steps, data);
+        }
+        if (fetestexcept(flags)) {
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        return (PyObject *)out;
+    }
     /* An integer scalar next to an integer array of type ``t``, as NumPy 2 takes it: a
        Python int that fits the type (NumPy raises for one that does not: 0 here, and the
        caller makes NumPy's call), or a NumPy scalar of that very type; stored in ``buf``. */
@@ -1939,7 +1989,7 @@ cdef extern from *:
         PyArrayObject *x = NULL, *y = NULL;   /* the array operands */
         double sd; float sf;                   /* a scalar operand's value */
         npy_longlong sbuf[2];
-        void *sp = NULL; int scalar_first = 0;
+        void *sp = NULL;
         int t;
         if (PyArray_CheckExact(a)) x = (PyArrayObject *)a;
         if (PyArray_CheckExact(b)) y = (PyArrayObject *)b;
@@ -1950,7 +2000,6 @@ cdef extern from *:
         if (t != NPY_DOUBLE && t != NPY_FLOAT && !integer) Py_RETURN_NONE;
         if (x == NULL || y == NULL) {
             PyObject *s = x == NULL ? a : b;
-            scalar_first = x == NULL;
             if (t == NPY_DOUBLE && (PyFloat_CheckExact(s) || PyArray_IsScalar(s, Double))) {
                 sd = PyFloat_AS_DOUBLE(s);      /* (numpy.float64 is a float subclass) */
                 sp = &sd;
@@ -1970,87 +2019,17 @@ cdef extern from *:
             for (int i = 0; i < nd; i++)
                 if (PyArray_DIM(x, i) != PyArray_DIM(y, i)) Py_RETURN_NONE;
         }
-        PyUFuncGenericFunction fn = NULL; void *data = NULL;
-        int tout = -1;
-        if (uf->nin != 2 || uf->nout != 1) Py_RETURN_NONE;
-        for (int i = 0; i < uf->ntypes; i++) {
-            const char *tp = uf->types + i * uf->nargs;
-            if (tp[0] == t && tp[1] == t && (tp[2] == t || tp[2] == NPY_BOOL)) {
-                fn = uf->functions[i];
-                data = uf->data != NULL ? uf->data[i] : NULL;
-                tout = tp[2];
-                break;
-            }
-        }
-        if (fn == NULL) Py_RETURN_NONE;
-        int nd = PyArray_NDIM(arr);
-        PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(nd, PyArray_DIMS(arr), tout);
-        if (out == NULL) return NULL;
-        npy_intp rows = nd == 2 ? PyArray_DIM(arr, 0) : 1;
-        npy_intp cols = PyArray_DIM(arr, nd - 1);
-        npy_intp item = PyArray_ITEMSIZE(out);
-        const int flags = FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID;
-        feclearexcept(flags);
-        for (npy_intp r = 0; r < rows; r++) {
-            char *args[3];
-            npy_intp steps[3], n = cols;
-            PyArrayObject *ops[2] = {x, y};
-            for (int k = 0; k < 2; k++) {
-                PyArrayObject *o = ops[k];
-                if (o == NULL) {
-                    args[k] = (char *)sp;
-                    steps[k] = 0;
-                } else {
-                    args[k] = PyArray_BYTES(o) + (nd == 2 ? r * PyArray_STRIDE(o, 0) : 0);
-                    steps[k] = PyArray_STRIDE(o, nd - 1);
-                }
-            }
-            args[2] = PyArray_BYTES(out) + r * cols * item;
-            steps[2] = item;
-            fn(args, &n, steps, data);
-        }
-        (void)scalar_first;
-        if (fetestexcept(flags)) {
-            Py_DECREF(out);
-            Py_RETURN_NONE;
-        }
-        return (PyObject *)out;
+        PyArrayObject *ops[2] = {x, y};
+        return lz_run_rows(uf, 2, ops, sp, arr, t);
     }
     static PyObject *lz_loop1(PyObject *uf_obj, PyObject *a) {
         PyUFuncObject *uf = (PyUFuncObject *)uf_obj;
-        if (!PyArray_CheckExact(a) || uf->nin != 1 || uf->nout != 1) Py_RETURN_NONE;
+        if (!PyArray_CheckExact(a)) Py_RETURN_NONE;
         PyArrayObject *x = (PyArrayObject *)a;
         int t = PyArray_TYPE(x);
         if ((t != NPY_DOUBLE && t != NPY_FLOAT) || !lz_loop_operand(a, t)) Py_RETURN_NONE;
-        PyUFuncGenericFunction fn = NULL; void *data = NULL;
-        for (int i = 0; i < uf->ntypes; i++) {
-            const char *tp = uf->types + i * uf->nargs;
-            if (tp[0] == t && tp[1] == t) {
-                fn = uf->functions[i];
-                data = uf->data != NULL ? uf->data[i] : NULL;
-                break;
-            }
-        }
-        if (fn == NULL) Py_RETURN_NONE;
-        int nd = PyArray_NDIM(x);
-        PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(nd, PyArray_DIMS(x), t);
-        if (out == NULL) return NULL;
-        npy_intp rows = nd == 2 ? PyArray_DIM(x, 0) : 1;
-        npy_intp cols = PyArray_DIM(x, nd - 1);
-        npy_intp item = PyArray_ITEMSIZE(out);
-        const int flags = FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID;
-        feclearexcept(flags);
-        for (npy_intp r = 0; r < rows; r++) {
-            char *args[2] = {PyArray_BYTES(x) + (nd == 2 ? r * PyArray_STRIDE(x, 0) : 0),
-                             PyArray_BYTES(out) + r * cols * item};
-            npy_intp steps[2] = {PyArray_STRIDE(x, nd - 1), item}, n = cols;
-            fn(args, &n, steps, data);
-        }
-        if (fetestexcept(flags)) {
-            Py_DECREF(out);
-            Py_RETURN_NONE;
-        }
-        return (PyObject *)out;
+        PyArrayObject *ops[1] = {x};
+        return lz_run_rows(uf, 1, ops, NULL, x, t);
     }
     """
     object lz_loop2(object uf, object a, object b)

@@ -91,8 +91,13 @@ def test_array_with_scalar_equals_numpy(dtype, op):
     rng = numpy.random.default_rng(12)
     M = _matrix(rng, dtype)
     LM = lazynp.array(M)
-    for form in FORMS[:7]:
-        for s in SCALARS:
+    _check_with_scalars(op, M, LM, FORMS[:7], SCALARS)
+
+
+def _check_with_scalars(op, M, LM, forms, scalars):
+    """``op`` of each form of ``M`` with each scalar, on both sides, against NumPy."""
+    for form in forms:
+        for s in scalars:
             for args, largs in (((form(M), s), (form(LM), s)), ((s, form(M)), (s, form(LM)))):
                 expected, expected_warnings = _outcome(op, *args)
                 got, got_warnings = _outcome(op, *largs)
@@ -216,13 +221,7 @@ def test_integer_operands_equal_numpy(dtype, op):
         got, got_warnings = _outcome(op, form(LM), form(LN))
         _same(expected, got)
         assert got_warnings == expected_warnings
-    for form in FORMS[:5]:
-        for s in INT_SCALARS:
-            for args, largs in (((form(M), s), (form(LM), s)), ((s, form(M)), (s, form(LM)))):
-                expected, expected_warnings = _outcome(op, *args)
-                got, got_warnings = _outcome(op, *largs)
-                _same(expected, got)
-                assert got_warnings == expected_warnings, (op, s)
+    _check_with_scalars(op, M, LM, FORMS[:5], INT_SCALARS)
 
 
 @pytest.mark.parametrize("name", ["maximum", "minimum", "add", "less_equal"])
