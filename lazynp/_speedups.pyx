@@ -1229,11 +1229,32 @@ cdef inline object _evalue(ndarray a):
     return _view_on_fn(h.value, g[0], g[1], g[2], g[3])
 
 
+cdef inline bint _permuted(cnp.ndarray v):
+    """``v``'s axes are not in memory order (a transposed view...): lazynp._policy.permuted."""
+    cdef int i, nd = cnp.PyArray_NDIM(v)
+    cdef cnp.npy_intp s, last = -1
+    for i in range(nd):
+        if cnp.PyArray_DIMS(v)[i] < 2:
+            continue
+        s = cnp.PyArray_STRIDES(v)[i]
+        if s < 0:
+            s = -s
+        if s == 0:
+            continue
+        if last >= 0 and s > last:
+            return True
+        last = s
+    return False
+
+
 cdef inline Py_ssize_t _counted(cnp.ndarray v):
     """Elements ``v`` counts for against the size bound: 0 for arrays of Python objects
-    (NumPy's object loops always run at once: lazynp._policy.counted_size)."""
+    (NumPy's object loops always run at once) and for arrays whose axes are not in memory
+    order (lazynp._policy.counted_size)."""
     cdef int tn = cnp.PyArray_TYPE(v)
     if tn == cnp.NPY_OBJECT or tn == cnp.NPY_VOID and v.dtype.hasobject:
+        return 0
+    if _permuted(v):
         return 0
     return cnp.PyArray_SIZE(v)
 
@@ -2163,6 +2184,9 @@ cdef object _inplace(int k, ndarray self, y):
     cdef object vy, target
     if not _record_all:
         vy = _eager_arg(y, k != K_MATMUL)
+        if vy is not _NE and k != K_MATMUL and type(vy) is _ndarray_np and \
+                cnp.PyArray_SIZE(<cnp.ndarray>vy) >= _eager_max and _permuted(vy):
+            vy = _NE      # (a large operand in a permuted layout: the target keeps its own)
         if vy is not _NE:
             target = _writable(self, _size_of(self.shape))
             if target is not None:
