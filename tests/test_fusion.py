@@ -23,6 +23,9 @@ import contextlib
 import gc
 import math
 import operator
+import os
+import subprocess
+import sys
 import tracemalloc
 import warnings
 
@@ -725,6 +728,55 @@ def test_strided_inputs_table():
         got = numpy.array([[buf[o + i * s0 + j * s1] for j in range(6)] for i in range(4)])
         assert numpy.array_equal(got, x)
     assert strided_inputs([numpy.asfortranarray(a)[:, 1:]], (5, 11)) is None
+
+
+_ROW_REDUCTION_PROGRAM = """
+import numpy, lazynp
+from lazynp import graph
+from lazynp.kernels import cpu
+graph._MIN_FUSED_WORK = 0
+graph._MIN_KERNEL_WORK = 0
+seen = []
+get = cpu.get_kernel
+cpu.get_kernel = lambda source, args, block=False: (seen.append("xs[" in source),
+                                                    get(source, args, block))[1]
+bad = []
+for dtype in ("uint8", "int32", "float64"):
+    for shape in ((6, 9), (3, 4, 17), (2, 5)):
+        for keep in (False, True):
+            x = (numpy.arange(numpy.prod(shape)) * 7 % 101).astype(dtype).reshape(shape)
+            with lazynp.policy("lazy"):
+                x0 = lazynp.asarray(x)
+                t0 = x0 & x0 if dtype != "float64" else x0 + x0
+                t1 = lazynp.maximum(t0, t0)
+                r = t1.sum(axis=-1, keepdims=True)
+                got = [numpy.asarray(t0)] if keep else []
+                if not keep:
+                    del t0, t1
+                got.append(numpy.asarray(r))
+            w0 = x & x if dtype != "float64" else x + x
+            want = ([w0] if keep else []) + \
+                [numpy.maximum(w0, w0).sum(axis=-1, keepdims=True)]
+            if not all(g.dtype == w.dtype and numpy.array_equal(g, w)
+                       for g, w in zip(got, want)):
+                bad.append((dtype, shape, keep))
+print("strided kernels", sum(seen), "bad", bad)
+"""
+
+
+def test_strided_inputs_with_a_row_reduction():
+    """Kernels reading their inputs through the offset table and ending in a row reduction:
+    the offsets were locals named a0, a1... like the reduction's partial sums, so from the
+    second row on the inputs were read at the first row's sum (out of bounds: other memory's
+    bytes, silently).  Found by test_generated_expression_trees (seed 681); run in a fresh
+    interpreter, where the kernels compile at first use (LAZYNP_SYNC_COMPILE)."""
+    env = dict(os.environ, LAZYNP_SYNC_COMPILE="1")
+    out = subprocess.run([sys.executable, "-c", _ROW_REDUCTION_PROGRAM], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    line = out.stdout.strip().splitlines()[-1]
+    assert line.startswith("strided kernels ") and int(line.split()[2]) > 0, line
+    assert line.endswith("bad []"), line
 
 
 def test_kernels_loop_in_the_memory_order_of_a_transposed_input(small_work):

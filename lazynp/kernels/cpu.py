@@ -207,9 +207,10 @@ class KernelSpec:
         body = []
         if self.strided:
             # (offsets and strides as unsigned locals: loads at known addresses, no
-            # negative-index wraparound test, so the inner loop vectorizes)
+            # negative-index wraparound test, so the inner loop vectorizes; named base<k>,
+            # s<k>_<d>: a row reduction's partial sums are a0..a3)
             for k in range(self.n_in):
-                body.append(f"    a{k} = xs[{k}, 0]")
+                body.append(f"    base{k} = xs[{k}, 0]")
                 body += [f"    s{k}_{d} = xs[{k}, {d + 1}]" for d in range(nd)]
         if self.reduction is None and self.flat and self.parallel:
             # chunks of the flat range: each checks its thread's floating-point flags once
@@ -384,7 +385,7 @@ class KernelSpec:
             if self.strided:
                 ivars = [i.strip() for i in idx.split(",")]
                 terms = " + ".join(f"np.uint64({i}) * s{k}_{d}" for d, i in enumerate(ivars))
-                out.append(f"{indent}v{k} = x{k}[a{k} + {terms}]")
+                out.append(f"{indent}v{k} = x{k}[base{k} + {terms}]")
             elif self.flat or not self.bcast:
                 out.append(f"{indent}v{k} = x{k}[{idx}]")
             else:
