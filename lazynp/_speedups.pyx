@@ -1906,6 +1906,14 @@ cdef extern from *:
         if (out == NULL) return NULL;
         npy_intp rows = nd == 2 ? PyArray_DIM(shape, 0) : 1;
         npy_intp cols = PyArray_DIM(shape, nd - 1);
+        int contiguous = 1;       /* all C-contiguous: one call over every element */
+        for (int k = 0; k < nin; k++)
+            if (ops[k] != NULL && !PyArray_IS_C_CONTIGUOUS(ops[k])) contiguous = 0;
+        if (contiguous && nd == 2) {
+            cols *= rows;
+            rows = 1;
+            nd = 1;
+        }
         npy_intp item = PyArray_ITEMSIZE(out);
         const int flags = FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID;
         feclearexcept(flags);
@@ -1919,7 +1927,8 @@ cdef extern from *:
                     steps[k] = 0;
                 } else {
                     args[k] = PyArray_BYTES(o) + (nd == 2 ? r * PyArray_STRIDE(o, 0) : 0);
-                    steps[k] = PyArray_STRIDE(o, nd - 1);
+                    steps[k] = contiguous ? PyArray_ITEMSIZE(o)
+                                          : PyArray_STRIDE(o, PyArray_NDIM(o) - 1);
                 }
             }
             args[nin] = PyArray_BYTES(out) + r * cols * item;
