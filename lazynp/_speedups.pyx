@@ -52,23 +52,33 @@ cdef extern from *:
         return r;
     }
     static Py_ssize_t lz_refcnt(PyObject *o) { return Py_REFCNT(o); }
+    /* The instruction the innermost Python frame is executing: its opcode (-1 when there
+       is no Python frame) and, in *arg, its argument byte. */
+    static int lz_current_instruction(int *arg) {
+        *arg = -1;
+        PyFrameObject *f = PyEval_GetFrame();
+        if (f == NULL) return -1;
+        int lasti = PyFrame_GetLasti(f);
+        PyCodeObject *co = PyFrame_GetCode(f);
+        PyObject *code = PyCode_GetCode(co);
+        Py_DECREF(co);
+        if (code == NULL) { PyErr_Clear(); return -1; }
+        int op = -1;
+        if (lasti >= 0 && lasti + 1 < PyBytes_GET_SIZE(code)) {
+            const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(code);
+            op = b[lasti];
+            *arg = b[lasti + 1];
+        }
+        Py_DECREF(code);
+        return op;
+    }
     /* True when the innermost Python frame is executing a BINARY_OP instruction: the
        operands of the operator being evaluated are then the interpreter's stack entries
        (not borrowed from a list, as in builtin sum, or held by a C caller). */
     static int lz_binop_opcode = -1;
     static int lz_in_binary_op(void) {
-        if (lz_binop_opcode < 0) return 0;
-        PyFrameObject *f = PyEval_GetFrame();
-        if (f == NULL) return 0;
-        int lasti = PyFrame_GetLasti(f);
-        PyCodeObject *co = PyFrame_GetCode(f);
-        PyObject *code = PyCode_GetCode(co);
-        Py_DECREF(co);
-        if (code == NULL) { PyErr_Clear(); return 0; }
-        int ok = lasti >= 0 && lasti < PyBytes_GET_SIZE(code) &&
-            ((unsigned char *)PyBytes_AS_STRING(code))[lasti] == lz_binop_opcode;
-        Py_DECREF(code);
-        return ok;
+        int arg;
+        return lz_binop_opcode >= 0 && lz_current_instruction(&arg) == lz_binop_opcode;
     }
     static void lz_set_binop_opcode(int op) { lz_binop_opcode = op; }
     /* Whether the innermost Python frame is evaluating a binary operator that is not an
@@ -81,21 +91,10 @@ cdef extern from *:
     }
     static int lz_at_operator(void) {
         if (lz_binop_opcode < 0) return 0;
-        PyFrameObject *f = PyEval_GetFrame();
-        if (f == NULL) return 0;
-        int lasti = PyFrame_GetLasti(f);
-        PyCodeObject *co = PyFrame_GetCode(f);
-        PyObject *code = PyCode_GetCode(co);
-        Py_DECREF(co);
-        if (code == NULL) { PyErr_Clear(); return 0; }
-        int ok = 0;
-        if (lasti >= 0 && lasti + 1 < PyBytes_GET_SIZE(code)) {
-            const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(code);
-            ok = (b[lasti] == lz_binop_opcode && b[lasti + 1] < lz_first_inplace) ||
-                 b[lasti] == lz_compare_opcode;
-        }
-        Py_DECREF(code);
-        return ok;
+        int arg;
+        int op = lz_current_instruction(&arg);
+        return (op == lz_binop_opcode && arg < lz_first_inplace) ||
+            (op >= 0 && op == lz_compare_opcode);
     }
     /* the array type is lazynp.ndarray to users (repr, __module__, pickling) */
     static void lz_name_array(PyObject *type) {
