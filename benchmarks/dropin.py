@@ -4,7 +4,12 @@ Each program in ``benchmarks/dropin_programs`` is a function ``program(np, *inpu
 the way people write NumPy (element loops, row loops, slicing stencils, reductions, matmul,
 fancy indexing, boolean masks). For every program and size, in one process and interleaved:
 
-* the inputs are made by a seeded NumPy generator (outside the timed region);
+* the inputs are made by a seeded NumPy generator (outside the timed region); each library
+  gets them as its own arrays, as the program would have them had it made them itself with
+  ``np.random``/``np.array`` under that import: NumPy arrays for NumPy, ``lazynp.array``
+  copies for lazynp. ``--foreign-inputs`` gives lazynp the NumPy arrays instead (data from
+  another library): lazynp must then assume the caller may change those buffers at any
+  moment, so work that reads them runs at once, unrecorded;
 * one untimed first call per library (its time is printed: for lazynp it includes kernel
   compilation, and the wait for compilations it started in the background);
 * the lazynp result (forced with ``numpy.asarray``) is checked against NumPy's: shapes,
@@ -61,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-above", type=float, default=60.0, metavar="S",
                    help="skip a large-size lazynp run estimated to take longer than this many "
                         "seconds per call (default 60; 0 never skips)")
+    p.add_argument("--foreign-inputs", action="store_true",
+                   help="give lazynp the NumPy input arrays themselves (as data from another "
+                        "library), not lazynp arrays of the same values")
     p.add_argument("--cold-cache", action="store_true",
                    help="compile lazynp's kernels into an empty cache directory, so that the "
                         "first-call column shows cold compilation")
@@ -132,6 +140,13 @@ class Row:
 
 # --- measuring one program ------------------------------------------------------------------------
 
+def _as_lazynp_arrays(inputs: tuple) -> tuple:
+    """The inputs as a program running on lazynp would have made them: each NumPy array as a
+    lazynp array of its own (a copy), everything else as it is."""
+    import lazynp
+    return tuple(lazynp.array(x) if type(x) is numpy.ndarray else x for x in inputs)
+
+
 def _call(run):
     """One call of ``run`` (which returns forced results); returns (seconds, results)."""
     t0 = time.perf_counter()
@@ -146,8 +161,9 @@ def measure(prog, size_name: str, size: dict, repeat: int, args_ns, peers_ok: se
     import lazynp
     row = Row(prog, size_name)
     inputs = prog.inputs(size)
+    lz_inputs = inputs if args_ns.foreign_inputs else _as_lazynp_arrays(inputs)
     run_np = lambda: as_results(prog.func(numpy, *inputs))      # noqa: E731
-    run_lz = lambda: as_results(prog.func(lazynp, *inputs))     # noqa: E731
+    run_lz = lambda: as_results(prog.func(lazynp, *lz_inputs))  # noqa: E731
 
     row.first_np, want = _call(run_np)
     estimate = small.t_lz * row.first_np / small.t_np if small and small.measured else 0.0
@@ -202,8 +218,11 @@ def measure(prog, size_name: str, size: dict, repeat: int, args_ns, peers_ok: se
 
 # --- output ----------------------------------------------------------------------------------------
 
-def print_rows(rows: list[Row], size_name: str, peer_names: list[str], repeat: int) -> None:
-    header(f"{size_name} size: NumPy time / lazynp time (> 1: lazynp is faster)")
+def print_rows(rows: list[Row], size_name: str, peer_names: list[str], repeat: int,
+               foreign: bool) -> None:
+    inputs = "NumPy's arrays (--foreign-inputs)" if foreign else "lazynp arrays"
+    header(f"{size_name} size: NumPy time / lazynp time (> 1: lazynp is faster); lazynp's "
+           f"inputs: {inputs}")
     table = []
     for r in rows:
         if r.error is not None:
@@ -352,7 +371,7 @@ def main(argv=None) -> int:
                           f"{row.speedup:.2f}x" + ("" if row.ok else " MISMATCH"))), flush=True)
             rows.append(row)
         results[size_name] = rows
-        print_rows(rows, size_name, peer_names, repeat)
+        print_rows(rows, size_name, peer_names, repeat, args.foreign_inputs)
 
     summary = summarize(results, args.quick)
     elapsed = time.perf_counter() - start

@@ -12,6 +12,24 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _config
+
+
+def _load_short_sum():
+    """The C extension's ``add.reduce`` over a short last axis (None without it)."""
+    if _config.PURE_PYTHON:
+        return None
+    try:
+        from ._speedups import short_sum
+    except ImportError:
+        return None
+    return short_sum
+
+
+#: ``add.reduce(a, axis=-1)`` of a C-ordered float array whose last axis has 2 to 7
+#: elements, computed in NumPy's order of additions without its per-row loop calls (a
+#: (600, 4, 2) array: 46 -> 3 us); None where it does not apply or a float flag was raised.
+_short_sum = _load_short_sum()
 _ndarray = np.ndarray
 _NoValue = np._NoValue
 _add_reduce = np.add.reduce
@@ -45,11 +63,22 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=_NoValue, initial=_NoValue,
         where=_NoValue):
     """``numpy.sum``: of a NumPy array, ``add.reduce`` with the arguments given (NumPy's
     ``_wrapreduction`` drops the ones left at their default)."""
-    if type(a) is _ndarray and keepdims is _NoValue and initial is _NoValue and \
-            where is _NoValue:
-        return _add_reduce(a, axis, dtype, out)
+    if type(a) is _ndarray and (keepdims is _NoValue or keepdims is False) and \
+            initial is _NoValue and where is _NoValue:
+        return _reduce_sum(a, axis, dtype, out, False)
     return _np_sum(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, initial=initial,
                    where=where)
+
+
+def _reduce_sum(a, axis, dtype, out, keepdims):
+    """``add.reduce(a, axis, dtype, out, keepdims)``, over a short last axis in C."""
+    if _short_sum is not None and dtype is None and out is None and not keepdims and \
+            (axis is None and a.ndim == 1 or type(axis) is int and
+             (axis == -1 or axis == a.ndim - 1)):
+        r = _short_sum(a)
+        if r is not None:
+            return r
+    return _add_reduce(a, axis, dtype, out, keepdims)
 
 
 def zeros_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
@@ -80,7 +109,7 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=_NoValue, *, where=_NoValu
         if items and (dtype is not None or kind in "fciub" and a.dtype != _f2):
             if dtype is None and kind in "iub":
                 dtype = _f8
-            ret = _add_reduce(a, axis, dtype, None, keepdims is not _NoValue and keepdims)
+            ret = _reduce_sum(a, axis, dtype, None, keepdims is not _NoValue and keepdims)
             rcount = _intp(items)
             if type(ret) is _ndarray:
                 return _true_divide(ret, rcount, out=ret, casting="unsafe", subok=False)
@@ -99,4 +128,4 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=_NoValue, *, where=_NoValu
 BY_NAME = {f.__name__: f for f in (roll, sum, zeros_like, mean)}
 
 #: The ndarray methods run by a shortcut (``method(value, *args, **kwargs)``).
-METHODS = {"mean": mean}
+METHODS = {"mean": mean, "sum": sum}
