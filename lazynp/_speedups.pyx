@@ -1946,6 +1946,89 @@ cdef extern from *:
         }
         return (PyObject *)out;
     }
+    /* Axes in row-major order, gaps allowed (a basic-slicing view of a C-ordered array):
+       positive strides, each axis of length > 1 at least as far apart as the later ones
+       span.  NumPy's result of broadcasting such operands is C-ordered. */
+    static int lz_rowmajor_nd(PyArrayObject *a) {
+        npy_intp span = 0;
+        for (int i = PyArray_NDIM(a) - 1; i >= 0; i--) {
+            npy_intp d = PyArray_DIM(a, i), s = PyArray_STRIDE(a, i);
+            if (d == 1) continue;
+            if (s <= 0 || s < span) return 0;
+            span = s * d;
+        }
+        return 1;
+    }
+    #define LZ_MAXDIM 8
+    /* ``uf(x, y)`` for two arrays of type ``t`` of different shapes that broadcast (or of one
+       shape, more than 2-D): NumPy's loop called along the longest axis of the result.
+       NumPy walks a broadcast result along its last axis, one loop call per row: a
+       (600, 1, 2) - (1, 4, 2) difference is 2400 calls of 2 elements (37 us), 8 calls of 600
+       here (each element is one correctly rounded or exact operation: the order of the walk
+       does not change it).  None where the shapes do not broadcast (NumPy raises), for empty
+       results, operands not in row-major order, or a raised floating-point flag. */
+    static PyObject *lz_run_broadcast(PyUFuncObject *uf, PyArrayObject *x, PyArrayObject *y,
+                                      int t) {
+        int nx = PyArray_NDIM(x), ny = PyArray_NDIM(y), nd = nx > ny ? nx : ny;
+        if (nx == 0 || ny == 0 || nd > LZ_MAXDIM || !PyArray_ISALIGNED(x) ||
+                !PyArray_ISALIGNED(y) || !PyArray_ISNOTSWAPPED(x) || !PyArray_ISNOTSWAPPED(y) ||
+                !lz_rowmajor_nd(x) || !lz_rowmajor_nd(y) || uf->nin != 2 || uf->nout != 1)
+            Py_RETURN_NONE;
+        PyUFuncGenericFunction fn = NULL; void *data = NULL;
+        int tout = -1;
+        for (int i = 0; i < uf->ntypes && fn == NULL; i++) {
+            const char *tp = uf->types + i * uf->nargs;
+            if (tp[0] == t && tp[1] == t && (tp[2] == t || tp[2] == NPY_BOOL)) {
+                fn = uf->functions[i];
+                data = uf->data != NULL ? uf->data[i] : NULL;
+                tout = tp[2];
+            }
+        }
+        if (fn == NULL) Py_RETURN_NONE;
+        npy_intp dims[LZ_MAXDIM], sx[LZ_MAXDIM], sy[LZ_MAXDIM], so[LZ_MAXDIM], idx[LZ_MAXDIM];
+        int inner = nd - 1;
+        for (int i = 0; i < nd; i++) {
+            int ix = i - (nd - nx), iy = i - (nd - ny);
+            npy_intp dx = ix >= 0 ? PyArray_DIM(x, ix) : 1, dy = iy >= 0 ? PyArray_DIM(y, iy) : 1;
+            if (dx != dy && dx != 1 && dy != 1) Py_RETURN_NONE;
+            dims[i] = dx == 1 ? dy : dx;
+            if (dims[i] == 0) Py_RETURN_NONE;
+            sx[i] = dx > 1 ? PyArray_STRIDE(x, ix) : 0;
+            sy[i] = dy > 1 ? PyArray_STRIDE(y, iy) : 0;
+            idx[i] = 0;
+        }
+        for (int i = nd - 2; i >= 0; i--)
+            if (dims[i] > dims[inner]) inner = i;
+        PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(nd, dims, tout);
+        if (out == NULL) return NULL;
+        for (int i = 0; i < nd; i++) so[i] = PyArray_STRIDE(out, i);
+        char *px = PyArray_BYTES(x), *py = PyArray_BYTES(y), *po = PyArray_BYTES(out);
+        npy_intp n = dims[inner], steps[3] = {sx[inner], sy[inner], so[inner]};
+        const int flags = FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID;
+        feclearexcept(flags);
+        for (;;) {
+            char *args[3] = {px, py, po};
+            fn(args, &n, steps, data);
+            int i = nd - 1;
+            for (; i >= 0; i--) {             /* the next position of the other axes */
+                if (i == inner) continue;
+                if (++idx[i] < dims[i]) {
+                    px += sx[i]; py += sy[i]; po += so[i];
+                    break;
+                }
+                idx[i] = 0;
+                px -= sx[i] * (dims[i] - 1); py -= sy[i] * (dims[i] - 1);
+                po -= so[i] * (dims[i] - 1);
+            }
+            if (i < 0) break;
+        }
+        if (fetestexcept(flags)) {
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        return (PyObject *)out;
+    }
+    #undef LZ_MAXDIM
     /* An integer scalar next to an integer array of type ``t``, as NumPy 2 takes it: a
        Python int that fits the type (NumPy raises for one that does not: 0 here, and the
        caller makes NumPy's call), or a NumPy scalar of that very type; stored in ``buf``. */
@@ -2089,11 +2172,12 @@ cdef extern from *:
             }
             if (!lz_loop_operand((PyObject *)arr, t)) Py_RETURN_NONE;
         } else {
-            if (!lz_loop_operand(a, t) || !lz_loop_operand(b, t)) Py_RETURN_NONE;
-            int nd = PyArray_NDIM(x);
-            if (nd != PyArray_NDIM(y)) Py_RETURN_NONE;
-            for (int i = 0; i < nd; i++)
-                if (PyArray_DIM(x, i) != PyArray_DIM(y, i)) Py_RETURN_NONE;
+            if (PyArray_TYPE(y) != t) Py_RETURN_NONE;
+            int same = lz_loop_operand(a, t) && lz_loop_operand(b, t) &&
+                PyArray_NDIM(x) == PyArray_NDIM(y);
+            for (int i = 0; same && i < PyArray_NDIM(x); i++)
+                if (PyArray_DIM(x, i) != PyArray_DIM(y, i)) same = 0;
+            if (!same) return lz_run_broadcast(uf, x, y, t);
         }
         PyArrayObject *ops[2] = {x, y};
         return lz_run_rows(uf, 2, ops, sp, arr, t);

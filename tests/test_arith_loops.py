@@ -123,7 +123,7 @@ def test_flagged_results_warn_and_raise_as_numpy(settings):
         assert got_warnings == expected_warnings
 
 
-def test_mixed_and_other_dtypes_and_broadcasting_take_numpys_call():
+def test_mixed_and_other_dtypes_equal_numpy():
     rng = numpy.random.default_rng(13)
     cases = [(_matrix(rng, "float64"), _matrix(rng, "float32")),
              (numpy.arange(12).reshape(3, 4), numpy.arange(12.0).reshape(3, 4)),
@@ -259,3 +259,55 @@ def test_max_and_min_methods_equal_numpy(dtype):
                 assert got.dtype == expected.dtype and numpy.array_equal(got, expected)
             else:
                 _same(expected, got)
+
+
+#: Pairs of operand shapes that broadcast (and two that do not: NumPy's ValueError).
+BROADCAST_SHAPES = [((600, 1, 2), (1, 4, 2)), ((5, 1), (1, 7)), ((3, 1, 4), (4,)),
+                    ((1, 5), (5, 1)), ((2, 3, 1, 5), (3, 4, 1)), ((7,), (3, 7)),
+                    ((40, 3), (3,)), ((3, 1), (3, 4)), ((2, 3, 4), (2, 3, 4)),
+                    ((1,), (6,)), ((2, 1, 1, 1, 1, 1, 1, 3), (4, 1, 1, 1, 1, 1, 1)),
+                    ((3, 4), (5, 4)), ((2, 3), (3, 2))]
+
+
+def _broadcast_operand(rng, dtype, shape, form):
+    """A NumPy operand of ``shape`` and the same view of a lazynp copy of its block: the
+    block itself (C-ordered), a gapped view, a reversed or a transposed view (the last two
+    take NumPy's call: their layout)."""
+    block_shape = {"gapped": tuple(2 * d for d in shape),
+                   "transposed": tuple(reversed(shape))}.get(form, shape)
+    if numpy.dtype(dtype).kind == "f":
+        block = _matrix(rng, dtype, block_shape)
+    else:
+        block = rng.integers(-50, 50, block_shape).astype(dtype)
+    view = {"c": lambda b: b, "gapped": lambda b: b[tuple(slice(None, None, 2) for _ in shape)],
+            "reversed": lambda b: b[::-1], "transposed": lambda b: b.T}[form]
+    return view(block), view(lazynp.array(block))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int32", "uint8"])
+@pytest.mark.parametrize("form", ["c", "gapped", "reversed", "transposed"])
+def test_broadcast_operands_equal_numpy(dtype, form):
+    rng = numpy.random.default_rng(19)
+    ops = OPS + COMPARISONS + [numpy.maximum, numpy.minimum]
+    for sx, sy in BROADCAST_SHAPES:
+        x, lx = _broadcast_operand(rng, dtype, sx, form)
+        y, ly = _broadcast_operand(rng, dtype, sy, "c")
+        for (a, la), (b, lb) in (((x, lx), (y, ly)), ((y, ly), (x, lx))):
+            for op in ops:
+                lz_op = getattr(lazynp, op.__name__) if isinstance(op, numpy.ufunc) else op
+                expected, expected_warnings = _outcome(op, a, b)
+                got, got_warnings = _outcome(lz_op, la, lb)
+                _same(expected, got)
+                assert got_warnings == expected_warnings, (op, a.shape, b.shape)
+
+
+@pytest.mark.parametrize("settings", [{}, {"all": "raise"}, {"over": "ignore"}])
+def test_broadcast_flags_warn_and_raise_as_numpy(settings):
+    a = numpy.array([[1e308], [1.0], [0.0]])
+    b = numpy.array([[10.0, 0.0, -numpy.inf]])
+    for op in OPS:
+        with numpy.errstate(**settings):
+            expected, expected_warnings = _outcome(op, a, b)
+            got, got_warnings = _outcome(op, lazynp.array(a), lazynp.array(b))
+        _same(expected, got)
+        assert got_warnings == expected_warnings
