@@ -1635,14 +1635,26 @@ cdef object _shadow_of(ndarray a):
     if a._shadow is not None:
         return a._shadow
     cdef Var v = _attach(a)
-    cdef Node h
+    cdef Node h = <Node>v.head
     if v.shadow is None:
-        h = <Node>v.head
         if h.state == DONE and h.error is None and type(h.value) is _ndarray_np:
             v.shadow = h.value
         else:
             v.shadow = _empty_fn(h.shape, h.dtype)
+    cdef object old = v.shadow
+    if old is not h.value and lz_refcnt(old) == 2 and h.state == DONE and \
+            h.error is None and type(h.value) is _ndarray_np and _same_geometry(old, h.value):
+        # The shadow was made while the head was pending (or is an older version's buffer)
+        # and nothing views it any more (every NumPy view of it holds a reference): views
+        # from now on are made on the buffer itself, so that reading or writing them takes
+        # the C path (their geometry is the same on either array).  (2 references: the
+        # Var's and ``old``.)
+        v.shadow = h.value
     return v.shadow
+
+
+cdef bint _same_geometry(a, b):
+    return a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype
 
 
 cdef list _parts_py = [None] * 4    # real's getter and setter, imag's (lazynp.ndarray)

@@ -1017,6 +1017,29 @@ def long_inplace_loop_old_versions_kept(np):
     return a, keep
 
 
+@scenario
+def views_made_while_pending_then_after(np):
+    """Views of an array first viewed while pending (a placeholder geometry), written and
+    read after the flush, while the first views live and after they are gone."""
+    big = np.arange(1_200_000, dtype=np.float64).reshape(1000, 1200)
+    c = big.copy()                      # large: recorded, pending
+    first = c[3, :5]                    # a view made while c is pending
+    first *= 2.0                        # flushes c, writes through the early view
+    second = c[4, 2:9]
+    second += first[:1]
+    out = [first.copy(), second.copy()]
+    del first, second
+    for i in range(6):                  # views made after the early ones are gone
+        c[i, :i + 1] *= 1.5
+        c[i, :i + 1] += c[i + 1, :i + 1]
+        out.append(c[i, : i + 2].copy())
+    late = c[7, 1:4]
+    c[7, :] = -1.0
+    out.append(late.copy())
+    return out + [c[:9, :12].copy(), c.sum()]
+
+
+
 @pytest.mark.parametrize("fn", SCENARIOS, ids=[f.__name__ for f in SCENARIOS])
 def test_scenario(fn):
     run_both(fn)
@@ -1309,3 +1332,21 @@ def test_in_place_chains_across_arrays_per_node_engine(shape, per_node_engine):
             got = _fields(lazynp, *ins, steps)
             for g, w in zip(got, want):
                 numpy.testing.assert_array_equal(numpy.asarray(g), w)
+
+
+@pytest.mark.skipif(lazynp.graph.speedups is None, reason="the C recorder's shadow")
+def test_a_views_shadow_moves_to_the_buffer_once_nothing_views_the_placeholder():
+    c = lazynp.arange(1_200_000, dtype=numpy.float64).reshape(1000, 1200).copy()
+    early = c[0, :3]                    # made on a placeholder: c is pending
+    early *= 2.0
+    var = c._var
+    assert var.shadow is not var.head.value
+    c[1, :2]                            # the early view still holds the placeholder
+    assert var.shadow is not var.head.value
+    del early
+    c[1, :2] *= 3.0
+    assert var.shadow is var.head.value  # the views from now on are on the buffer
+    want = numpy.arange(1_200_000, dtype=numpy.float64).reshape(1000, 1200)
+    want[0, :3] *= 2.0
+    want[1, :2] *= 3.0
+    numpy.testing.assert_array_equal(numpy.asarray(c), want)
