@@ -260,6 +260,8 @@ def setitem(arr, index, value) -> None:
             return
     else:
         template, args, dummy_index = _advanced_template(index)
+        if not args and not _policy.record_all and _setitem_now(arr, template, value):
+            return      # (its boolean masks are computed now: at once, as NumPy)
     concrete = not isinstance(value, ndarray) and not isinstance(value, np.ndarray)
     if concrete and arr.dtype.names is not None:
         # records given as tuples (or one scalar for every field): NumPy's conversion,
@@ -320,7 +322,7 @@ def _setitem_now(arr, index, value) -> bool:
     idx = _eager_index(index)
     if idx is None:
         return False
-    target = graph.writable_view(arr, _region_size(arr, idx, val))
+    target = graph.writable_view(arr, _region_size(arr, idx, val), large_in_place=True)
     if target is None:
         return False
     target[idx] = val

@@ -484,10 +484,13 @@ def _into_shared(var: "Var", args: tuple) -> bool:
     return compute_now([a.args[0] if a.op is VIEW else a for a in args if type(a) is Node])
 
 
-def writable_view(arr, region: int):
+def writable_view(arr, region: int, large_in_place: bool = False):
     """The NumPy array through which ``arr`` (a lazynp array) may be written at once, for
     a write of ``region`` elements with computed inputs; None when the write must be
     recorded (a pending array, a large write, or pending readers of a large array).
+    ``large_in_place``: a large write may run at once too, into the computed buffer itself
+    when nothing else holds it (an assignment by index, which no kernel fuses: recording
+    it would only add the graph's costs, and a copy when something reads the old version).
 
     The buffer itself when nothing but ``arr``'s Var holds its current version (no pending
     reader, no tape); otherwise, for an array small enough to copy, a copy that becomes the
@@ -499,9 +502,10 @@ def writable_view(arr, region: int):
     small = _policy.sized_ok("write", region)
     var = arr._v
     if var is None:
-        return arr._val if small or arr._ext else None
+        return arr._val if small or arr._ext or large_in_place else None
     h = var.head
-    if not small and h.exported is not True:
+    # references: var.head, h, getrefcount's argument (more: pending readers)
+    if not small and h.exported is not True and (not large_in_place or getrefcount(h) > 3):
         return None
     if h.state != DONE and h.error is None:
         del h

@@ -30,14 +30,16 @@ _NOT_FUSED = {"ldexp", "frexp", "modf", "divmod", "spacing", "nextafter", "heavi
               "bitwise_count", "gcd", "lcm", "isnat", "fmod", "float_power", "cbrt",
               "left_shift", "right_shift", "logaddexp2", "exp2", "log2", "sign", "rint"}
 
-# expressions whose NaN semantics must follow NumPy (Python's max/min do not)
+# expressions whose NaN semantics must follow NumPy (Python's max/min do not).  Booleans
+# combine with & and | (no short circuit: no branch, so LLVM vectorizes the loop; a mask
+# kernel of 624k elements: 980 -> 69 us)
 _SPECIAL = {
-    "maximum": "({0} if ({0} >= {1} or {0} != {0}) else {1})",
-    "minimum": "({0} if ({0} <= {1} or {0} != {0}) else {1})",
-    "fmax": "({0} if ({0} >= {1} or {1} != {1}) else {1})",
-    "fmin": "({0} if ({0} <= {1} or {1} != {1}) else {1})",
-    "logical_and": "(bool({0}) and bool({1}))",
-    "logical_or": "(bool({0}) or bool({1}))",
+    "maximum": "({0} if (({0} >= {1}) | ({0} != {0})) else {1})",
+    "minimum": "({0} if (({0} <= {1}) | ({0} != {0})) else {1})",
+    "fmax": "({0} if (({0} >= {1}) | ({1} != {1})) else {1})",
+    "fmin": "({0} if (({0} <= {1}) | ({1} != {1})) else {1})",
+    "logical_and": "(bool({0}) & bool({1}))",
+    "logical_or": "(bool({0}) | bool({1}))",
     "logical_xor": "(bool({0}) != bool({1}))",
     "logical_not": "(not bool({0}))",
     "isnan": "({0} != {0})",
@@ -126,14 +128,14 @@ def node_expr(node, operands: list, operand_dtypes: list, operand_keys: list,
     elif name == "absolute" and ins[0].kind == "b":
         expr = "{0}"
     elif name in ("bitwise_and", "bitwise_or", "bitwise_xor") and ins[0].kind == "b":
-        expr = {"bitwise_and": "({0} and {1})", "bitwise_or": "({0} or {1})",
+        expr = {"bitwise_and": "({0} & {1})", "bitwise_or": "({0} | {1})",
                 "bitwise_xor": "({0} != {1})"}[name]
     elif name in ("add", "multiply", "subtract", "square", "negative", "positive") and \
             ins[0].kind == "b":
         if name in ("add",):
-            expr = "({0} or {1})"
+            expr = "({0} | {1})"
         elif name == "multiply":
-            expr = "({0} and {1})"
+            expr = "({0} & {1})"
         else:
             return None
     elif name == "power" and const_exponent:
