@@ -49,8 +49,21 @@ def _setitem_impl(base, value, *idx_vals, geom, index):
     if index is Ellipsis:
         target[...] = value
     else:
-        target[_fill(index, idx_vals)] = value
+        assign(target, _fill(index, idx_vals), value)
     return base
+
+
+#: ``target[mask] = scalar`` without branches (lazynp._speedups.mask_fill), or None.
+_mask_fill = graph.speedups.mask_fill if graph.speedups is not None else None
+
+
+def assign(target: np.ndarray, idx, value) -> None:
+    """``target[idx] = value`` on NumPy arrays; a boolean mask of the target's shape with a
+    scalar of its type is filled in C (NumPy's masked assignment branches per element: 2.9
+    ms for 620k int8 elements on a random mask, 40 us so)."""
+    if _mask_fill is not None and type(idx) is np.ndarray and _mask_fill(target, idx, value):
+        return
+    target[idx] = value
 
 
 def _ufunc_at_impl(base, *vals, geom, index, ufunc, has_b):
@@ -325,7 +338,7 @@ def _setitem_now(arr, index, value) -> bool:
     target = graph.writable_view(arr, _region_size(arr, idx, val), large_in_place=True)
     if target is None:
         return False
-    target[idx] = val
+    assign(target, idx, val)
     return True
 
 

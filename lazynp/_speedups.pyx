@@ -1511,6 +1511,13 @@ def short_sum(a):
     return lz_short_sum(a)
 
 
+def mask_fill(target, mask, value):
+    """``lz_mask_fill``: ``target[mask] = value`` for a boolean mask of target's shape and a
+    scalar value of its type, without branches; False when it does not apply (nothing
+    written: the caller makes NumPy's assignment)."""
+    return lz_mask_fill(target, mask, value) == 1
+
+
 def configure_methods(dict python_methods, dict shortcuts):
     """The recorded (Python) versions of :data:`METHOD_NAMES`, and the methods run at once
     by a shortcut (lazynp._shortcuts.METHODS) instead of NumPy's own method."""
@@ -2155,6 +2162,80 @@ cdef extern from *:
         return (PyObject *)out;
     }
     #undef LZ_SHORT_SUM
+    /* ``target[mask] = value`` for a boolean mask of the target's shape and a scalar value
+       NumPy converts exactly to the target's type (a float into float64, a float32 of the
+       type or a float it holds exactly into float32, an int in range into an integer type,
+       a bool into bool): every element under a nonzero mask byte gets the value's bytes, the
+       others keep theirs.  NumPy's masked assignment walks the mask element by element
+       (4.7 ns each on a random mask: 2.9 ms for 620k int8 elements); this loop selects
+       without branches, so it vectorizes.  1 when done, 0 (nothing written) otherwise. */
+    #define LZ_FILL(T) { \
+        T val = *(T *)sbuf; \
+        for (npy_intp r = 0; r < rows; r++) { \
+            char *pt = PyArray_BYTES(t) + r * st0; \
+            const char *pm = PyArray_BYTES(m) + r * sm0; \
+            if (st1 == (npy_intp)sizeof(T) && sm1 == 1) { \
+                T *tt = (T *)pt; \
+                const npy_bool *mm = (const npy_bool *)pm; \
+                for (npy_intp c = 0; c < cols; c++) { \
+                    T keep = (T)((T)(mm[c] != 0) - (T)1);  /* all ones where mask is 0 */ \
+                    tt[c] = (tt[c] & keep) | (val & (T)~keep); \
+                } \
+            } else { \
+                for (npy_intp c = 0; c < cols; c++) { \
+                    T *tt = (T *)(pt + c * st1); \
+                    *tt = *(const npy_bool *)(pm + c * sm1) ? val : *tt; \
+                } \
+            } \
+        } \
+        return 1; }
+    static int lz_mask_fill(PyObject *target, PyObject *mask, PyObject *value) {
+        if (!PyArray_CheckExact(target) || !PyArray_CheckExact(mask)) return 0;
+        PyArrayObject *t = (PyArrayObject *)target, *m = (PyArrayObject *)mask;
+        int nd = PyArray_NDIM(t), tn = PyArray_TYPE(t);
+        if ((nd != 1 && nd != 2) || PyArray_NDIM(m) != nd || PyArray_TYPE(m) != NPY_BOOL ||
+                !PyArray_ISWRITEABLE(t) || !PyArray_ISALIGNED(t) || !PyArray_ISNOTSWAPPED(t) ||
+                !lz_rowmajor(t) || !lz_rowmajor(m))
+            return 0;
+        for (int i = 0; i < nd; i++)
+            if (PyArray_DIM(t, i) != PyArray_DIM(m, i)) return 0;
+        npy_longlong sbuf[2];
+        if (tn == NPY_DOUBLE) {
+            if (PyFloat_Check(value) && (PyFloat_CheckExact(value) ||
+                                         PyArray_IsScalar(value, Double)))
+                *(double *)sbuf = PyFloat_AS_DOUBLE(value);
+            else return 0;
+        } else if (tn == NPY_FLOAT) {
+            if (Py_IS_TYPE(value, &PyFloatArrType_Type)) {
+                *(float *)sbuf = PyArrayScalar_VAL(value, Float);
+            } else if (PyFloat_CheckExact(value)) {
+                double d = PyFloat_AS_DOUBLE(value);
+                if ((double)(float)d != d) return 0;      /* (NaN too: NumPy's cast) */
+                *(float *)sbuf = (float)d;
+            } else return 0;
+        } else if (tn == NPY_BOOL) {
+            if (value == Py_True || value == Py_False)
+                *(npy_bool *)sbuf = value == Py_True;
+            else if (PyArray_IsScalar(value, Bool))
+                *(npy_bool *)sbuf = PyArrayScalar_VAL(value, Bool);
+            else return 0;
+        } else if (PyTypeNum_ISINTEGER(tn)) {
+            if (!lz_int_scalar(value, tn, (void *)sbuf)) return 0;
+        } else {
+            return 0;
+        }
+        npy_intp rows = nd == 2 ? PyArray_DIM(t, 0) : 1, cols = PyArray_DIM(t, nd - 1);
+        npy_intp st0 = nd == 2 ? PyArray_STRIDE(t, 0) : 0, st1 = PyArray_STRIDE(t, nd - 1);
+        npy_intp sm0 = nd == 2 ? PyArray_STRIDE(m, 0) : 0, sm1 = PyArray_STRIDE(m, nd - 1);
+        switch (PyArray_ITEMSIZE(t)) {
+        case 1: LZ_FILL(npy_uint8)
+        case 2: LZ_FILL(npy_uint16)
+        case 4: LZ_FILL(npy_uint32)
+        case 8: LZ_FILL(npy_uint64)
+        default: return 0;
+        }
+    }
+    #undef LZ_FILL
     static PyObject *lz_loop2(PyObject *uf_obj, PyObject *a, PyObject *b) {
         PyUFuncObject *uf = (PyUFuncObject *)uf_obj;
         PyArrayObject *x = NULL, *y = NULL;   /* the array operands */
@@ -2208,6 +2289,7 @@ cdef extern from *:
     object lz_loop1(object uf, object a)
     object lz_int_extreme(object a, int want_max)
     object lz_short_sum(object a)
+    int lz_mask_fill(object target, object mask, object value) except -1
 
 
 import numpy as _numpy
