@@ -913,6 +913,17 @@ cdef class ndarray:
                             return
                     target[index] = vv
                     return
+        if not _record_all and (t is ndarray or t is _ndarray_np):
+            # a boolean mask of the array's shape and a scalar: filled in C (lz_mask_fill)
+            v = _evalue(self)
+            mv = _eager_arg(index, False)
+            if v is not None and mv is not _NE and \
+                    lz_mask_fill(v, mv, value, 1) == 1:
+                target = _writable(self, _size_of(self.shape))
+                if target is not None:
+                    if lz_mask_fill(target, mv, value, 0) != 1:
+                        target[mv] = value
+                    return
         _setitem_py(self, index, value)
 
     def __getbuffer__(self, Py_buffer *view, int flags):
@@ -1515,7 +1526,7 @@ def mask_fill(target, mask, value):
     """``lz_mask_fill``: ``target[mask] = value`` for a boolean mask of target's shape and a
     scalar value of its type, without branches; False when it does not apply (nothing
     written: the caller makes NumPy's assignment)."""
-    return lz_mask_fill(target, mask, value) == 1
+    return lz_mask_fill(target, mask, value, 0) == 1
 
 
 def configure_methods(dict python_methods, dict shortcuts):
@@ -2189,7 +2200,7 @@ cdef extern from *:
             } \
         } \
         return 1; }
-    static int lz_mask_fill(PyObject *target, PyObject *mask, PyObject *value) {
+    static int lz_mask_fill(PyObject *target, PyObject *mask, PyObject *value, int dry) {
         if (!PyArray_CheckExact(target) || !PyArray_CheckExact(mask)) return 0;
         PyArrayObject *t = (PyArrayObject *)target, *m = (PyArrayObject *)mask;
         int nd = PyArray_NDIM(t), tn = PyArray_TYPE(t);
@@ -2224,6 +2235,7 @@ cdef extern from *:
         } else {
             return 0;
         }
+        if (dry) return PyArray_ITEMSIZE(t) <= 8;       /* (it applies: nothing written) */
         npy_intp rows = nd == 2 ? PyArray_DIM(t, 0) : 1, cols = PyArray_DIM(t, nd - 1);
         npy_intp st0 = nd == 2 ? PyArray_STRIDE(t, 0) : 0, st1 = PyArray_STRIDE(t, nd - 1);
         npy_intp sm0 = nd == 2 ? PyArray_STRIDE(m, 0) : 0, sm1 = PyArray_STRIDE(m, nd - 1);
@@ -2258,6 +2270,28 @@ cdef extern from *:
             } else if (t == NPY_FLOAT && Py_IS_TYPE(s, &PyFloatArrType_Type)) {
                 sf = PyArrayScalar_VAL(s, Float);
                 sp = &sf;
+            } else if (!integer && (PyLong_CheckExact(s) || (t == NPY_FLOAT &&
+                                                             PyFloat_CheckExact(s)))) {
+                /* a Python int (or a float into float32) the array's type holds exactly:
+                   NumPy converts it to that type (NEP 50), exactly */
+                double d;
+                if (PyLong_CheckExact(s)) {
+                    int ovf = 0;
+                    long long v = PyLong_AsLongLongAndOverflow(s, &ovf);
+                    if (ovf || (v == -1 && PyErr_Occurred())) { PyErr_Clear(); Py_RETURN_NONE; }
+                    if (v > (1LL << 53) || v < -(1LL << 53)) Py_RETURN_NONE;
+                    d = (double)v;
+                } else {
+                    d = PyFloat_AS_DOUBLE(s);
+                }
+                if (t == NPY_DOUBLE) {
+                    sd = d;
+                    sp = &sd;
+                } else {
+                    if ((double)(float)d != d) Py_RETURN_NONE;
+                    sf = (float)d;
+                    sp = &sf;
+                }
             } else if (integer && lz_int_scalar(s, t, (void *)sbuf)) {
                 sp = (void *)sbuf;
             } else {
@@ -2289,7 +2323,7 @@ cdef extern from *:
     object lz_loop1(object uf, object a)
     object lz_int_extreme(object a, int want_max)
     object lz_short_sum(object a)
-    int lz_mask_fill(object target, object mask, object value) except -1
+    int lz_mask_fill(object target, object mask, object value, int dry) except -1
 
 
 import numpy as _numpy

@@ -87,7 +87,9 @@ def _check_forms(op, M, N, forms):
 
 
 SCALARS = [2.5, -0.0, 1e-300, 3, numpy.float64(0.1), numpy.float32(0.1), True,
-           numpy.int64(4), 1e300, float("inf"), float("nan"), 0.0, 1 + 2j]
+           numpy.int64(4), 1e300, float("inf"), float("nan"), 0.0, 1 + 2j, 0, -7,
+           2 ** 24, 2 ** 24 + 1, 2 ** 53, 2 ** 53 + 1, -(2 ** 53) - 1, 2 ** 70, 0.5, 0.1,
+           3.4e38, 1e39]
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
