@@ -1269,3 +1269,22 @@ def test_a_flag_raised_in_several_chunks_of_a_parallel_kernel_warns(frac, reduce
     assert stat("fused_groups_fp_rerun") > r0, "the kernel's flags did not send it to NumPy"
     assert lz_warnings == np_warnings
     numpy.testing.assert_allclose(got, expected, rtol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", ["complex128", "complex64"])
+@pytest.mark.parametrize("view", [lambda z: z, lambda z: z[1:-1, 2:], lambda z: z[::-1, ::3],
+                                  lambda z: z[:, 5]])
+def test_real_and_imaginary_parts_of_a_complex_block_as_kernel_inputs(small_work, dtype, view):
+    """``z.real`` and ``z.imag`` are read from the complex block viewed as its parts (stride 2
+    in the part's type): a Mandelbrot mask, against NumPy bit for bit, by the kernel."""
+    rng = numpy.random.default_rng(21)
+    z = (rng.standard_normal((40, 30)) + 1j * rng.standard_normal((40, 30))).astype(dtype)
+    lz = view(lazynp.asarray(z) * 1)    # a computed complex block (and views of it)
+    nz = view(z * 1)
+    expected = [nz.real * nz.real + nz.imag * nz.imag <= 2.0, nz.imag - 2 * nz.real]
+    r0 = stat("fused_groups_run")
+    got = [lz.real * lz.real + lz.imag * lz.imag <= 2.0, lz.imag - 2 * lz.real]
+    got = [numpy.asarray(g) for g in got]
+    assert stat("fused_groups_run") > r0
+    for g, e in zip(got, expected):
+        assert_exact(g, e, "parts of a complex block")

@@ -248,8 +248,16 @@ def strided_inputs(vals: list, shape: tuple):
         while type(owner.base) is np.ndarray:
             owner = owner.base
         item = v.dtype.itemsize
-        if owner.dtype != v.dtype or not owner.flags.c_contiguous or item == 0:
+        if not owner.flags.c_contiguous or item == 0:
             return None
+        if owner.dtype != v.dtype:
+            # ``z.real`` / ``z.imag`` of a complex block: the block's parts as elements of
+            # their own type (real, imaginary, real...), read at stride 2
+            if owner.dtype.kind != "c" or v.dtype.kind != "f" or \
+                    owner.dtype.itemsize != 2 * item or not owner.dtype.isnative or \
+                    not v.dtype.isnative or owner.ndim == 0:
+                return None
+            owner = owner.view(v.dtype)
         off = _data_offset(v, owner)
         if off % item:
             return None
