@@ -181,7 +181,9 @@ def _in_numpys_layout(res: np.ndarray):
     block with NumPy's strides (no copy; ``strides`` and ``flags`` as NumPy's); otherwise a
     C-ordered copy."""
     st = res.strides
-    if res.base is None and res.size > 1 and all(s > 0 for s in st):
+    # (a result with a base is a view of NumPy's own temporary -- einsum's transposed
+    # product: wrap() has copied the ones sharing an input's memory)
+    if res.size > 1 and all(s > 0 for s in st):
         perm = sorted(range(res.ndim), key=lambda i: -st[i])
         block = res.transpose(perm)
         if block.flags.c_contiguous:

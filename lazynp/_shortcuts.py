@@ -124,8 +124,46 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=_NoValue, *, where=_NoValu
     return _np_mean(a, axis, dtype, out, **kwargs)
 
 
+_np_histogram, _linspace, _bincount = np.histogram, np.linspace, np.bincount
+_intp_dtype = np.dtype(np.intp)
+
+
+def histogram(a, bins=10, range=None, density=None, weights=None):  # noqa: A002
+    """``numpy.histogram``: of integers, into bins of a whole number of units over an int
+    range, each value's bin is ``(v - lo) // width`` (``hi`` itself in the last), as NumPy's
+    float arithmetic and edge comparisons find it: one integer division and a ``bincount``
+    (NumPy's uniform-bin path takes 4-5 passes more: 80 -> 30 us for 16k uint8 pixels).
+    The edges are NumPy's ``linspace``; they must be those integers exactly, else (and for
+    anything else) NumPy's function runs."""
+    if type(a) is _ndarray and a.dtype.kind in "iu" and a.dtype.itemsize <= 4 and \
+            type(bins) is int and bins > 0 and weights is None and not density and \
+            type(range) in (tuple, list) and len(range) == 2 and \
+            type(range[0]) is int and type(range[1]) is int:
+        lo, hi = range
+        if lo < hi and (hi - lo) % bins == 0 and -(1 << 52) < lo and hi < (1 << 52):
+            width = (hi - lo) // bins
+            edges = _linspace(lo, hi, bins + 1, endpoint=True, dtype=_f8)
+            if (edges == _np_arange_f8(lo, width, bins + 1)).all():
+                v = a.reshape(-1).astype(_intp_dtype)
+                info = np.iinfo(a.dtype)
+                if lo > info.min or hi < info.max:
+                    v = v[(v >= lo) & (v <= hi)]
+                if lo:
+                    v -= lo
+                if width != 1:
+                    v //= width
+                if hi <= info.max:
+                    np.minimum(v, bins - 1, out=v)      # (hi itself: the last bin)
+                return _bincount(v, minlength=bins), edges
+    return _np_histogram(a, bins, range, density, weights)
+
+
+def _np_arange_f8(lo: int, width: int, n: int):
+    return np.arange(n, dtype=_f8) * width + lo
+
+
 #: The shortcuts by NumPy name (lazynp._namespace runs these instead of NumPy's).
-BY_NAME = {f.__name__: f for f in (roll, sum, zeros_like, mean)}
+BY_NAME = {f.__name__: f for f in (roll, sum, zeros_like, mean, histogram)}
 
 #: The ndarray methods run by a shortcut (``method(value, *args, **kwargs)``).
 METHODS = {"mean": mean, "sum": sum}

@@ -147,3 +147,47 @@ def test_lazy_mean_method_and_function_run_the_shortcut_at_once():
                       (a.mean(axis=1), n.mean(axis=1)), (a.mean(0, keepdims=True),
                                                          n.mean(0, keepdims=True))):
         _assert_same(want, got if not isinstance(got, lazynp.ndarray) else numpy.asarray(got))
+
+
+HISTOGRAM_ARGS = [dict(bins=16, range=(0, 256)), dict(bins=256, range=(0, 256)),
+                  dict(bins=10, range=(0, 100)), dict(bins=7, range=(-3, 25)),
+                  dict(bins=16, range=(0, 255)), dict(bins=1, range=(5, 6)),
+                  dict(bins=4, range=[10, 10]), dict(bins=4, range=(20, 10)),
+                  dict(bins=3, range=(0, 2 ** 40)), dict(bins=3), dict(bins="auto"),
+                  dict(bins=8, range=(0, 256), density=True),
+                  dict(bins=8, range=(0.0, 256.0)), dict(bins=numpy.int64(8), range=(0, 256)),
+                  dict(bins=0, range=(0, 8)), dict(bins=-2, range=(0, 8)),
+                  dict(bins=5, range=(-1000, 1000))]
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16", "uint16", "int32", "uint32",
+                                   "int64", "float64", "bool"])
+@pytest.mark.parametrize("kwargs", HISTOGRAM_ARGS)
+def test_histogram_equals_numpy(dtype, kwargs):
+    rng = numpy.random.default_rng(4)
+    info = numpy.iinfo(dtype) if numpy.dtype(dtype).kind in "iu" else None
+    lo, hi = (max(info.min, -300), min(info.max, 300)) if info else (-300, 300)
+    for shape in ((64, 64), (0,), (7,), (3, 5, 2)):
+        a = rng.integers(lo, hi, shape, endpoint=True).astype(dtype)
+        if a.size:
+            a.flat[0] = lo
+            a.flat[-1] = hi
+        expected = _outcome(numpy.histogram, a, **kwargs)
+        got = _outcome(_shortcuts.histogram, a, **kwargs)
+        if isinstance(expected[0], str):
+            assert got == expected
+            continue
+        for g, e in zip(got, expected):
+            _assert_same(e, g)
+
+
+def test_histogram_weights_and_lazy_arrays():
+    a = numpy.arange(20, dtype=numpy.uint8)
+    w = numpy.linspace(0, 1, 20)
+    for g, e in zip(_shortcuts.histogram(a, bins=4, range=(0, 20), weights=w),
+                    numpy.histogram(a, bins=4, range=(0, 20), weights=w)):
+        _assert_same(e, g)
+    got = lazynp.histogram(lazynp.array(a), bins=5, range=(0, 20))
+    want = numpy.histogram(a, bins=5, range=(0, 20))
+    assert numpy.array_equal(numpy.asarray(got[0]), want[0])
+    assert numpy.array_equal(numpy.asarray(got[1]), want[1])
