@@ -418,6 +418,9 @@ DEF K_LSHIFT = 10
 DEF K_RSHIFT = 11
 DEF K_MATMUL = 12
 DEF K_DIVMOD = 13
+#: in-place + - * / up to this many elements compute into a new array and copy it back
+#: (0.3 us for 100 elements; NumPy's in-place call 1 us); larger ones are NumPy's call
+DEF _INPLACE_LOOP_MAX = 16384
 
 #: the dunder names of the binary kinds above (ndarray.py hands their Python paths over)
 BINARY_KINDS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor",
@@ -1788,6 +1791,13 @@ cdef object _number_op(int k, a, b):
 
 
 cdef object _inplace_op(int k, a, b):
+    if k <= K_TRUEDIV and type(a) is _ndarray_np and \
+            cnp.PyArray_SIZE(<cnp.ndarray>a) <= _INPLACE_LOOP_MAX:
+        # a small operand: NumPy's loop into a new array (None on a float flag: NumPy's
+        # call then runs on the untouched target, with its warnings), copied into place
+        r = lz_loop2(_arith_ufuncs[k], a, b)
+        if r is not None and lz_copy_into(a, r):
+            return a
     if k == K_ADD:
         return PyNumber_InPlaceAdd(a, b)
     if k == K_SUB:
@@ -2248,6 +2258,33 @@ cdef extern from *:
         }
     }
     #undef LZ_FILL
+    /* Copy ``src`` (a new C-ordered array) into ``dst`` of the same shape and type, a
+       writeable row-major 1-D or 2-D array: row by row.  0 (nothing copied) otherwise. */
+    static int lz_copy_into(PyObject *dst_obj, PyObject *src_obj) {
+        if (!PyArray_CheckExact(dst_obj) || !PyArray_CheckExact(src_obj)) return 0;
+        PyArrayObject *d = (PyArrayObject *)dst_obj, *r = (PyArrayObject *)src_obj;
+        int nd = PyArray_NDIM(d);
+        if ((nd != 1 && nd != 2) || PyArray_NDIM(r) != nd || PyArray_TYPE(r) != PyArray_TYPE(d) ||
+                !PyArray_ISWRITEABLE(d) || !PyArray_ISALIGNED(d) || !PyArray_IS_C_CONTIGUOUS(r) ||
+                !lz_rowmajor(d))
+            return 0;
+        for (int i = 0; i < nd; i++)
+            if (PyArray_DIM(d, i) != PyArray_DIM(r, i)) return 0;
+        npy_intp item = PyArray_ITEMSIZE(d);
+        npy_intp rows = nd == 2 ? PyArray_DIM(d, 0) : 1, cols = PyArray_DIM(d, nd - 1);
+        npy_intp s0 = nd == 2 ? PyArray_STRIDE(d, 0) : 0, s1 = PyArray_STRIDE(d, nd - 1);
+        const char *src = PyArray_BYTES(r);
+        for (npy_intp i = 0; i < rows; i++) {
+            char *row = PyArray_BYTES(d) + i * s0;
+            if (s1 == item) {
+                memcpy(row, src, cols * item);
+                src += cols * item;
+            } else {
+                for (npy_intp c = 0; c < cols; c++, src += item) memcpy(row + c * s1, src, item);
+            }
+        }
+        return 1;
+    }
     static PyObject *lz_loop2(PyObject *uf_obj, PyObject *a, PyObject *b) {
         PyUFuncObject *uf = (PyUFuncObject *)uf_obj;
         PyArrayObject *x = NULL, *y = NULL;   /* the array operands */
@@ -2324,6 +2361,7 @@ cdef extern from *:
     object lz_int_extreme(object a, int want_max)
     object lz_short_sum(object a)
     int lz_mask_fill(object target, object mask, object value, int dry) except -1
+    int lz_copy_into(object dst, object src)
 
 
 import numpy as _numpy

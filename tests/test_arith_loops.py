@@ -313,3 +313,50 @@ def test_broadcast_flags_warn_and_raise_as_numpy(settings):
             got, got_warnings = _outcome(op, lazynp.array(a), lazynp.array(b))
         _same(expected, got)
         assert got_warnings == expected_warnings
+
+
+IOPS = [operator.iadd, operator.isub, operator.imul, operator.itruediv]
+
+
+def _inplace_outcome(op, target, operand):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            r = op(target, operand)
+        except Exception as e:          # noqa: BLE001 - the class is compared
+            return ("raised", type(e)), [str(w.message) for w in caught]
+    return r is target, [str(w.message) for w in caught]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int32", "uint8", "int64"])
+@pytest.mark.parametrize("op", IOPS, ids=lambda f: f.__name__)
+def test_inplace_operators_equal_numpy(dtype, op):
+    """``target op= operand`` on small arrays: into every target form (whole, rows of a
+    stencil view, strided, a row, a column...), with same-form arrays, broadcast rows and
+    scalars, floating-point flags and NumPy's errors (int ``/=``, non-broadcastable output,
+    read-only targets)."""
+    rng = numpy.random.default_rng(23)
+    if numpy.dtype(dtype).kind == "f":
+        M, N = _matrix(rng, dtype), _matrix(rng, dtype)
+        M.flat[::5] = 0.0
+    else:
+        M = rng.integers(0, 100, (9, 13)).astype(dtype)
+        N = rng.integers(1, 100, (9, 13)).astype(dtype)
+    operands = [lambda f, n: f(n), lambda f, n: n[0, :f(n).shape[-1]] if f(n).ndim == 2
+                else n[0, :f(n).shape[0]], lambda f, n: 2.5, lambda f, n: 3,
+                lambda f, n: numpy.float32(0.5), lambda f, n: 1e300, lambda f, n: 0.0,
+                lambda f, n: numpy.ones((2,) + f(n).shape, n.dtype)]
+    for form in FORMS[:9]:
+        for operand in operands:
+            tn = M.copy()
+            tl = lazynp.array(M)
+            expected = _inplace_outcome(op, form(tn), operand(form, N))
+            lz_operand = operand(form, N)
+            if isinstance(lz_operand, numpy.ndarray):
+                lz_operand = lazynp.array(lz_operand)
+            got = _inplace_outcome(op, form(tl), lz_operand)
+            assert got == expected, (form, operand(form, N))
+            assert numpy.asarray(tl).tobytes() == tn.tobytes()
+    ro = numpy.broadcast_to(M[0], (3, 13))
+    assert _inplace_outcome(op, lazynp.broadcast_to(lazynp.array(M[0]), (3, 13)), 1)[0] == \
+        _inplace_outcome(op, ro, 1)[0]
