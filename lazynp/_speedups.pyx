@@ -2002,7 +2002,7 @@ cdef extern from *:
     #define LZ_MAXDIM 8
     /* ``uf(x, y)`` for two arrays of type ``t`` of different shapes that broadcast (or of one
        shape, more than 2-D): NumPy's loop called along the result's last axis, or along its
-       longest when the last is short (under 32 elements, the other at least 4x longer).
+       longest when the last is short (under 8 elements, the other at least 4x longer).
        NumPy walks a broadcast result along its last axis, one loop call per row: a
        (600, 1, 2) - (1, 4, 2) difference is 2400 calls of 2 elements (37 us), 8 calls of 600
        here (each element is one correctly rounded or exact operation: the order of the walk
@@ -2038,7 +2038,7 @@ cdef extern from *:
             sy[i] = dy > 1 ? PyArray_STRIDE(y, iy) : 0;
             idx[i] = 0;
         }
-        if (dims[nd - 1] < 32)      /* (a long last axis stays inner: memory order) */
+        if (dims[nd - 1] < 8)       /* (a longer last axis stays inner: memory order) */
             for (int i = nd - 2; i >= 0; i--)
                 if (dims[i] > dims[inner] && dims[i] >= 4 * dims[nd - 1]) inner = i;
         PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(nd, dims, tout);
