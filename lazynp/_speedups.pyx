@@ -2001,8 +2001,9 @@ cdef extern from *:
     }
     #define LZ_MAXDIM 8
     /* ``uf(x, y)`` for two arrays of type ``t`` of different shapes that broadcast (or of one
-       shape, more than 2-D): NumPy's loop called along the result's last axis, or along its
-       longest when the last is short (under 8 elements, the other at least 4x longer).
+       shape, more than 2-D): NumPy's loop called along the result's longest axis when the
+       last is short (under 8 elements, the other at least 4x longer); None (NumPy's call)
+       when the last axis would be walked anyway, except for 1-D results.
        NumPy walks a broadcast result along its last axis, one loop call per row: a
        (600, 1, 2) - (1, 4, 2) difference is 2400 calls of 2 elements (37 us), 8 calls of 600
        here (each element is one correctly rounded or exact operation: the order of the walk
@@ -2041,6 +2042,8 @@ cdef extern from *:
         if (dims[nd - 1] < 8)       /* (a longer last axis stays inner: memory order) */
             for (int i = nd - 2; i >= 0; i--)
                 if (dims[i] > dims[inner] && dims[i] >= 4 * dims[nd - 1]) inner = i;
+        if (inner == nd - 1 && nd > 1)
+            Py_RETURN_NONE;         /* NumPy's own walk (it coalesces contiguous axes) */
         PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(nd, dims, tout);
         if (out == NULL) return NULL;
         for (int i = 0; i < nd; i++) so[i] = PyArray_STRIDE(out, i);
