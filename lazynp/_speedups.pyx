@@ -1927,25 +1927,32 @@ cdef extern from *:
         return PyArray_TYPE(a) == t && PyArray_ISALIGNED(a) && PyArray_ISNOTSWAPPED(a) &&
             PyArray_SIZE(a) > 0 && lz_rowmajor(a);
     }
+    /* ``uf``'s inner loop for ``nin`` inputs of type ``t`` and one output of type ``t`` (or
+       bool, for two inputs: comparisons): its output type, with the function and its data;
+       -1 when the ufunc has no such loop. */
+    static int lz_find_loop(PyUFuncObject *uf, int nin, int t, PyUFuncGenericFunction *fn,
+                            void **data) {
+        if (uf->nin != nin || uf->nout != 1) return -1;
+        for (int i = 0; i < uf->ntypes; i++) {
+            const char *tp = uf->types + i * uf->nargs;
+            if (tp[0] != t || (nin == 2 && tp[1] != t)) continue;
+            if (tp[nin] == t || (nin == 2 && tp[nin] == NPY_BOOL)) {
+                *fn = uf->functions[i];
+                *data = uf->data != NULL ? uf->data[i] : NULL;
+                return tp[nin];
+            }
+        }
+        return -1;
+    }
     /* Run ``uf``'s loop for inputs of type ``t`` (output ``t``, or bool for comparisons)
        over the operands ``ops`` (``nin`` of them; a NULL one is the scalar at ``scalar``)
        into a new C-ordered array of ``shape``'s shape, row by row for 2-D operands.  None
        when the ufunc has no such loop or the loop raised a floating-point flag. */
     static PyObject *lz_run_rows(PyUFuncObject *uf, int nin, PyArrayObject **ops,
                                  void *scalar, PyArrayObject *shape, int t) {
-        if (uf->nin != nin || uf->nout != 1) Py_RETURN_NONE;
-        PyUFuncGenericFunction fn = NULL; void *data = NULL;
-        int tout = -1;
-        for (int i = 0; i < uf->ntypes && fn == NULL; i++) {
-            const char *tp = uf->types + i * uf->nargs;
-            if (tp[0] != t || (nin == 2 && tp[1] != t)) continue;
-            if (tp[nin] == t || (nin == 2 && tp[nin] == NPY_BOOL)) {
-                fn = uf->functions[i];
-                data = uf->data != NULL ? uf->data[i] : NULL;
-                tout = tp[nin];
-            }
-        }
-        if (fn == NULL) Py_RETURN_NONE;
+        PyUFuncGenericFunction fn; void *data;
+        int tout = lz_find_loop(uf, nin, t, &fn, &data);
+        if (tout < 0) Py_RETURN_NONE;
         int nd = PyArray_NDIM(shape);
         PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(nd, PyArray_DIMS(shape), tout);
         if (out == NULL) return NULL;
@@ -2014,19 +2021,11 @@ cdef extern from *:
         int nx = PyArray_NDIM(x), ny = PyArray_NDIM(y), nd = nx > ny ? nx : ny;
         if (nx == 0 || ny == 0 || nd > LZ_MAXDIM || !PyArray_ISALIGNED(x) ||
                 !PyArray_ISALIGNED(y) || !PyArray_ISNOTSWAPPED(x) || !PyArray_ISNOTSWAPPED(y) ||
-                !lz_rowmajor_nd(x) || !lz_rowmajor_nd(y) || uf->nin != 2 || uf->nout != 1)
+                !lz_rowmajor_nd(x) || !lz_rowmajor_nd(y))
             Py_RETURN_NONE;
-        PyUFuncGenericFunction fn = NULL; void *data = NULL;
-        int tout = -1;
-        for (int i = 0; i < uf->ntypes && fn == NULL; i++) {
-            const char *tp = uf->types + i * uf->nargs;
-            if (tp[0] == t && tp[1] == t && (tp[2] == t || tp[2] == NPY_BOOL)) {
-                fn = uf->functions[i];
-                data = uf->data != NULL ? uf->data[i] : NULL;
-                tout = tp[2];
-            }
-        }
-        if (fn == NULL) Py_RETURN_NONE;
+        PyUFuncGenericFunction fn; void *data;
+        int tout = lz_find_loop(uf, 2, t, &fn, &data);
+        if (tout < 0) Py_RETURN_NONE;
         npy_intp dims[LZ_MAXDIM], sx[LZ_MAXDIM], sy[LZ_MAXDIM], so[LZ_MAXDIM], idx[LZ_MAXDIM];
         int inner = nd - 1;
         for (int i = 0; i < nd; i++) {
