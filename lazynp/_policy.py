@@ -48,6 +48,13 @@ SIZED_KINDS = frozenset(("elementwise", "reduction", "write"))
 #: (geometric mean 0.945x vs 0.910x at the 10x sizes, equal at the small ones): kept.
 EAGER_MAX_ELEMS = int(os.environ.get("LAZYNP_EAGER_MAX_ELEMS", str(1 << 19)))
 
+#: Elementwise ufunc work from this many elements (and below :data:`EAGER_MAX_ELEMS`) is
+#: recorded when it joins a *tree kernel* (kernels/tree.py: a chain of same-shape
+#: elementwise ops on computed arrays and views, one loop, computed in the calling thread
+#: when read, a flush of a few microseconds); an op that cannot join one runs at once.
+#: Below it NumPy's call costs less than a tree kernel saves.
+TREE_MIN_ELEMS = int(os.environ.get("LAZYNP_TREE_MIN_ELEMS", str(1 << 15)))
+
 MODES = ("auto", "lazy")
 _mode = os.environ.get("LAZYNP_POLICY", "auto").strip().lower() or "auto"
 if _mode not in MODES:
@@ -68,8 +75,8 @@ def _sync() -> None:
     global record_all
     record_all = (_mode == "lazy") + _transforms
     if _c is not None:
-        _c.set_policy(record_all, EAGER_MAX_ELEMS, SIZED_KINDS, _run_eager, _run_now,
-                      _value_for_eager)
+        _c.set_policy(record_all, EAGER_MAX_ELEMS, min(TREE_MIN_ELEMS, EAGER_MAX_ELEMS),
+                      SIZED_KINDS, _run_eager, _run_now, _value_for_eager)
         _c.set_transforms(_transforms + _scopes)
 
 
@@ -145,6 +152,13 @@ def set_eager_max_elems(n: int) -> None:
     _sync()
 
 
+def set_tree_min_elems(n: int) -> None:
+    """Change :data:`TREE_MIN_ELEMS` (measurement scripts and tests)."""
+    global TREE_MIN_ELEMS
+    TREE_MIN_ELEMS = int(n)
+    _sync()
+
+
 def permuted(a: _np.ndarray) -> bool:
     """Whether NumPy array ``a``'s axes are out of memory order (a transposed view, an
     F-ordered array: a later axis of length > 1 has a larger stride than an earlier one;
@@ -178,6 +192,26 @@ def counted_size(a) -> int:
     for s in a.shape:
         n *= s
     return n
+
+
+#: :func:`decide`'s answers
+RECORD, NOW, TREE = 0, 1, 2
+
+
+def decide(op, size: int) -> int:
+    """For an op whose node arguments are computed (or pending) and whose largest operand
+    or result has ``size`` elements: :data:`NOW` (run at once), :data:`RECORD`, or
+    :data:`TREE` (record it if it joins a tree kernel, else run at once)."""
+    kind = op.kind
+    if kind not in SIZED_KINDS or size < TREE_MIN_ELEMS:
+        return NOW
+    if size >= EAGER_MAX_ELEMS:
+        return RECORD
+    if kind == "elementwise" and op.ufunc is not None:
+        from .ops.elementwise import SIMD_UNARY
+        if op.name not in SIMD_UNARY:
+            return TREE     # (NumPy's SIMD math loops give other bits than a kernel's libm)
+    return NOW
 
 
 def sized_ok(kind: str, size: int) -> bool:

@@ -371,6 +371,8 @@ def configure(*, bound_flush, extobj_var, default_ext, pkg, tree_ids,
     _merge_inputs = merge_inputs
     _max_tree = max_tree
     _graph_dict = graph_dict
+    global _lone_sites
+    _lone_sites = graph_dict["lone_sites"]
     state.max_pending = max_pending
 
 
@@ -392,12 +394,14 @@ cdef object _VIEW = None, _book_lock = None, _pool = None, _value_of = None
 
 cdef int _record_all = 0
 cdef Py_ssize_t _eager_max = 65536
+#: from this size (below _eager_max) elementwise work joins tree kernels (lazynp._policy)
+cdef Py_ssize_t _tree_min = 65536
 cdef Py_ssize_t _n_eager = 0, _n_inplace = 0, _n_elided = 0
 cdef object _NE = object()          # "not computed": an operand the fast path cannot take
 cdef object _leaf_fn = None, _materialize_fn = None, _empty_fn = None, _ascontig_fn = None
 cdef object _getitem_py = None, _setitem_py = None, _writable_py = None, _construct_py = None
 cdef object _data_offset_fn = None, _view_node_fn = None
-cdef type _np_generic = None, _np_integer = None
+cdef type _np_generic = None, _np_integer = None, _np_float64 = None
 cdef object _np_dtype = None
 cdef object _view_on_fn = None
 cdef object _array_py = None, _array_ufunc_py = None, _transpose_py = None
@@ -431,23 +435,29 @@ cdef object _sized_kinds = frozenset()
 cdef object _run_eager_fn = None, _run_now_py = None, _value_for_eager_fn = None
 
 
-def set_policy(int record_all, Py_ssize_t eager_max, sized_kinds, run_eager, run_now,
-               value_for_eager):
+def set_policy(int record_all, Py_ssize_t eager_max, Py_ssize_t tree_min, sized_kinds,
+               run_eager, run_now, value_for_eager):
     """The execution policy's numbers (lazynp._policy._sync), graph.run_eager and
     graph.run_now (taken for pending arguments)."""
-    global _record_all, _eager_max, _sized_kinds, _run_eager_fn, _run_now_py
+    global _record_all, _eager_max, _tree_min, _sized_kinds, _run_eager_fn, _run_now_py
     global _value_for_eager_fn
     _value_for_eager_fn = value_for_eager
     _record_all = record_all
     _eager_max = eager_max
+    _tree_min = tree_min
     _sized_kinds = sized_kinds
     _run_eager_fn = run_eager
     _run_now_py = run_now
 
 
-cdef bint _run_now(op, tuple args, shape) except -1:
-    """graph.run_now: node arguments all computed, the work small or of a kind fusion
-    cannot improve."""
+DEF D_RECORD = 0
+DEF D_NOW = 1
+DEF D_TREE = 2
+
+
+cdef int _run_now(op, tuple args, shape) except -1:
+    """graph.run_now: D_NOW (node arguments all computed, the work small or of a kind
+    fusion cannot improve), D_RECORD, or D_TREE (recorded if it joins a tree kernel)."""
     cdef Py_ssize_t size = _size_of(shape), n
     cdef Node an, r
     for a in args:
@@ -460,12 +470,14 @@ cdef bint _run_now(op, tuple args, shape) except -1:
             n = _size_of(an.shape)
             if n > size:
                 size = n
-    if size < _eager_max or op.kind not in _sized_kinds:
-        return True
+    if size < _tree_min or op.kind not in _sized_kinds:
+        return D_NOW
     for a in args:          # (arrays of Python objects: NumPy's object loops, at once)
         if type(a) is Node and (<Node>a).dtype.hasobject:
-            return True
-    return False
+            return D_NOW
+    if size >= _eager_max:
+        return D_RECORD
+    return D_TREE if _is_mid_tree_op(op) else D_NOW
 
 
 def eager_counters():
@@ -503,6 +515,7 @@ def configure_array(cls, *, leaf, leaf_op, materialize, getitem, setitem, writab
     _empty_fn = numpy.empty
     _ascontig_fn = numpy.ascontiguousarray
     _np_generic = numpy.generic
+    _np_float64 = numpy.float64
     _np_integer = numpy.integer
     _np_dtype = numpy.dtype
     _getitem_py = getitem
@@ -896,6 +909,8 @@ cdef class ndarray:
                     _count_inplace()
                     return
         if not _record_all and _basic(index):
+            if type(value) is ndarray and _assign_tree(self, index, <ndarray>value):
+                return
             vv = _eager_arg(value, True)
             if vv is not _NE:
                 t = type(index)
@@ -1065,7 +1080,7 @@ cdef class ndarray:
 
     def __richcmp__(self, other, int op):
         cdef object v, vo
-        if not _record_all:
+        if not _record_all and not _to_tree(self, other, False):
             v = _eager_arg(self, True)
             if v is not _NE:
                 vo = _eager_arg(other, True)
@@ -1270,6 +1285,97 @@ cdef inline Py_ssize_t _counted(cnp.ndarray v):
     if _permuted(v):
         return 0
     return cnp.PyArray_SIZE(v)
+
+
+cdef bint _assign_tree(ndarray self, index, ndarray value) except -1:
+    """``self[index] = value`` for a temporary ``value`` that is a pending tree kernel of
+    medium size: the kernel writes straight into the region (graph.tree_into)."""
+    # (references: a temporary's only one is the caller's stack; its Var's, the temporary's
+    # and the argument lz_refcnt is given)
+    if value._isview or value._v is None or lz_refcnt(value) > 1 or lz_refcnt(value._v) > 2:
+        return False
+    cdef Node h = <Node>(<Var>value._v).head
+    if h.state != PENDING or not h.has_fx or h.nuse:
+        return False
+    cdef Py_ssize_t n = _size_of(h.shape)
+    if n < _tree_min or n >= _eager_max:
+        return False
+    target = _writable(self, n)
+    if type(target) is not _ndarray_np:
+        return False
+    dest = target[index]
+    if type(dest) is not _ndarray_np or (<object>dest).shape != h.shape or \
+            (<object>dest).dtype != h.dtype or not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>dest):
+        return False
+    return _graph_dict["tree_into"](h, dest)
+
+
+cdef object _tree_side(o):
+    """An elementwise operand as a tree kernel takes it (kernels/tree.py): None for a
+    constant (Python float, int 0..127), the shape of a lazynp array (computed with a plain
+    numeric dtype, or pending as a tree), _NE for anything else."""
+    t = type(o)
+    if t is float or t is _np_float64:
+        return None
+    if t is int:
+        return None if 0 <= o <= 127 else _NE
+    if t is not ndarray:
+        return _NE
+    cdef ndarray a = <ndarray>o
+    if a._ext:
+        return _NE
+    v = _evalue(a)
+    cdef Node h
+    if v is None:
+        if a._isview or a._v is None:
+            return _NE
+        h = <Node>(<Var>a._v).head
+        if h.state != PENDING or not h.has_fx:
+            return _NE
+        return h.shape
+    if type(v) is not _ndarray_np or cnp.PyArray_TYPE(<cnp.ndarray>v) > cnp.NPY_DOUBLE or \
+            _permuted(<cnp.ndarray>v):
+        # (axes out of memory order: NumPy's call keeps that layout for the next op,
+        # lazynp._policy.counted_size)
+        return _NE
+    return (<object>v).shape
+
+
+cdef bint _to_tree(x, y, bint unary) except -1:
+    """Should ``x (op) y`` (``unary``: ``(op) x``), an elementwise op, be recorded to join a
+    tree kernel rather than run at once (lazynp._policy.decide: medium work, every operand
+    a tree kernel takes, one shape)?"""
+    if _tree_min >= _eager_max:
+        return False
+    sx = _tree_side(x)
+    if sx is _NE:
+        return False
+    if unary:
+        sy = None
+    else:
+        sy = _tree_side(y)
+        if sy is _NE:
+            return False
+    if sx is None:
+        if sy is None:
+            return False
+        sx = sy
+    elif sy is not None and sx != sy:
+        return False
+    cdef Py_ssize_t n = _size_of(sx)
+    if n < _tree_min or n >= _eager_max:
+        return False
+    cdef int lasti = 0
+    if _lone_sites:
+        code = lz_user_code(_pkg, &lasti)
+        if code is not None and (code, lasti) in _lone_sites:
+            return False
+    return True
+
+
+#: graph.lone_sites: user lines whose medium elementwise op made trees of that op alone
+#: (the next statement read it: nothing to fuse): they run at once
+cdef set _lone_sites = set()
 
 
 cdef inline object _eager_arg(o, bint sized):
@@ -1830,7 +1936,7 @@ cdef object _binop(int k, x, y):
     policy allows it (matmul at any size), else the recorded path."""
     cdef object vx, vy, r
     cdef bint sized = k != K_MATMUL
-    if not _record_all:
+    if not _record_all and not (sized and k != K_DIVMOD and _to_tree(x, y, False)):
         vx = _eager_arg(x, sized)
         if vx is not _NE:
             vy = _eager_arg(y, sized)
@@ -2488,10 +2594,53 @@ cdef object _elide(int k, x, y, vx, vy):
     return t
 
 
+cdef bint _inplace_tree(int k, ndarray self, y) except -1:
+    """``self (op)= y`` (+ - * /) for a temporary ``y`` that is a pending tree kernel of
+    medium size and ``self``'s float dtype: the op joins the tree, whose kernel writes
+    ``self`` (graph.tree_into; ``u[1:] -= 0.5 * (h[1:] - h[:-1])`` in one pass)."""
+    if k > K_TRUEDIV or type(y) is not ndarray or lz_refcnt(y) > 1 or self._ext:
+        return False
+    cdef ndarray v = <ndarray>y
+    if v._isview or v._v is None or lz_refcnt(v._v) > 2:
+        return False
+    cdef Node h = <Node>(<Var>v._v).head
+    if h.state != PENDING or not h.has_fx or h.nuse or h.dtype.kind != "f":
+        return False
+    sv = _evalue(self)
+    if type(sv) is not _ndarray_np or (<object>sv).dtype != h.dtype or \
+            not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>sv) or not _to_tree(self, y, False):
+        return False
+    if self._v is not None:
+        hs = (<Var>self._v).head
+        if lz_refcnt(hs) > 2:           # (the Var's, hs): pending work reads this version
+            return False
+        del hs
+    r = _fwd[k](self, y)        # (recorded, joining y's tree: the only reader of self's buffer)
+    if type(r) is not ndarray:
+        return False
+    rv = <ndarray>r
+    if not rv._isview and rv._v is not None:
+        rh = (<Var>rv._v).head
+        if (<Node>rh).state == PENDING and (<Node>rh).has_fx and \
+                _graph_dict["tree_into"](rh, sv):
+            _count_inplace()
+            return True
+    # (the tree could not write in place: its value, equal to NumPy's in-place result for
+    # one float dtype, is copied in)
+    val = _value_for_eager_fn(_node_of(r))
+    if val is None:
+        return False
+    (<object>sv)[...] = val
+    _count_inplace()
+    return True
+
+
 cdef object _inplace(int k, ndarray self, y):
     """``self (op)= y``: NumPy's in-place operation on the buffer when it may be written at
     once, else the recorded path."""
     cdef object vy, target
+    if not _record_all and _inplace_tree(k, self, y):
+        return self
     if not _record_all:
         vy = _eager_arg(y, k != K_MATMUL)
         if vy is not _NE and k != K_MATMUL and type(vy) is _ndarray_np and \
@@ -2507,7 +2656,7 @@ cdef object _inplace(int k, ndarray self, y):
 
 cdef object _unop(int k, ndarray self):
     cdef object v
-    if not _record_all:
+    if not _record_all and not _to_tree(self, None, True):
         v = _eager_arg(self, True)
         if v is not _NE:
             if _unary_ufuncs[k] is not None:
@@ -2532,6 +2681,14 @@ cdef Py_ssize_t _tree(Node n, op, args, shape, bint count_uses) except -1:
     cdef Py_ssize_t size = 1, gen = state.generation, k
     cdef bint ok = True
     cdef Node an
+    if len(args) == 2 and type(args[1]) is not Node and op.name == "power":
+        # a scalar exponent: 2 is NumPy's square (x * x), others are left to NumPy
+        if not _squares(args[1], n.dtype):
+            if count_uses and type(args[0]) is Node:
+                (<Node>args[0]).nuse += 1
+            return 0
+        key.append("sq")
+        args = args[:1]
     for a in args:
         t = type(a)
         if t is Node:
@@ -2542,7 +2699,7 @@ cdef Py_ssize_t _tree(Node n, op, args, shape, bint count_uses) except -1:
                 continue
             if an.shape != shape:
                 ok = False
-            elif an.state == PENDING:
+            elif an.state == PENDING and not _computed_view(an):
                 if not an.has_fx:
                     ok = False
                     continue
@@ -2564,6 +2721,9 @@ cdef Py_ssize_t _tree(Node n, op, args, shape, bint count_uses) except -1:
                 ins += (a,)
         elif t is float:
             key.append(float)
+            kf += (a,)
+        elif t is _np_float64:
+            key.append(_np_float64)     # (a NumPy scalar: a float64 operand, not a weak one)
             kf += (a,)
         elif t is int and 0 <= a <= 127:
             key.append(int)
@@ -2588,6 +2748,21 @@ cdef Py_ssize_t _tree(Node n, op, args, shape, bint count_uses) except -1:
     return size
 
 
+cdef inline bint _computed_view(Node n):
+    """``n`` is a view of a computed buffer (a tree kernel input, as a computed node)."""
+    cdef Node b
+    if n.op is not _VIEW:
+        return False
+    b = <Node>n.args[0]
+    return b.state == DONE and b.value is not None and b.error is None
+
+
+cdef bint _squares(e, dtype):
+    """``x ** e`` is NumPy's square (kernels/tree.py renders it ``x * x``)."""
+    t = type(e)
+    return (t is float or t is int or t is _np_float64) and e == 2 and dtype.kind == "f"
+
+
 cdef dict _tree_ops = {}     # op -> an elementwise ufunc op (kernels/tree.py structures)
 
 
@@ -2595,6 +2770,19 @@ cdef inline bint _is_tree_op(op):
     known = _tree_ops.get(op)
     if known is None:
         known = _tree_ops[op] = op.ufunc is not None and op.kind == "elementwise"
+    return known is True
+
+
+cdef dict _mid_tree_ops = {}
+
+
+cdef inline bint _is_mid_tree_op(op):
+    """A tree op that medium work records (lazynp._policy.decide: not a math function
+    NumPy runs with SIMD loops, whose results a kernel's libm call would not match)."""
+    known = _mid_tree_ops.get(op)
+    if known is None:
+        from lazynp.ops.elementwise import SIMD_UNARY
+        known = _mid_tree_ops[op] = _is_tree_op(op) and op.name not in SIMD_UNARY
     return known is True
 
 
@@ -2629,8 +2817,11 @@ cpdef Node record(op, args, params, shape, dtype):
 
 
 cdef Node _record(op, args, params, shape, dtype):
-    if not _record_all and _run_now(op, args, shape) and op.kind != "write":
-        return _run_eager_fn(op, args, params, shape, dtype)
+    cdef int d = D_RECORD
+    if not _record_all and op.kind != "write":
+        d = _run_now(op, args, shape)
+        if d == D_NOW:
+            return _run_eager_fn(op, args, params, shape, dtype)
     cdef Node n = Node.__new__(Node)
     _init_node(n, op, args, params, shape, dtype)
     code = lz_user_code(_pkg, &n.site_lasti)
@@ -2653,6 +2844,11 @@ cdef Node _record(op, args, params, shape, dtype):
         for a in args:
             if type(a) is Node:
                 (<Node>a).nuse += 1
+    if d == D_TREE and (not n.has_fx or
+                        _lone_sites and (n.site_code, n.site_lasti) in _lone_sites):
+        done = _graph_dict["_run_untreed"](n)      # (joins no tree kernel: at once)
+        if done is not None:
+            return <Node>done
     state.pending_count += 1
     state.n_recorded += 1
     if state.pending_count >= state.max_pending:
@@ -2683,12 +2879,13 @@ cdef class UfuncInfo:
     its dtype cache; for two, its dunders (``binary(a, b)`` and ``binary_r(b, a)``)."""
 
     cdef object op, np_uf, dtypes, result_dtypes, binary, binary_r
-    cdef bint exact_loop
+    cdef bint exact_loop, mid_tree
 
     def __init__(self, op, np_uf, dtypes, result_dtypes, binary=None, binary_r=None):
         self.op = op
         self.np_uf = np_uf
         self.exact_loop = np_uf in EXACT_LOOP_UFUNCS
+        self.mid_tree = _is_mid_tree_op(op)
         self.dtypes = dtypes
         self.result_dtypes = result_dtypes
         self.binary = binary
@@ -2716,7 +2913,9 @@ cdef class UfuncBase:
 cdef object _ufunc_call(UfuncInfo u, self, tuple args):
     cdef Py_ssize_t nargs = len(args)
     cdef object va, vb
-    if not _record_all:
+    if not _record_all and not (u.mid_tree and (
+            nargs == 1 and _to_tree(args[0], None, True) or
+            nargs == 2 and _to_tree(args[0], args[1], False))):
         # the execution policy: NumPy's ufunc at once on computed operands
         if nargs == 1:
             va = _eager_arg(args[0], True)

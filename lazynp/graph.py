@@ -198,8 +198,12 @@ STATS = {"ops_eager": 0, "flushes": 0, "nodes_executed": 0, "bound_flushes": 0,
 def record(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> Node:
     """Add a node to the pending graph (no work runs) and return it; or, when the execution
     policy says so (:mod:`lazynp._policy`), run ``op`` at once and return a computed node."""
-    if not _policy.record_all and op.kind != "write" and run_now(op, args, shape):
-        return run_eager(op, args, params, shape, dtype)     # (writes: record_write)
+    tree_only = False
+    if not _policy.record_all and op.kind != "write":     # (writes: record_write)
+        d = run_now(op, args, shape)
+        if d == _NOW:
+            return run_eager(op, args, params, shape, dtype)
+        tree_only = d == _TREE
     n = Node(op, args, params, shape, dtype)
     f = _getframe(1)
     while f is not None:
@@ -227,6 +231,10 @@ def record(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> Nod
         for a in args:
             if type(a) is Node:
                 a.nuse += 1
+    if tree_only and (n.fx is None or lone_sites and n.site in lone_sites):
+        done = _run_untreed(n)
+        if done is not None:
+            return done
     st = _state
     st.pending_count += 1
     st.n_recorded += 1
@@ -248,6 +256,24 @@ def record(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> Nod
     return n
 
 
+def _run_untreed(n: Node) -> Node:
+    """``n``, just made for an op of medium size that joins no tree kernel, run at once
+    instead (its pending arguments computed first); None when one has no value (``n``
+    stays recorded)."""
+    pending = []
+    for a in n.args:
+        if type(a) is Node:
+            r = a.args[0] if a.op is VIEW else a
+            if r.state != DONE or r.value is None:
+                pending.append(r)
+    if pending and not compute_now(pending):
+        return None
+    for a in n.args:
+        if type(a) is Node:
+            a.nuse -= 1        # (counted when ``n`` was made)
+    return run_eager(n.op, n.args, n.params, n.shape, n.dtype)
+
+
 def run_at_call(n: Node) -> None:
     """Compute ``n``, just recorded, before its call returns (the policy's
     :func:`lazynp._policy.run_at_call`): its error is raised and its warnings issued now,
@@ -267,6 +293,14 @@ def _tree_structure(n: Node, op: Op, args: tuple, shape: tuple, count_uses: bool
     size = 1
     gen = _state.generation
     ok = True
+    if len(args) == 2 and type(args[1]) is not Node and op.name == "power":
+        # a scalar exponent: 2 is NumPy's square (x * x), others are left to NumPy
+        if not _tree.squares(args[1], n.dtype):
+            if count_uses and type(args[0]) is Node:
+                args[0].nuse += 1
+            return 0
+        key.append("sq")
+        args = args[:1]
     for a in args:
         t = type(a)
         if t is Node:
@@ -276,7 +310,7 @@ def _tree_structure(n: Node, op: Op, args: tuple, shape: tuple, count_uses: bool
                 continue
             if a.shape != shape:
                 ok = False
-            elif a.state == PENDING:
+            elif a.state == PENDING and (a.op is not VIEW or not computed(a)):
                 fx = a.fx
                 if fx is None:
                     ok = False
@@ -299,6 +333,9 @@ def _tree_structure(n: Node, op: Op, args: tuple, shape: tuple, count_uses: bool
                 ins += (a,)
         elif t is float:
             key.append(float)
+            kf += (a,)
+        elif t is np.float64:
+            key.append(np.float64)      # (a NumPy scalar: a float64 operand, not a weak one)
             kf += (a,)
         elif t is int and 0 <= a <= 127:
             key.append(int)
@@ -344,9 +381,11 @@ def computed(n: Node) -> bool:
     return n.state == DONE and n.error is None and n.value is not None
 
 
-def run_now(op: Op, args: tuple, shape: tuple) -> bool:
-    """The policy's decision for one op: True when its work is small (or of a kind fusion
-    cannot improve) and its node arguments are computed.
+def run_now(op: Op, args: tuple, shape: tuple) -> int:
+    """The policy's decision for one op (:func:`lazynp._policy.decide`): ``_NOW`` (1) when
+    its work is small (or of a kind fusion cannot improve) and its node arguments are
+    computed, ``_RECORD`` (0), or ``_TREE`` (2): record it if it joins a tree kernel
+    (:func:`record` decides; pending arguments are left as they are).
 
     Small work on *pending* arguments computes them first (one flush) and then runs at
     once: recording it would join their graph, but a small op gains nothing from fusion,
@@ -374,11 +413,12 @@ def run_now(op: Op, args: tuple, shape: tuple) -> bool:
                 size = n
     if objects:
         size = 0       # (NumPy's object loops, at once: _policy.counted_size)
-    if not shared and not _policy.sized_ok(op.kind, size):
-        return False
-    if pending is not None:
-        return compute_now(pending)
-    return True
+    d = _NOW if shared else _policy.decide(op, size)
+    if d == _RECORD:
+        return _RECORD
+    if pending is not None and d == _NOW:
+        return _NOW if compute_now(pending) else _RECORD
+    return d
 
 
 def symbolic(nodes) -> bool:
@@ -807,30 +847,118 @@ def flush(targets, wait: bool = True) -> None:
             _wait(_root(t))
 
 
+#: flushes of one tree kernel's head run it in the calling thread (tests of the fusion pass
+#: turn this off)
+tree_flushes = True
+
+
+def _tree_size_refused(t: Node, fx) -> bool:
+    """Is ``t``'s tree too large for a tree kernel (the fusion pass runs it on the engine's
+    threads), or of a medium size with a SIMD math function in it (which the fusion pass
+    leaves to NumPy: its bits)?"""
+    size = _prod(t.shape)
+    return size >= _policy.EAGER_MAX_ELEMS or \
+        size >= 4 * _MIN_FUSED_WORK and fx[0] in _tree.with_simd
+
+
 def _flush_tree(t: Node) -> bool:
     """The small-flush fast path: compute ``t`` with its cached tree kernel (kernels/tree.py)
     in the calling thread.  False when the ordinary flush must run instead."""
     fx = t.fx
     if fx is None or t.state != PENDING or fx[5] != _state.generation or keep_graph or \
-            _prod(t.shape) >= 4 * _MIN_FUSED_WORK:      # (the fusion pass takes larger flushes)
-        return False
+            not tree_flushes or _tree_size_refused(t, fx):
+        return False        # (the fusion pass takes larger flushes)
     for x in fx[1]:
-        if x.state != DONE or x.value is None or x.error is not None:
+        if not computed(x):
             return False
     with _lock:
         if t.state != PENDING or t.fx is None:
             return False            # (another thread's flush took it meanwhile)
-        for h in _live_pending_heads():
-            if h is not t and h.nuse:
-                return False        # a live array may be inside the tree: it needs its value
-        if not _tree.run(t, PENDING, fx):
+        store = _tree_stores(t)
+        if not _tree.run(t, PENDING, fx, _value_of, None, store):
             return False
-        if t.nuse:
-            _state.generation += 1  # pending readers of t recorded it as part of their trees
-        t.state = DONE
-        t.args = ()
-        t.fx = None
+        if fx[4] == 1 and t.site is not None:
+            _count_lone(t.site)
+        _tree_done(t, store)
         # (other pending nodes, outside this tree, still count towards the bound flush)
+        _state.pending_count = max(0, _state.pending_count - fx[4])
+        STATS["flushes"] += 1
+        STATS["nodes_executed"] += fx[4]
+    return True
+
+
+def _same_elements(a: np.ndarray, b: np.ndarray) -> bool:
+    """``a`` and ``b`` are the same elements of one buffer (an in-place op's target read
+    as its own input: each element is read before it is written, as in NumPy)."""
+    return a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype and \
+        _fused._data_offset(a, b) == 0
+
+
+def _tree_stores(t: Node) -> list:
+    """The pending nodes inside ``t``'s tree that live arrays hold (a named intermediate:
+    ``d = x - m; v = (d * d).mean()``): its kernel writes their values too."""
+    heads = [h for h in _live_pending_heads() if h is not t and h.nuse]
+    if not heads:
+        return []
+    inside = {id(m) for m in _tree.walk(t, t.fx[1])}
+    return [h for h in heads if id(h) in inside]
+
+
+def _tree_done(t: Node, store: list) -> None:
+    """Bookkeeping once ``t``'s tree kernel ran (and computed ``store`` too)."""
+    if t.nuse or store:
+        # pending readers of these recorded them as part of their own trees
+        _state.generation += 1
+    for m in [t] + store:
+        m.state = DONE
+        m.args = ()
+        m.fx = None
+
+
+#: user lines (``(code, offset)``) whose op of medium size was computed as a tree kernel of
+#: that op alone more than once (what read it next was no elementwise op: nothing fused
+#: with it, and recording cost more than NumPy's call): their ops run at once from then on
+lone_sites: set = set()
+_lone_counts: dict = {}
+
+
+def _count_lone(site) -> None:
+    k = _lone_counts.get(site, 0) + 1
+    if k >= 2:
+        lone_sites.add(site)
+        _lone_counts.pop(site, None)
+    else:
+        if len(_lone_counts) > 4096:
+            _lone_counts.clear()
+        _lone_counts[site] = k
+
+
+def tree_into(t: Node, dest: np.ndarray) -> bool:
+    """Compute pending ``t`` (a tree kernel's head that nothing else reads, of ``dest``'s
+    shape and dtype) straight into ``dest``, a region of a computed buffer being assigned
+    (``B[1:-1] = (A[:-2] + A[2:]) / 2``: no temporary, no copy).  False when it cannot:
+    the caller then computes ``t`` and assigns it.  The tree's inputs must not overlap
+    ``dest`` (a kernel reading what it writes would differ from NumPy's temporary)."""
+    fx = t.fx
+    if fx is None or t.state != PENDING or fx[5] != _state.generation or keep_graph or \
+            t.nuse or not tree_flushes or _tree_size_refused(t, fx) or \
+            _warnings_state().traps:
+        # (traps: a rejected kernel leaves ``dest`` half written, and NumPy's error must
+        # then leave it untouched)
+        return False
+    for x in fx[1]:
+        if not computed(x):
+            return False
+        v = _value_of(x)
+        if np.may_share_memory(v, dest) and not _same_elements(v, dest):
+            return False
+    with _lock:
+        if t.state != PENDING or t.fx is None:
+            return False
+        store = _tree_stores(t)
+        if not _tree.run(t, PENDING, fx, _value_of, dest, store):
+            return False
+        _tree_done(t, store)
         _state.pending_count = max(0, _state.pending_count - fx[4])
         STATS["flushes"] += 1
         STATS["nodes_executed"] += fx[4]
@@ -1021,6 +1149,7 @@ def _run_group_numpy(group, epoch: int) -> None:
 
 
 _MIN_FUSED_WORK = 2048
+_RECORD, _NOW, _TREE = _policy.RECORD, _policy.NOW, _policy.TREE
 #: a fused group runs as a kernel from this much work (elements x nodes); below it its nodes
 #: run one by one on NumPy (from C): measured for 4-op groups, 16k elements: 64 us as a
 #: kernel, 60 us one by one; 32k elements: 177 vs 276 us

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import cpu, exprs
+from . import cpu, exprs, fused
 
 #: trees above this many nodes are left to the ordinary flush
 MAX_TREE = 256
@@ -47,7 +47,9 @@ def structure(key: tuple, node) -> int | None:
         return sid
     if len(structure_ids) > 100_000:       # programs that build ever new structures: start over
         structure_ids.clear()              # (cleared in place: the recorder holds a reference)
+        with_simd.clear()
         _plans.clear()
+        _nd_sources.clear()
     sid = None
     dts = [_value_dtype(a) for a in node.args]
     if node.dtype in exprs.SUPPORTED and node.dtype.kind != "c" and \
@@ -61,8 +63,19 @@ def structure(key: tuple, node) -> int | None:
         if ok:
             sid = _next_id[0]
             _next_id[0] += 1
+            from ..ops.elementwise import SIMD_UNARY
+            if node.op.name in SIMD_UNARY or any(
+                    (k[1] if type(k) is tuple and k and k[0] == "t" else k) in with_simd
+                    for k in key[1:] if type(k) in (int, tuple) and (type(k) is tuple or k >= 0)):
+                with_simd.add(sid)
     structure_ids[key] = sid
     return sid
+
+
+#: structure ids of trees with a math function NumPy runs with SIMD loops (exp, tanh...):
+#: a kernel's libm call gives other bits, so from medium sizes they are left to the fusion
+#: pass, which leaves that function to NumPy (passes/fusion.py)
+with_simd: set = set()
 
 
 _next_id = [0]
@@ -93,67 +106,143 @@ def _const_exponent(node) -> bool:
     return node.op.name == "power" and type(node.args[1]) in (float, int)
 
 
-def run(target, pending_state: int, fx=None) -> bool:
+def squares(e, dtype) -> bool:
+    """``x ** e`` (a scalar exponent) is NumPy's square: the kernel computes ``x * x``
+    (NumPy's scalar-power fast path; other exponents are no tree: NumPy runs them)."""
+    return type(e) in _CONSTANTS and e == 2 and dtype.kind == "f"
+
+
+def run(target, pending_state: int, fx=None, value_of=None, out=None, store=()) -> bool:
     """Compute ``target`` with its tree kernel (``fx``: its tree structure, read once by the
-    caller: a node computed meanwhile drops it); False when it cannot run now (no kernel yet,
-    the arguments do not fit, or a float intermediate was not finite)."""
+    caller: a node computed meanwhile drops it; ``value_of``: an input node's NumPy value,
+    views realized); False when it cannot run now (no kernel yet, the arguments do not fit,
+    or a float intermediate was not finite).  ``out``: a NumPy array of ``target``'s shape
+    and dtype to write the result into (that none of the inputs overlaps is the caller's
+    to ensure); by default a new array.  ``store``: pending nodes inside the tree whose
+    values are wanted too (arrays the program still holds): the kernel writes them as well
+    and sets their ``value``.
+
+    Inputs that are all C-contiguous and writeable run in one flat loop; others (views
+    with strides: a stencil's shifted slices of a grid) in one loop per dimension."""
     if fx is None:
         fx = target.fx
         if fx is None:
             return False
     sid, ins, kf, ki = fx[:4]
-    plan = _plans.get(sid)
-    vals = []
-    for x in ins:
-        v = x.value
-        if v.ndim != 1:
-            v = v.reshape(-1)
-        if not v.flags.writeable:
-            return False
-        vals.append(v)
-    out = np.empty(vals[0].shape[0], target.dtype)
-    args = vals + [np.array(kf, _F64) if kf else _EMPTY_F,
-                   np.array(ki, _I64) if ki else _EMPTY_I, out]
-    if plan is None:
-        plan = _plans[sid] = [_render(target, pending_state, len(ins)), None]
-    kernel = plan[1]
-    if kernel is None:
-        kernel = plan[1] = cpu.get_kernel(plan[0], args)
+    vals = [x.value for x in ins] if value_of is None else [value_of(x) for x in ins]
+    shape = target.shape
+    flat = out is None or out.flags.c_contiguous
+    for v in vals:
+        if not v.flags.c_contiguous or not v.flags.writeable:
+            flat = False
+            break
+    consts = [np.array(kf, _F64) if kf else _EMPTY_F, np.array(ki, _I64) if ki else _EMPTY_I]
+    if out is None:
+        out = np.empty(shape, target.dtype)
+    extra = [np.empty(shape, m.dtype) for m in store]
+    pos = _positions(target, ins, store) if store else ()
+    if flat:
+        args = [v.reshape(-1) for v in vals] + consts + [o.reshape(-1) for o in [out] + extra]
+        plan = _plans.get((sid, pos)) if pos else _plans.get(sid)
+        if plan is None:
+            plan = [_render(target, len(ins), 0, store_at=pos), None]
+            _plans[(sid, pos) if pos else sid] = plan
+        kernel = plan[1]
         if kernel is None:
-            return False
+            kernel = plan[1] = cpu.get_kernel(plan[0], args)
+    else:
+        ndim = len(shape)
+        table = fused.strided_inputs(vals + [out] + extra, shape)
+        if table is not None:
+            bufs = table[0]
+            args = bufs[:len(vals)] + consts + bufs[len(vals):] + [shape, table[1]]
+        else:
+            args = vals + consts + [out] + extra
+        key = (sid, ndim, table is not None, pos)
+        source = _nd_sources.get(key)
+        if source is None:
+            source = _nd_sources[key] = _render(target, len(ins), ndim, table is not None,
+                                                pos)
+        # (views come in several layouts, each its own compiled signature)
+        kernel = cpu.get_kernel(source, args)
+    if kernel is None:
+        return False
     if not kernel(*args):
         STATS["tree_kernels_rejected"] += 1
         return False
     STATS["tree_kernels_run"] += 1
-    target.value = out if target.shape == out.shape else out.reshape(target.shape)
+    target.value = out
+    for m, o in zip(store, extra):
+        m.value = o
     return True
 
 
-def _render(target, pending_state: int, n_in: int) -> str:
+def walk(target, ins) -> list:
+    """The tree's nodes in the order its kernel computes them (post-order, arguments left
+    to right; a pending node read twice is computed twice): inputs are not walked."""
+    index = {id(x) for x in ins}
+    order = []
+
+    def visit(node):
+        for a in node.args:
+            if type(a) not in _CONSTANTS and id(a) not in index:
+                visit(a)
+        order.append(node)
+    visit(target)
+    return order
+
+
+def _positions(target, ins, store) -> tuple:
+    """Where each of ``store`` is first computed in :func:`walk`'s order."""
+    first = {}
+    for k, node in enumerate(walk(target, ins)):
+        first.setdefault(id(node), k)
+    return tuple(first[id(m)] for m in store)
+
+
+_CONSTANTS = (float, int, np.float64)
+_nd_sources: dict = {}    # (structure id, ndim) -> kernel source with one loop per dimension
+
+
+def _render(target, n_in: int, ndim: int, strided: bool = False, store_at: tuple = ()) -> str:
     """Kernel source for ``target``'s tree; operands are numbered in the order the recording
-    concatenated them (depth first, arguments left to right)."""
+    concatenated them (depth first, arguments left to right).  ``ndim`` 0: one flat loop
+    over C-contiguous inputs; else one loop per dimension: ``strided``, inputs and output
+    as flat buffers with a table ``xs`` of offsets and strides (row ``n_in``: the output's;
+    unsigned: no negative-index test, so the inner loop vectorizes), else arrays of any
+    strides indexed by position.  ``store_at``: the positions (:func:`walk`) of nodes
+    whose values are written too, to outputs ``o1``, ``o2``... (table rows after ``o0``'s)."""
     lines: list = []
     checks: list = []
     counters = {"f": 0, "i": 0, "t": 0}
     # inputs are numbered by identity: trees of one structure share their pattern of repeats
     index = {id(x): k for k, x in enumerate(target.fx[1])}
     loaded: set = set()
+    stores: list = []
+
+    def at(k: int) -> str:
+        if ndim == 0:
+            return "i"
+        if strided:
+            return f"b{k} + " + " + ".join(f"u{d} * s{k}_{d}" for d in range(ndim))
+        return ", ".join(f"i{d}" for d in range(ndim))
 
     def emit(node) -> tuple:
         names, dts, keys = [], [], []
-        for a in node.args:
+        square = node.op.name == "power" and type(node.args[1]) in _CONSTANTS
+        for a in node.args[:1] if square else node.args:
             t = type(a)
-            if t is float:
+            if t is float or t is np.float64:
                 names.append(f"kcf[{counters['f']}]")
                 counters["f"] += 1
                 dts.append(_F64)
-                keys.append(float)
+                keys.append(float if t is float else _F64)
             elif t is int:
                 names.append(f"kci[{counters['i']}]")
                 counters["i"] += 1
                 dts.append(_I64)
                 keys.append(int)
-            elif a.state == pending_state:
+            elif id(a) not in index:          # (a pending node: inlined)
                 name, dt = emit(a)
                 names.append(name)
                 dts.append(dt)
@@ -162,29 +251,53 @@ def _render(target, pending_state: int, n_in: int) -> str:
                 k = index[id(a)]
                 if k not in loaded:
                     loaded.add(k)
-                    lines.append(f"v{k} = x{k}[i]")
+                    lines.append(f"v{k} = x{k}[{at(k)}]")
                 names.append(f"v{k}")
                 dts.append(a.dtype)
                 keys.append(a.dtype)
         k = counters["t"]
         counters["t"] += 1
-        lines.append(f"t{k} = {exprs.node_expr(node, names, dts, keys, _const_exponent(node))}")
+        if square:
+            x = exprs.cast(names[0], dts[0], node.dtype)
+            lines.append(f"t{k} = ({x} * {x})")
+        else:
+            lines.append(f"t{k} = {exprs.node_expr(node, names, dts, keys, False)}")
+        if k in store_at:
+            j = store_at.index(k) + 1
+            stores.append(f"o{j}[{at(n_in + j)}] = t{k}")
         if node.dtype.kind == "f":
             checks.append(f"(t{k} - t{k})")
         return f"t{k}", node.dtype
 
     result, _ = emit(target)
-    params = [f"x{k}" for k in range(n_in)] + ["kcf", "kci", "o0"]
+    n_out = 1 + len(store_at)
+    params = [f"x{k}" for k in range(n_in)] + ["kcf", "kci"] + [f"o{j}" for j in range(n_out)]
+    if strided:
+        params += ["shp", "xs"]
     src = ["import numpy as np", "from numba import njit", ""]
     if any("_fexp(" in line for line in lines):
         src.append(cpu._PRELUDE_EXP)
     src += ["@njit(nogil=True, cache=True, error_model='numpy')",
             f"def kernel({', '.join(params)}):",
-            "    bad = 0",
-            "    for i in range(o0.shape[0]):"]
-    src += ["        " + line for line in lines]
+            "    bad = 0"]
+    if strided:
+        for k in range(n_in + n_out):
+            src.append(f"    b{k} = xs[{k}, 0]")
+            src += [f"    s{k}_{d} = xs[{k}, {d + 1}]" for d in range(ndim)]
+    if ndim == 0:
+        src.append("    for i in range(o0.shape[0]):")
+    else:
+        for d in range(ndim):
+            pad = "    " * (d + 1)
+            src.append(pad + f"for i{d} in range(" +
+                       (f"shp[{d}]" if strided else f"o0.shape[{d}]") + "):")
+            if strided:
+                src.append(pad + f"    u{d} = np.uint64(i{d})")
+    pad = "    " * (max(ndim, 1) + 1)
+    src += [pad + line for line in lines]
     if checks:
         # an integer OR keeps the loop vectorizable (a float accumulator would not)
-        src.append(f"        bad |= np.int64(({' + '.join(checks)}) != 0.0)")
-    src += [f"        o0[i] = {result}", "    return bad == 0", ""]
+        src.append(pad + f"bad |= np.int64(({' + '.join(checks)}) != 0.0)")
+    src += [pad + line for line in stores]
+    src += [pad + f"o0[{at(n_in)}] = {result}", "    return bad == 0", ""]
     return "\n".join(src)
