@@ -208,9 +208,9 @@ def decide(op, size: int) -> int:
     if size >= EAGER_MAX_ELEMS:
         return RECORD
     if kind == "elementwise" and op.ufunc is not None:
-        from .ops.elementwise import SIMD_UNARY
-        if op.name not in SIMD_UNARY:
-            return TREE     # (NumPy's SIMD math loops give other bits than a kernel's libm)
+        from .kernels.tree import libm_names
+        if op.name not in libm_names() or op.name == "power":
+            return TREE     # (NumPy's math loops may give other bits than a kernel's libm)
     return NOW
 
 

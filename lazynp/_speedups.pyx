@@ -2681,11 +2681,14 @@ cdef Py_ssize_t _tree(Node n, op, args, shape, bint count_uses) except -1:
     cdef Py_ssize_t size = 1, gen = state.generation, k
     cdef bint ok = True
     cdef Node an
-    if len(args) == 2 and type(args[1]) is not Node and op.name == "power":
-        # a scalar exponent: 2 is NumPy's square (x * x), others are left to NumPy
-        if not _squares(args[1], n.dtype):
-            if count_uses and type(args[0]) is Node:
-                (<Node>args[0]).nuse += 1
+    if len(args) == 2 and op.name == "power":
+        # a scalar exponent 2 is NumPy's square (x * x); other powers (libm's pow) are left
+        # to NumPy
+        if type(args[1]) is Node or not _squares(args[1], n.dtype):
+            if count_uses:
+                for a in args:
+                    if type(a) is Node:
+                        (<Node>a).nuse += 1
             return 0
         key.append("sq")
         args = args[:1]
@@ -2778,11 +2781,12 @@ cdef dict _mid_tree_ops = {}
 
 cdef inline bint _is_mid_tree_op(op):
     """A tree op that medium work records (lazynp._policy.decide: not a math function
-    NumPy runs with SIMD loops, whose results a kernel's libm call would not match)."""
+    whose NumPy loop a kernel's libm call may not match bit for bit)."""
     known = _mid_tree_ops.get(op)
     if known is None:
-        from lazynp.ops.elementwise import SIMD_UNARY
-        known = _mid_tree_ops[op] = _is_tree_op(op) and op.name not in SIMD_UNARY
+        from lazynp.kernels.tree import libm_names
+        known = _mid_tree_ops[op] = _is_tree_op(op) and (
+            op.name not in libm_names() or op.name == "power")    # (squares only: _tree)
     return known is True
 
 

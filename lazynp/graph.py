@@ -293,11 +293,14 @@ def _tree_structure(n: Node, op: Op, args: tuple, shape: tuple, count_uses: bool
     size = 1
     gen = _state.generation
     ok = True
-    if len(args) == 2 and type(args[1]) is not Node and op.name == "power":
-        # a scalar exponent: 2 is NumPy's square (x * x), others are left to NumPy
-        if not _tree.squares(args[1], n.dtype):
-            if count_uses and type(args[0]) is Node:
-                args[0].nuse += 1
+    if len(args) == 2 and op.name == "power":
+        # a scalar exponent 2 is NumPy's square (x * x); other powers (libm's pow) are left
+        # to NumPy
+        if type(args[1]) is Node or not _tree.squares(args[1], n.dtype):
+            if count_uses:
+                for a in args:
+                    if type(a) is Node:
+                        a.nuse += 1
             return 0
         key.append("sq")
         args = args[:1]

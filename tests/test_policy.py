@@ -370,9 +370,14 @@ def test_large_temporaries_run_at_once_are_reused_in_place():
     a, b, c = lazynp.array(n), lazynp.array(n * 2.0), lazynp.array(n * 3.0)
     u = lazynp.array(n)
     before = counters()["elided"]
-    r1 = a + b + c
-    r2 = 2.0 * (a + b)
-    r3 = u[2:, 1:] + u[:-2, :-1] - u[1:-1, 1:]
+    old = _policy.TREE_MIN_ELEMS
+    _policy.set_tree_min_elems(_policy.EAGER_MAX_ELEMS)    # (at once, not tree kernels)
+    try:
+        r1 = a + b + c
+        r2 = 2.0 * (a + b)
+        r3 = u[2:, 1:] + u[:-2, :-1] - u[1:-1, 1:]
+    finally:
+        _policy.set_tree_min_elems(old)
     assert counters()["elided"] - before == 3
     numpy.testing.assert_array_equal(numpy.asarray(r1), n + n * 2.0 + n * 3.0)
     numpy.testing.assert_array_equal(numpy.asarray(r2), 2.0 * (n + n * 2.0))

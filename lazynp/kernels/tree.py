@@ -24,6 +24,21 @@ from . import cpu, exprs, fused
 #: trees above this many nodes are left to the ordinary flush
 MAX_TREE = 256
 
+
+def libm_names() -> frozenset:
+    """Ufuncs whose kernel form calls a libm function (exp, sin, a general power...):
+    NumPy's own loops (SIMD ones, its float32 sin/cos) can give other bits.  (A power
+    by a scalar 2 is a square in a tree, exact: see :func:`squares`.)"""
+    global _libm
+    if _libm is None:
+        from .._split import COSTLY
+        from ..ops.elementwise import SIMD_UNARY
+        _libm = frozenset(COSTLY) | SIMD_UNARY
+    return _libm
+
+
+_libm = None
+
 _F64 = np.dtype(np.float64)
 _I64 = np.dtype(np.int64)
 _EMPTY_F = np.empty(0, _F64)
@@ -63,8 +78,7 @@ def structure(key: tuple, node) -> int | None:
         if ok:
             sid = _next_id[0]
             _next_id[0] += 1
-            from ..ops.elementwise import SIMD_UNARY
-            if node.op.name in SIMD_UNARY or any(
+            if node.op.name in libm_names() and "sq" not in key or any(
                     (k[1] if type(k) is tuple and k and k[0] == "t" else k) in with_simd
                     for k in key[1:] if type(k) in (int, tuple) and (type(k) is tuple or k >= 0)):
                 with_simd.add(sid)
@@ -72,9 +86,9 @@ def structure(key: tuple, node) -> int | None:
     return sid
 
 
-#: structure ids of trees with a math function NumPy runs with SIMD loops (exp, tanh...):
-#: a kernel's libm call gives other bits, so from medium sizes they are left to the fusion
-#: pass, which leaves that function to NumPy (passes/fusion.py)
+#: structure ids of trees with a libm math function (:func:`libm_names`: exp, tanh, sin...):
+#: NumPy's loops may give other bits, so from medium sizes they are left to the fusion pass,
+#: which leaves its SIMD functions to NumPy (passes/fusion.py)
 with_simd: set = set()
 
 
@@ -179,16 +193,23 @@ def run(target, pending_state: int, fx=None, value_of=None, out=None, store=()) 
 
 def walk(target, ins) -> list:
     """The tree's nodes in the order its kernel computes them (post-order, arguments left
-    to right; a pending node read twice is computed twice): inputs are not walked."""
+    to right; a pending node read twice is computed twice): inputs are not walked.
+    (Iterative: a recursive closure would be a reference cycle holding the nodes.)"""
     index = {id(x) for x in ins}
     order = []
-
-    def visit(node):
-        for a in node.args:
+    stack = [(target, 0)]
+    while stack:
+        node, i = stack.pop()
+        args = node.args
+        while i < len(args):
+            a = args[i]
+            i += 1
             if type(a) not in _CONSTANTS and id(a) not in index:
-                visit(a)
-        order.append(node)
-    visit(target)
+                stack.append((node, i))
+                stack.append((a, 0))
+                break
+        else:
+            order.append(node)
     return order
 
 
@@ -270,6 +291,7 @@ def _render(target, n_in: int, ndim: int, strided: bool = False, store_at: tuple
         return f"t{k}", node.dtype
 
     result, _ = emit(target)
+    emit = None     # (the recursive closure is a reference cycle holding the nodes)
     n_out = 1 + len(store_at)
     params = [f"x{k}" for k in range(n_in)] + ["kcf", "kci"] + [f"o{j}" for j in range(n_out)]
     if strided:
