@@ -51,9 +51,14 @@ EAGER_MAX_ELEMS = int(os.environ.get("LAZYNP_EAGER_MAX_ELEMS", str(1 << 19)))
 #: Elementwise ufunc work from this many elements (and below :data:`EAGER_MAX_ELEMS`) is
 #: recorded when it joins a *tree kernel* (kernels/tree.py: a chain of same-shape
 #: elementwise ops on computed arrays and views, one loop, computed in the calling thread
-#: when read, a flush of a few microseconds); an op that cannot join one runs at once.
-#: Below it NumPy's call costs less than a tree kernel saves.
-TREE_MIN_ELEMS = int(os.environ.get("LAZYNP_TREE_MIN_ELEMS", str(1 << 15)))
+#: when read); an op that cannot join one runs at once.  Below it NumPy's calls cost less
+#: than a tree's ~20-30 us of recording, flush and kernel dispatch.  Measured 2026-12-06 on
+#: the 2-core machine (float64, NumPy's time / at once / as a tree, us): a 1-D stencil
+#: assigned to a region 50/48/50 at 2^15, 122/97/82 at 2^16, 284/270/136 at 2^18; a 5-op
+#: chain then max 80/68/67 at 2^15, 177/143/126 at 2^16; a 2-op chain then sum 27/23/45 at
+#: 2^15, 70/66/86 at 2^16, 152/146/138 at 2^18; dropin.py with 2^16: small sizes 1.19x,
+#: 10x 1.33x (2^15: 1.12x and 1.33x).
+TREE_MIN_ELEMS = int(os.environ.get("LAZYNP_TREE_MIN_ELEMS", str(1 << 16)))
 
 MODES = ("auto", "lazy")
 _mode = os.environ.get("LAZYNP_POLICY", "auto").strip().lower() or "auto"
@@ -163,8 +168,13 @@ def permuted(a: _np.ndarray) -> bool:
     """Whether NumPy array ``a``'s axes are out of memory order (a transposed view, an
     F-ordered array: a later axis of length > 1 has a larger stride than an earlier one;
     broadcast axes do not count)."""
+    return permuted_layout(a.shape, a.strides)
+
+
+def permuted_layout(shape: tuple, strides: tuple) -> bool:
+    """:func:`permuted` for an array of this shape and these strides."""
     last = -1
-    for n, s in zip(a.shape, a.strides):
+    for n, s in zip(shape, strides):
         if n < 2 or s == 0:
             continue
         s = abs(s)
@@ -203,10 +213,12 @@ def decide(op, size: int) -> int:
     or result has ``size`` elements: :data:`NOW` (run at once), :data:`RECORD`, or
     :data:`TREE` (record it if it joins a tree kernel, else run at once)."""
     kind = op.kind
-    if kind not in SIZED_KINDS or size < TREE_MIN_ELEMS:
+    if kind not in SIZED_KINDS:
         return NOW
     if size >= EAGER_MAX_ELEMS:
         return RECORD
+    if size < TREE_MIN_ELEMS:
+        return NOW
     if kind == "elementwise" and op.ufunc is not None:
         from .kernels.tree import libm_names
         if op.name not in libm_names() or op.name == "power":

@@ -460,16 +460,28 @@ cdef int _run_now(op, tuple args, shape) except -1:
     fusion cannot improve), D_RECORD, or D_TREE (recorded if it joins a tree kernel)."""
     cdef Py_ssize_t size = _size_of(shape), n
     cdef Node an, r
+    cdef bint pending = False
     for a in args:
         if type(a) is Node:
             an = <Node>a
             r = <Node>(an.args[0]) if an.op is _VIEW else an
-            if r.state != DONE or r.value is None or r.error is not None or \
-                    r.exported is True:
-                return _run_now_py(op, args, shape)  # (pending inputs, shared buffers)
+            if r.exported is True or r.error is not None:
+                return _run_now_py(op, args, shape)  # (shared buffers, failures)
+            if r.state != DONE or r.value is None:
+                pending = True
             n = _size_of(an.shape)
             if n > size:
                 size = n
+    if pending:
+        # medium elementwise work joins its pending arguments' tree, as in graph.run_now;
+        # anything else, there
+        if _tree_min <= size < _eager_max and _is_mid_tree_op(op) and \
+                op.kind in _sized_kinds:
+            for a in args:
+                if type(a) is Node and (<Node>a).dtype.hasobject:
+                    return _run_now_py(op, args, shape)
+            return D_TREE
+        return _run_now_py(op, args, shape)
     if size < _tree_min or op.kind not in _sized_kinds:
         return D_NOW
     for a in args:          # (arrays of Python objects: NumPy's object loops, at once)
@@ -1333,8 +1345,10 @@ cdef object _tree_side(o):
         if h.state != PENDING or not h.has_fx:
             return _NE
         return h.shape
-    if type(v) is not _ndarray_np or cnp.PyArray_TYPE(<cnp.ndarray>v) > cnp.NPY_DOUBLE or \
-            _permuted(<cnp.ndarray>v):
+    # (small arrays first: the check costs the eager ops that run at once next to nothing;
+    # an array operand below the bound makes no tree, whatever the other one)
+    if type(v) is not _ndarray_np or cnp.PyArray_SIZE(<cnp.ndarray>v) < _tree_min or \
+            cnp.PyArray_TYPE(<cnp.ndarray>v) > cnp.NPY_DOUBLE or _permuted(<cnp.ndarray>v):
         # (axes out of memory order: NumPy's call keeps that layout for the next op,
         # lazynp._policy.counted_size)
         return _NE
@@ -1345,7 +1359,7 @@ cdef bint _to_tree(x, y, bint unary) except -1:
     """Should ``x (op) y`` (``unary``: ``(op) x``), an elementwise op, be recorded to join a
     tree kernel rather than run at once (lazynp._policy.decide: medium work, every operand
     a tree kernel takes, one shape)?"""
-    if _tree_min >= _eager_max:
+    if _tree_min >= _eager_max or _record_all:
         return False
     sx = _tree_side(x)
     if sx is _NE:
@@ -2594,53 +2608,10 @@ cdef object _elide(int k, x, y, vx, vy):
     return t
 
 
-cdef bint _inplace_tree(int k, ndarray self, y) except -1:
-    """``self (op)= y`` (+ - * /) for a temporary ``y`` that is a pending tree kernel of
-    medium size and ``self``'s float dtype: the op joins the tree, whose kernel writes
-    ``self`` (graph.tree_into; ``u[1:] -= 0.5 * (h[1:] - h[:-1])`` in one pass)."""
-    if k > K_TRUEDIV or type(y) is not ndarray or lz_refcnt(y) > 1 or self._ext:
-        return False
-    cdef ndarray v = <ndarray>y
-    if v._isview or v._v is None or lz_refcnt(v._v) > 2:
-        return False
-    cdef Node h = <Node>(<Var>v._v).head
-    if h.state != PENDING or not h.has_fx or h.nuse or h.dtype.kind != "f":
-        return False
-    sv = _evalue(self)
-    if type(sv) is not _ndarray_np or (<object>sv).dtype != h.dtype or \
-            not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>sv) or not _to_tree(self, y, False):
-        return False
-    if self._v is not None:
-        hs = (<Var>self._v).head
-        if lz_refcnt(hs) > 2:           # (the Var's, hs): pending work reads this version
-            return False
-        del hs
-    r = _fwd[k](self, y)        # (recorded, joining y's tree: the only reader of self's buffer)
-    if type(r) is not ndarray:
-        return False
-    rv = <ndarray>r
-    if not rv._isview and rv._v is not None:
-        rh = (<Var>rv._v).head
-        if (<Node>rh).state == PENDING and (<Node>rh).has_fx and \
-                _graph_dict["tree_into"](rh, sv):
-            _count_inplace()
-            return True
-    # (the tree could not write in place: its value, equal to NumPy's in-place result for
-    # one float dtype, is copied in)
-    val = _value_for_eager_fn(_node_of(r))
-    if val is None:
-        return False
-    (<object>sv)[...] = val
-    _count_inplace()
-    return True
-
-
 cdef object _inplace(int k, ndarray self, y):
     """``self (op)= y``: NumPy's in-place operation on the buffer when it may be written at
     once, else the recorded path."""
     cdef object vy, target
-    if not _record_all and _inplace_tree(k, self, y):
-        return self
     if not _record_all:
         vy = _eager_arg(y, k != K_MATMUL)
         if vy is not _NE and k != K_MATMUL and type(vy) is _ndarray_np and \

@@ -419,9 +419,20 @@ def run_now(op: Op, args: tuple, shape: tuple) -> int:
     d = _NOW if shared else _policy.decide(op, size)
     if d == _RECORD:
         return _RECORD
+    if d == _TREE and any(_permuted_arg(a) for a in args):
+        d = _NOW        # (NumPy's result keeps the layout: _policy.counted_size)
     if pending is not None and d == _NOW:
         return _NOW if compute_now(pending) else _RECORD
     return d
+
+
+def _permuted_arg(a) -> bool:
+    """A computed node argument whose axes are out of memory order (_policy.permuted)."""
+    if type(a) is not Node or not computed(a):
+        return False
+    if a.op is VIEW:
+        return _policy.permuted_layout(a.params["shape"], a.params["strides"])
+    return type(a.value) is np.ndarray and _policy.permuted(a.value)
 
 
 def symbolic(nodes) -> bool:
@@ -890,13 +901,6 @@ def _flush_tree(t: Node) -> bool:
     return True
 
 
-def _same_elements(a: np.ndarray, b: np.ndarray) -> bool:
-    """``a`` and ``b`` are the same elements of one buffer (an in-place op's target read
-    as its own input: each element is read before it is written, as in NumPy)."""
-    return a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype and \
-        _fused._data_offset(a, b) == 0
-
-
 def _tree_stores(t: Node) -> list:
     """The pending nodes inside ``t``'s tree that live arrays hold (a named intermediate:
     ``d = x - m; v = (d * d).mean()``): its kernel writes their values too."""
@@ -949,17 +953,19 @@ def tree_into(t: Node, dest: np.ndarray) -> bool:
         # (traps: a rejected kernel leaves ``dest`` half written, and NumPy's error must
         # then leave it untouched)
         return False
+    vals = []
     for x in fx[1]:
         if not computed(x):
             return False
         v = _value_of(x)
-        if np.may_share_memory(v, dest) and not _same_elements(v, dest):
+        vals.append(v)
+        if np.may_share_memory(v, dest):
             return False
     with _lock:
         if t.state != PENDING or t.fx is None:
             return False
         store = _tree_stores(t)
-        if not _tree.run(t, PENDING, fx, _value_of, dest, store):
+        if not _tree.run(t, PENDING, fx, _value_of, dest, store, vals):
             return False
         _tree_done(t, store)
         _state.pending_count = max(0, _state.pending_count - fx[4])

@@ -126,7 +126,8 @@ def squares(e, dtype) -> bool:
     return type(e) in _CONSTANTS and e == 2 and dtype.kind == "f"
 
 
-def run(target, pending_state: int, fx=None, value_of=None, out=None, store=()) -> bool:
+def run(target, pending_state: int, fx=None, value_of=None, out=None, store=(),
+        vals=None) -> bool:
     """Compute ``target`` with its tree kernel (``fx``: its tree structure, read once by the
     caller: a node computed meanwhile drops it; ``value_of``: an input node's NumPy value,
     views realized); False when it cannot run now (no kernel yet, the arguments do not fit,
@@ -134,7 +135,7 @@ def run(target, pending_state: int, fx=None, value_of=None, out=None, store=()) 
     and dtype to write the result into (that none of the inputs overlaps is the caller's
     to ensure); by default a new array.  ``store``: pending nodes inside the tree whose
     values are wanted too (arrays the program still holds): the kernel writes them as well
-    and sets their ``value``.
+    and sets their ``value``.  ``vals``: the inputs' values when the caller has them.
 
     Inputs that are all C-contiguous and writeable run in one flat loop; others (views
     with strides: a stencil's shifted slices of a grid) in one loop per dimension."""
@@ -143,7 +144,8 @@ def run(target, pending_state: int, fx=None, value_of=None, out=None, store=()) 
         if fx is None:
             return False
     sid, ins, kf, ki = fx[:4]
-    vals = [x.value for x in ins] if value_of is None else [value_of(x) for x in ins]
+    if vals is None:
+        vals = [x.value for x in ins] if value_of is None else [value_of(x) for x in ins]
     shape = target.shape
     flat = out is None or out.flags.c_contiguous
     for v in vals:

@@ -1,0 +1,281 @@
+"""Medium elementwise work as tree kernels (lazynp._policy.decide, kernels/tree.py).
+
+Between ``TREE_MIN_ELEMS`` and the size bound, elementwise ops on computed arrays, their
+views and Python/NumPy float scalars are recorded into tree kernels: one cached loop run in
+the calling thread when the value is read, written straight into an assigned region, or
+joined by an in-place operator.  Every result must be NumPy's bit for bit, with NumPy's
+warnings, and what joins no tree runs at once.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy
+import pytest
+from hypothesis import given, settings, HealthCheck
+from hypothesis import strategies as st
+
+import lazynp
+from lazynp import _policy, graph
+from lazynp.kernels import cpu
+
+N = 300 * 240          # 72,000 elements: above TREE_MIN_ELEMS, below the size bound
+
+
+@pytest.fixture(autouse=True)
+def compiled_now(monkeypatch):
+    """Kernels compile in the calling thread: the tree path, not NumPy's stand-in, runs."""
+    monkeypatch.setattr(cpu, "SYNC_COMPILE", True)
+    assert _policy.TREE_MIN_ELEMS <= N < _policy.EAGER_MAX_ELEMS
+
+
+def trees() -> int:
+    return lazynp.stats()["tree_kernels_run"]
+
+
+def exact(got, want):
+    got = numpy.asarray(got)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    numpy.testing.assert_array_equal(got, want, strict=True)
+
+
+def grids(seed=0):
+    rng = numpy.random.default_rng(seed)
+    return rng.random((300, 240)), rng.random((300, 240))
+
+
+def test_a_stencil_assigned_to_a_region_is_one_kernel_writing_it():
+    a, b = grids()
+    la, lb = lazynp.array(a), lazynp.array(b)
+    before = trees()
+    for m, x, y in ((numpy, a, b), (lazynp, la, lb)):
+        for _ in range(3):
+            y[1:-1, 1:-1] = 0.2 * (x[1:-1, 1:-1] + x[1:-1, :-2] + x[1:-1, 2:] + x[2:, 1:-1]
+                                   + x[:-2, 1:-1])
+            x[1:-1, 1:-1] = 0.2 * (y[1:-1, 1:-1] + y[1:-1, :-2] + y[1:-1, 2:] + y[2:, 1:-1]
+                                   + y[:-2, 1:-1])
+    assert trees() - before == 6
+    exact(la, a)
+    exact(lb, b)
+
+
+def test_in_place_operators_on_trees_are_numpys():
+    a, b = grids(1)
+    la, lb = lazynp.array(a), lazynp.array(b)
+    before = trees()
+    for x, y in ((a, b), (la, lb)):
+        x[1:, :] -= 0.5 * (y[1:, :] - y[:-1, :])
+        x[:, 1:] += 0.25 * (y[:, 1:] - y[:, :-1]) * 3.0
+        y[:-1, :-1] *= (x[:-1, 1:] - x[:-1, :-1]) + 2.0
+    assert trees() - before == 3     # (the right sides; NumPy's in-place call after each)
+    exact(la, a)
+    exact(lb, b)
+
+
+def test_a_region_read_shifted_by_its_own_update_is_numpys():
+    """``u[1:] += 0.5 * (u[:-1] - v[1:])``: the region overlaps an input at another offset,
+    so the kernel must not write it while reading (NumPy computes the right side first)."""
+    rng = numpy.random.default_rng(2)
+    u, v = rng.random(N), rng.random(N)
+    lu, lv = lazynp.array(u), lazynp.array(v)
+    for x, y in ((u, v), (lu, lv)):
+        x[1:] += 0.5 * (x[:-1] - y[1:])
+        x[:-1] = (x[1:] + y[:-1]) * 0.5
+    exact(lu, u)
+
+
+def test_a_temporary_the_program_keeps_is_not_the_region():
+    a, b = grids(3)
+    la, lb = lazynp.array(a), lazynp.array(b)
+    t = (la[1:-1, 1:-1] + lb[1:-1, 1:-1]) * 0.5
+    la[1:-1, 1:-1] = t
+    la[1:-1, 1:-1] += 1.0
+    want_t = (a[1:-1, 1:-1] + b[1:-1, 1:-1]) * 0.5
+    exact(t, want_t)
+    a[1:-1, 1:-1] = want_t
+    a[1:-1, 1:-1] += 1.0
+    exact(la, a)
+
+
+def test_named_intermediates_are_written_by_the_same_kernel():
+    """A game of life step: N, alive, birth and survive are held by the program when the
+    mask is read; one kernel computes them all (none is recomputed later)."""
+    rng = numpy.random.default_rng(4)
+    z = (rng.random((270, 270)) < 0.3).astype(numpy.int8)
+    lz = lazynp.array(z)
+    out = []
+    for Z in (z, lz):
+        N_ = (Z[:-2, :-2] + Z[:-2, 1:-1] + Z[:-2, 2:] + Z[1:-1, :-2] + Z[1:-1, 2:]
+              + Z[2:, :-2] + Z[2:, 1:-1] + Z[2:, 2:])
+        alive = Z[1:-1, 1:-1] == 1
+        birth = (N_ == 3) & ~alive
+        survive = ((N_ == 2) | (N_ == 3)) & alive
+        mask = birth | survive
+        out.append((numpy.asarray(mask), N_, alive, birth, survive))
+    before = trees()
+    for w, g in zip(out[0][1:], out[1][1:]):
+        exact(g, numpy.asarray(w))
+    assert trees() == before, "an intermediate was recomputed after the mask was read"
+    exact(out[1][0], out[0][0])
+
+
+def test_numpy_float64_scalars_keep_numpys_dtypes():
+    x32 = numpy.random.default_rng(5).random(N).astype(numpy.float32)
+    lx = lazynp.array(x32)
+    s = numpy.float64(0.1)
+    before = trees()
+    exact((lx * s + 1.0) * 2.0, (x32 * s + 1.0) * 2.0)          # float64 (a strong scalar)
+    exact((lx * 0.1 + 1.0) * 2.0, (x32 * 0.1 + 1.0) * 2.0)      # float32 (a weak one)
+    assert trees() - before == 2
+
+
+def test_squares_are_trees_and_other_powers_run_at_once():
+    x = numpy.random.default_rng(6).standard_normal(N)
+    lx = lazynp.array(x)
+    before = trees()
+    exact(lx ** 2 + lx * 0.5, x ** 2 + x * 0.5)
+    assert trees() - before == 1
+    exact(lx ** 3 + lx * 0.5, x ** 3 + x * 0.5)
+    exact(lx ** 2.5 - 1.0, x ** 2.5 - 1.0)
+
+
+@pytest.mark.parametrize("fn", ["sin", "exp", "log", "tanh", "cos"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_libm_functions_are_numpys(fn, dtype):
+    x = numpy.random.default_rng(7).random(N).astype(dtype) + 0.5
+    lx = lazynp.array(x)
+    f = getattr(numpy, fn)
+    lf = getattr(lazynp, fn)
+    exact(lf(lx * 2.0 + 0.25) * 3.0 - 1.0, f(x * 2.0 + 0.25) * 3.0 - 1.0)
+
+
+def test_non_finite_values_give_numpys_warnings_at_the_line():
+    a = numpy.random.default_rng(8).random(N)
+    a[::7] = 0.0
+    la = lazynp.array(a)
+    b = numpy.zeros(N)
+    lb = lazynp.array(b)
+    with warnings.catch_warnings(record=True) as w_np:
+        warnings.simplefilter("always")
+        b[:] = (1.0 / a) * 2.0 - 1.0
+    with warnings.catch_warnings(record=True) as w_lz:
+        warnings.simplefilter("always")
+        lb[:] = (1.0 / la) * 2.0 - 1.0
+    exact(lb, b)
+    assert [(x.category, str(x.message), x.lineno - w_np[0].lineno) for x in w_lz] == \
+        [(x.category, str(x.message), x.lineno - w_np[0].lineno + 3) for x in w_np]
+
+
+def test_in_place_with_non_finite_values_is_numpys():
+    a = numpy.random.default_rng(9).random(N)
+    b = a.copy()
+    b[::5] = 0.0
+    la, lb = lazynp.array(a), lazynp.array(b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a -= 1.0 / b * 0.5
+        la -= 1.0 / lb * 0.5
+    exact(la, a)
+
+
+def test_errors_raise_at_the_call_in_a_try_block():
+    a = numpy.random.default_rng(10).random(N)
+    a[3] = 0.0
+    la = lazynp.array(a)
+    with numpy.errstate(divide="raise"):
+        with pytest.raises(FloatingPointError):
+            (1.0 / la) * 2.0
+    b = lazynp.array(numpy.ones(N))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(RuntimeWarning):
+            b[:] = (1.0 / la) * 2.0
+    exact(b, numpy.ones(N))          # NumPy's error leaves the target as it was
+
+
+C_ONLY = pytest.mark.skipif(graph.speedups is None,
+                            reason="what runs at once here is the C recorder's fast path")
+
+
+@C_ONLY
+def test_a_line_computed_alone_twice_runs_at_once_after():
+    a, _ = grids(11)
+    la = lazynp.array(a)
+    eager0 = lazynp.stats()["ops_eager"]
+    for k in range(5):
+        d = numpy.minimum(la, la[:, k:k + 1] + la[k:k + 1, :])    # (the add broadcasts)
+        la = d
+    assert lazynp.stats()["ops_eager"] - eager0 >= 5 + 3     # the minimum, from step 3 on
+    d = a
+    for k in range(5):
+        d = numpy.minimum(d, d[:, k:k + 1] + d[k:k + 1, :])
+    exact(la, d)
+
+
+def test_arrays_out_of_memory_order_run_at_once():
+    a, b = grids(12)
+    la = lazynp.array(a).T
+    before = trees()
+    r = la * 2.0 + 1.0
+    if graph.speedups is not None:   # (the pure Python recorder's results are C-ordered)
+        assert trees() == before and graph.computed(r._node())
+        assert numpy.asarray(r).flags.f_contiguous       # NumPy's layout kept
+    exact(r, a.T * 2.0 + 1.0)
+
+
+def test_nothing_is_a_tree_while_a_transform_records():
+    x = numpy.random.default_rng(13).random(N)
+    g = lazynp.grad(lambda v: ((v * 2.0 + 1.0) * v).sum())(lazynp.array(x))
+    numpy.testing.assert_allclose(numpy.asarray(g), 4.0 * x + 1.0, rtol=1e-12)
+
+
+_OPS = ["add", "sub", "mul", "div", "max", "cmp"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(_OPS), st.integers(0, 2), st.integers(0, 2),
+                          st.integers(0, 2), st.sampled_from(["assign", "inplace", "keep",
+                                                               "read"])),
+                min_size=1, max_size=12), st.integers(0, 3))
+def test_random_programs_on_shared_buffers_equal_numpy(steps, seed):
+    """Random sequences of medium elementwise expressions over shifted views of three
+    buffers, assigned to regions, applied in place, kept or read, equal NumPy's."""
+    rng = numpy.random.default_rng(seed)
+    bufs = [rng.random((290, 260)) + 0.5 for _ in range(3)]
+    lbufs = [lazynp.array(b) for b in bufs]
+    regions = [(slice(1, -1), slice(1, -1)), (slice(2, None), slice(None, -2)),
+               (slice(None, -2), slice(2, None))]
+    for mod, B in ((numpy, bufs), (lazynp, lbufs)):
+        kept = []
+        for op, i, j, k, how in steps:
+            x = B[i][regions[j]]
+            y = B[(i + 1) % 3][regions[k]]
+            if op == "add":
+                e = x + y * 0.5
+            elif op == "sub":
+                e = (x - y) * 2.0
+            elif op == "mul":
+                e = x * y + 1.0
+            elif op == "div":
+                e = x / (y + 1.0)
+            elif op == "max":
+                e = mod.maximum(x, y) - 0.25
+            else:
+                e = (x < y) * 1.0 + x
+            dest = B[k][regions[i]]
+            if how == "assign":
+                B[k][regions[i]] = e
+            elif how == "inplace":
+                dest -= e
+            elif how == "keep":
+                kept.append(e)
+            else:
+                kept.append(float(e.sum()))
+        if mod is numpy:
+            want = [b.copy() for b in B], kept
+        else:
+            got = [numpy.asarray(b) for b in B], [numpy.asarray(v) for v in kept]
+    for w, g in zip(want[0], got[0]):
+        exact(g, w)
+    for w, g in zip(want[1], got[1]):
+        exact(g, numpy.asarray(w))
