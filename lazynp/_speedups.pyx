@@ -396,6 +396,8 @@ cdef int _record_all = 0
 cdef Py_ssize_t _eager_max = 65536
 #: from this size (below _eager_max) elementwise work joins tree kernels (lazynp._policy)
 cdef Py_ssize_t _tree_min = 65536
+#: below this size a recorded tree kernel runs as one (lazynp._policy.TREE_MAX_ELEMS)
+cdef Py_ssize_t _tree_max = 65536
 cdef Py_ssize_t _n_eager = 0, _n_inplace = 0, _n_elided = 0
 cdef object _NE = object()          # "not computed": an operand the fast path cannot take
 cdef object _leaf_fn = None, _materialize_fn = None, _empty_fn = None, _ascontig_fn = None
@@ -435,16 +437,18 @@ cdef object _sized_kinds = frozenset()
 cdef object _run_eager_fn = None, _run_now_py = None, _value_for_eager_fn = None
 
 
-def set_policy(int record_all, Py_ssize_t eager_max, Py_ssize_t tree_min, sized_kinds,
-               run_eager, run_now, value_for_eager):
+def set_policy(int record_all, Py_ssize_t eager_max, Py_ssize_t tree_min,
+               Py_ssize_t tree_max, sized_kinds, run_eager, run_now, value_for_eager):
     """The execution policy's numbers (lazynp._policy._sync), graph.run_eager and
     graph.run_now (taken for pending arguments)."""
-    global _record_all, _eager_max, _tree_min, _sized_kinds, _run_eager_fn, _run_now_py
+    global _record_all, _eager_max, _tree_min, _tree_max, _sized_kinds, _run_eager_fn
+    global _run_now_py
     global _value_for_eager_fn
     _value_for_eager_fn = value_for_eager
     _record_all = record_all
     _eager_max = eager_max
     _tree_min = tree_min
+    _tree_max = tree_max
     _sized_kinds = sized_kinds
     _run_eager_fn = run_eager
     _run_now_py = run_now
@@ -488,7 +492,7 @@ cdef int _run_now(op, tuple args, shape) except -1:
         if type(a) is Node and (<Node>a).dtype.hasobject:
             return D_NOW
     if size >= _eager_max:
-        return D_RECORD
+        return D_NOW if op.name == "copy" else D_RECORD    # (lazynp._policy.AT_ONCE_OPS)
     return D_TREE if _is_mid_tree_op(op) else D_NOW
 
 
@@ -1310,9 +1314,11 @@ cdef bint _assign_tree(ndarray self, index, ndarray value) except -1:
     if h.state != PENDING or not h.has_fx or h.nuse:
         return False
     cdef Py_ssize_t n = _size_of(h.shape)
-    if n < _tree_min or n >= _eager_max:
+    if n < _tree_min or n >= _tree_max:
         return False
-    target = _writable(self, n)
+    # (a large region: the buffer itself when nothing else holds it, as for an assignment
+    # run at once, graph.writable_view's large_in_place)
+    target = _writable(self, n) if n < _eager_max else _writable_py(self, n, True)
     if type(target) is not _ndarray_np:
         return False
     dest = target[index]

@@ -871,7 +871,7 @@ def _tree_size_refused(t: Node, fx) -> bool:
     threads), or of a medium size with a SIMD math function in it (which the fusion pass
     leaves to NumPy: its bits)?"""
     size = _prod(t.shape)
-    return size >= _policy.EAGER_MAX_ELEMS or \
+    return size >= _policy.TREE_MAX_ELEMS or \
         size >= 4 * _MIN_FUSED_WORK and fx[0] in _tree.with_simd
 
 
