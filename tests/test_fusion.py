@@ -846,6 +846,7 @@ def _flush_peak(lazy_in):
 
 
 def test_fused_group_allocates_only_live_outputs(monkeypatch):
+    monkeypatch.setattr(lgraph, "tree_flushes", False)     # (the fusion pass, not a tree)
     n = 2_000_000
     rng = numpy.random.default_rng(1)
     arrs = [rng.standard_normal(n) for _ in range(5)]
@@ -1192,7 +1193,8 @@ def test_compile_failure_falls_back_to_numpy(monkeypatch, small_work):
 
 # --- 8. buffer pool ---------------------------------------------------------------------------
 
-def test_buffer_pool_reuse():
+def test_buffer_pool_reuse(monkeypatch):
+    monkeypatch.setattr(lgraph, "tree_flushes", False)     # (the fusion pass, not a tree)
     n = 2_000_000
     rng = numpy.random.default_rng(8)
     a, b, c = (rng.standard_normal(n) for _ in range(3))
