@@ -102,7 +102,7 @@ def test_small_writes_into_a_pending_array_run_at_once(small_bound):
     rng = numpy.random.default_rng(0)
     An, Bn = rng.random((16, 16)), rng.random((16, 8))
     A = lazynp.asarray(An)
-    B = lazynp.asarray(Bn).copy()         # recorded (large): pending
+    B = lazynp.array(Bn) * 1.0            # recorded (large): pending
     lazynp.reset_stats()
     for i in range(16):
         B[i, :] += A[i + 1:, i] @ B[i + 1:, :]

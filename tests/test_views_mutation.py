@@ -1022,7 +1022,7 @@ def views_made_while_pending_then_after(np):
     """Views of an array first viewed while pending (a placeholder geometry), written and
     read after the flush, while the first views live and after they are gone."""
     big = np.arange(1_200_000, dtype=np.float64).reshape(1000, 1200)
-    c = big.copy()                      # large: recorded, pending
+    c = big * 1.0                       # large: recorded, pending
     first = c[3, :5]                    # a view made while c is pending
     first *= 2.0                        # flushes c, writes through the early view
     second = c[4, 2:9]
@@ -1372,7 +1372,7 @@ def test_in_place_chains_across_arrays_per_node_engine(shape, per_node_engine):
 @pytest.mark.skipif(lazynp.graph.speedups is None, reason="the C recorder's shadow")
 @lazynp.policy("auto")
 def test_a_views_shadow_moves_to_the_buffer_once_nothing_views_the_placeholder():
-    c = lazynp.arange(1_200_000, dtype=numpy.float64).reshape(1000, 1200).copy()
+    c = lazynp.arange(1_200_000, dtype=numpy.float64).reshape(1000, 1200) * 1.0
     early = c[0, :3]                    # made on a placeholder: c is pending
     early *= 2.0
     var = c._var
