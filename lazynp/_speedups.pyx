@@ -994,7 +994,10 @@ cdef class ndarray:
         """A NumPy ufunc called on lazynp arrays (also ``numpy_scalar * lazy``): at once on
         the values when the policy allows it, else lazynp's own ufunc (recorded)."""
         cdef list vals
-        if not _record_all and not kwargs and method == "__call__":
+        cdef Py_ssize_t nin = len(inputs)
+        if not _record_all and not kwargs and method == "__call__" and not (
+                nin == 1 and _to_tree(inputs[0], None, True) or
+                nin == 2 and _to_tree(inputs[0], inputs[1], False)):
             vals = []
             for x in inputs:
                 v = _eager_arg(x, True)
@@ -1345,27 +1348,52 @@ cdef object _tree_side(o):
     v = _evalue(a)
     cdef Node h
     if v is None:
-        if a._isview or a._v is None:
+        if a._v is None:
             return _NE
-        h = <Node>(<Var>a._v).head
-        if h.state != PENDING or not h.has_fx:
-            return _NE
-        return h.shape
-    # (small arrays first: the check costs the eager ops that run at once next to nothing;
-    # an array operand below the bound makes no tree, whatever the other one)
-    if type(v) is not _ndarray_np or cnp.PyArray_SIZE(<cnp.ndarray>v) < _tree_min or \
-            cnp.PyArray_TYPE(<cnp.ndarray>v) > cnp.NPY_DOUBLE or _permuted(<cnp.ndarray>v):
+        if a._isview:
+            # a view of a pending array (``d[:, k:k + 1]`` after ``d = np.minimum(...)``):
+            # computed now, as the op run at once would (_eager_arg), and read as an input
+            if cnp.PyArray_SIZE(<cnp.ndarray>a._shadow) >= _eager_max:
+                return _NE
+            v = _value_for_eager_fn(_node_of(o))
+            if v is None:
+                return _NE
+        else:
+            h = <Node>(<Var>a._v).head
+            if h.state != PENDING or not h.has_fx:
+                return _NE
+            return h.shape
+    if type(v) is not _ndarray_np or cnp.PyArray_TYPE(<cnp.ndarray>v) > cnp.NPY_DOUBLE or \
+            _permuted(<cnp.ndarray>v):
         # (axes out of memory order: NumPy's call keeps that layout for the next op,
         # lazynp._policy.counted_size)
         return _NE
     return (<object>v).shape
 
 
+cdef Py_ssize_t _operand_size(o):
+    """Elements of a lazynp array operand (1 for anything else), without computing it."""
+    if type(o) is not ndarray:
+        return 1
+    cdef ndarray a = <ndarray>o
+    if a._v is None:
+        return cnp.PyArray_SIZE(<cnp.ndarray>a._val)
+    if a._isview:
+        return cnp.PyArray_SIZE(<cnp.ndarray>a._shadow)
+    return _size_of((<Node>(<Var>a._v).head).shape)
+
+
 cdef bint _to_tree(x, y, bint unary) except -1:
     """Should ``x (op) y`` (``unary``: ``(op) x``), an elementwise op, be recorded to join a
     tree kernel rather than run at once (lazynp._policy.decide: medium work, every operand
-    a tree kernel takes, one shape)?"""
+    a tree kernel takes; computed arrays may broadcast, a pending tree has the result's
+    shape)?"""
     if _tree_min >= _eager_max or _record_all:
+        return False
+    # (first the cheap bound: a broadcast result has at most the product of the operands'
+    # elements; the small ops that run at once pay next to nothing for the question)
+    cdef Py_ssize_t nx = _operand_size(x)
+    if (nx if unary else nx * _operand_size(y)) < _tree_min:
         return False
     sx = _tree_side(x)
     if sx is _NE:
@@ -1379,10 +1407,18 @@ cdef bint _to_tree(x, y, bint unary) except -1:
     if sx is None:
         if sy is None:
             return False
-        sx = sy
-    elif sy is not None and sx != sy:
-        return False
-    cdef Py_ssize_t n = _size_of(sx)
+        shape = sy
+    elif sy is None or sx == sy:
+        shape = sx
+    else:
+        try:
+            shape = _broadcast_shapes(sx, sy)
+        except ValueError:
+            return False        # (NumPy's error, at the call)
+        if shape != sx and _evalue(<ndarray>x) is None or \
+                shape != sy and _evalue(<ndarray>y) is None:
+            return False        # (a pending tree is not broadcast: it has the result's shape)
+    cdef Py_ssize_t n = _size_of(shape)
     if n < _tree_min or n >= _eager_max:
         return False
     cdef int lasti = 0
@@ -1391,6 +1427,9 @@ cdef bint _to_tree(x, y, bint unary) except -1:
         if code is not None and (code, lasti) in _lone_sites:
             return False
     return True
+
+
+from numpy import broadcast_shapes as _broadcast_shapes
 
 
 #: graph.lone_sites: user lines whose medium elementwise op made trees of that op alone
@@ -2677,8 +2716,10 @@ cdef Py_ssize_t _tree(Node n, op, args, shape, bint count_uses) except -1:
                 an.nuse += 1
             if not ok:
                 continue
-            if an.shape != shape:
-                ok = False
+            if an.shape != shape and not (_broadcasts(an.shape, shape) and (
+                    an.state == DONE and an.value is not None and an.error is None or
+                    _computed_view(an))):
+                ok = False      # (only a computed input may broadcast)
             elif an.state == PENDING and not _computed_view(an):
                 if not an.has_fx:
                     ok = False
@@ -2741,6 +2782,17 @@ cdef bint _squares(e, dtype):
     """``x ** e`` is NumPy's square (kernels/tree.py renders it ``x * x``)."""
     t = type(e)
     return (t is float or t is int or t is _np_float64) and e == 2 and dtype.kind == "f"
+
+
+cdef bint _broadcasts(tuple s, tuple shape):
+    """An input of shape ``s`` broadcasts to ``shape``."""
+    cdef Py_ssize_t k = len(s), nd = len(shape), i
+    if k > nd:
+        return False
+    for i in range(1, k + 1):
+        if s[k - i] != 1 and s[k - i] != shape[nd - i]:
+            return False
+    return True
 
 
 cdef dict _tree_ops = {}     # op -> an elementwise ufunc op (kernels/tree.py structures)

@@ -311,8 +311,8 @@ def _tree_structure(n: Node, op: Op, args: tuple, shape: tuple, count_uses: bool
                 a.nuse += 1
             if not ok:
                 continue
-            if a.shape != shape:
-                ok = False
+            if a.shape != shape and not (_tree.broadcasts(a.shape, shape) and computed(a)):
+                ok = False      # (only a computed input may broadcast)
             elif a.state == PENDING and (a.op is not VIEW or not computed(a)):
                 fx = a.fx
                 if fx is None:

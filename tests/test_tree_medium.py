@@ -201,15 +201,16 @@ C_ONLY = pytest.mark.skipif(graph.speedups is None,
 def test_a_line_computed_alone_twice_runs_at_once_after():
     a, _ = grids(11)
     la = lazynp.array(a)
-    eager0 = lazynp.stats()["ops_eager"]
+    want = a
+    eager0, trees0 = lazynp.stats()["ops_eager"], trees()
     for k in range(5):
-        d = numpy.minimum(la, la[:, k:k + 1] + la[k:k + 1, :])    # (the add broadcasts)
+        d = la * 1.0001                 # read next as an element: a tree of this op alone
         la = d
-    assert lazynp.stats()["ops_eager"] - eager0 >= 5 + 3     # the minimum, from step 3 on
-    d = a
-    for k in range(5):
-        d = numpy.minimum(d, d[:, k:k + 1] + d[k:k + 1, :])
-    exact(la, d)
+        assert float(d[k, k]) == float((want * 1.0001)[k, k])
+        want = want * 1.0001
+    assert trees() - trees0 == 2                            # the first two steps
+    assert lazynp.stats()["ops_eager"] - eager0 == 3        # then at once
+    exact(la, want)
 
 
 def test_arrays_out_of_memory_order_run_at_once():
@@ -279,3 +280,43 @@ def test_random_programs_on_shared_buffers_equal_numpy(steps, seed):
         exact(g, w)
     for w, g in zip(want[1], got[1]):
         exact(g, numpy.asarray(w))
+
+
+def test_computed_inputs_broadcast_in_a_tree():
+    """``np.minimum(d, d[:, k:k + 1] + d[k:k + 1, :])`` (Floyd-Warshall) and ``x - m``
+    with a row of means: broadcast inputs are read at stride 0 in one kernel."""
+    a, b = grids(14)
+    a[::7, ::3] = numpy.inf                    # (no edge: infinities raise no flag)
+    la, lb = lazynp.array(a), lazynp.array(b)
+    before, rejected = trees(), lazynp.stats()["tree_kernels_rejected"]
+    d, ld = a, la
+    for k in range(4):
+        d = numpy.minimum(d, d[:, k:k + 1] + d[k:k + 1, :])
+        ld = lazynp.minimum(ld, ld[:, k:k + 1] + ld[k:k + 1, :])
+    exact(ld, d)
+    m = b.mean(axis=0)
+    exact((lb - lazynp.asarray(m)) * 2.0 + lb[:, :1], (b - m) * 2.0 + b[:, :1])
+    if graph.speedups is not None:     # (the C recorder reads views of pending arrays so)
+        assert trees() - before == 5
+    assert lazynp.stats()["tree_kernels_rejected"] == rejected
+
+
+def test_an_outer_operation_of_two_vectors_is_one_tree():
+    rng = numpy.random.default_rng(15)
+    x, y = rng.random(300), rng.random(260)
+    lx, ly = lazynp.array(x), lazynp.array(y)
+    before = trees()
+    exact((lx[:, None] - ly[None, :]) * 0.5 + 1.0, (x[:, None] - y[None, :]) * 0.5 + 1.0)
+    assert trees() - before == 1
+
+
+def test_nan_inputs_keep_the_kernel_and_numpys_values():
+    a, b = grids(16)
+    a[::5] = numpy.nan
+    la, lb = lazynp.array(a), lazynp.array(b)
+    rejected = lazynp.stats()["tree_kernels_rejected"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = numpy.asarray((la * 2.0 + lb) * lb)
+    exact(got, (a * 2.0 + b) * b)
+    assert lazynp.stats()["tree_kernels_rejected"] == rejected

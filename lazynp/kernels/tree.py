@@ -11,15 +11,20 @@ tuple the concatenation of its arguments' tuples, so at flush time the kernel, i
 its constants are known without walking the graph.
 
 The tree is a tree: a pending value read twice is computed twice (sizes are capped, so a DAG
-with much sharing is left to the ordinary flush).  A kernel also reports whether every float
-intermediate stayed finite; when one did not, its result is discarded and the flush runs on
-NumPy, which raises the exact warnings (overflow, divide by zero, invalid value).
+with much sharing is left to the ordinary flush).  A kernel also returns the floating-point
+exception flags it raised (kernels/fpflags.py): when one was, its result is discarded and the
+flush runs on NumPy, which raises the exact warnings (overflow, divide by zero, invalid
+value).  Infinities and NaNs that raise no flag (``inf + 1``, a NaN input) keep the kernel.
+
+The same kernels serve medium work (lazynp._policy.decide): strided views of a grid are read
+through a table of offsets and strides, inputs may broadcast, the result may be written into
+an assigned region, and pending nodes the program holds are written by the same loop.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from . import cpu, exprs, fused
+from . import cpu, exprs, fpflags, fused
 
 #: trees above this many nodes are left to the ordinary flush
 MAX_TREE = 256
@@ -120,6 +125,13 @@ def _const_exponent(node) -> bool:
     return node.op.name == "power" and type(node.args[1]) in (float, int)
 
 
+def broadcasts(s: tuple, shape: tuple) -> bool:
+    """An input of shape ``s`` broadcasts to ``shape`` (it is read at stride 0 there)."""
+    if len(s) > len(shape):
+        return False
+    return all(a == 1 or a == b for a, b in zip(s[::-1], shape[::-1]))
+
+
 def squares(e, dtype) -> bool:
     """``x ** e`` (a scalar exponent) is NumPy's square: the kernel computes ``x * x``
     (NumPy's scalar-power fast path; other exponents are no tree: NumPy runs them)."""
@@ -149,7 +161,7 @@ def run(target, pending_state: int, fx=None, value_of=None, out=None, store=(),
     shape = target.shape
     flat = out is None or out.flags.c_contiguous
     for v in vals:
-        if not v.flags.c_contiguous or not v.flags.writeable:
+        if not v.flags.c_contiguous or not v.flags.writeable or v.shape != shape:
             flat = False
             break
     consts = [np.array(kf, _F64) if kf else _EMPTY_F, np.array(ki, _I64) if ki else _EMPTY_I]
@@ -172,18 +184,27 @@ def run(target, pending_state: int, fx=None, value_of=None, out=None, store=(),
         if table is not None:
             bufs = table[0]
             args = bufs[:len(vals)] + consts + bufs[len(vals):] + [shape, table[1]]
+        elif any(v.shape != shape for v in vals):
+            return False        # (a broadcast input is read through the table only)
         else:
             args = vals + consts + [out] + extra
-        key = (sid, ndim, table is not None, pos)
+        # each operand's innermost stride as a class: 0 (broadcast), 1 (contiguous rows) or
+        # any; the kernel spells the first two out, so its inner loop vectorizes
+        inner = "".join(_STRIDE_CLASS.get(int(x), "s") for x in
+                        table[1].view(np.int64)[:, ndim]) if table is not None and ndim else ""
+        key = (sid, ndim, table is not None, pos, inner)
         source = _nd_sources.get(key)
         if source is None:
             source = _nd_sources[key] = _render(target, len(ins), ndim, table is not None,
-                                                pos)
+                                                pos, inner)
         # (views come in several layouts, each its own compiled signature)
         kernel = cpu.get_kernel(source, args)
     if kernel is None:
         return False
-    if not kernel(*args):
+    flags = kernel(*args)
+    if flags and not fpflags.maybe_from_nan_compare(flags, walk(target, ins), vals):
+        # a floating-point condition NumPy warns about (trees are recorded under NumPy's
+        # default errstate): NumPy reruns the work, for its exact warnings
         STATS["tree_kernels_rejected"] += 1
         return False
     STATS["tree_kernels_run"] += 1
@@ -227,16 +248,20 @@ _CONSTANTS = (float, int, np.float64)
 _nd_sources: dict = {}    # (structure id, ndim) -> kernel source with one loop per dimension
 
 
-def _render(target, n_in: int, ndim: int, strided: bool = False, store_at: tuple = ()) -> str:
+_STRIDE_CLASS = {0: "z", 1: "u"}
+
+
+def _render(target, n_in: int, ndim: int, strided: bool = False, store_at: tuple = (),
+            inner: str = "") -> str:
     """Kernel source for ``target``'s tree; operands are numbered in the order the recording
     concatenated them (depth first, arguments left to right).  ``ndim`` 0: one flat loop
     over C-contiguous inputs; else one loop per dimension: ``strided``, inputs and output
     as flat buffers with a table ``xs`` of offsets and strides (row ``n_in``: the output's;
     unsigned: no negative-index test, so the inner loop vectorizes), else arrays of any
     strides indexed by position.  ``store_at``: the positions (:func:`walk`) of nodes
-    whose values are written too, to outputs ``o1``, ``o2``... (table rows after ``o0``'s)."""
+    whose values are written too, to outputs ``o1``, ``o2``... (table rows after ``o0``'s).
+    ``inner``: per table row, its innermost stride's class (``z`` 0, ``u`` 1, ``s`` other)."""
     lines: list = []
-    checks: list = []
     counters = {"f": 0, "i": 0, "t": 0}
     # inputs are numbered by identity: trees of one structure share their pattern of repeats
     index = {id(x): k for k, x in enumerate(target.fx[1])}
@@ -247,7 +272,13 @@ def _render(target, n_in: int, ndim: int, strided: bool = False, store_at: tuple
         if ndim == 0:
             return "i"
         if strided:
-            return f"b{k} + " + " + ".join(f"u{d} * s{k}_{d}" for d in range(ndim))
+            terms = [f"u{d} * s{k}_{d}" for d in range(ndim - 1)]
+            c = inner[k] if inner else "s"
+            if c == "u":
+                terms.append(f"u{ndim - 1}")
+            elif c == "s":
+                terms.append(f"u{ndim - 1} * s{k}_{ndim - 1}")
+            return " + ".join([f"b{k}"] + terms)
         return ", ".join(f"i{d}" for d in range(ndim))
 
     def emit(node) -> tuple:
@@ -288,8 +319,6 @@ def _render(target, n_in: int, ndim: int, strided: bool = False, store_at: tuple
         if k in store_at:
             j = store_at.index(k) + 1
             stores.append(f"o{j}[{at(n_in + j)}] = t{k}")
-        if node.dtype.kind == "f":
-            checks.append(f"(t{k} - t{k})")
         return f"t{k}", node.dtype
 
     result, _ = emit(target)
@@ -298,12 +327,13 @@ def _render(target, n_in: int, ndim: int, strided: bool = False, store_at: tuple
     params = [f"x{k}" for k in range(n_in)] + ["kcf", "kci"] + [f"o{j}" for j in range(n_out)]
     if strided:
         params += ["shp", "xs"]
-    src = ["import numpy as np", "from numba import njit", ""]
+    src = ["import numpy as np", "from numba import njit",
+           "from lazynp.kernels.fpflags import fp_clear, fp_test", ""]
     if any("_fexp(" in line for line in lines):
         src.append(cpu._PRELUDE_EXP)
     src += ["@njit(nogil=True, cache=True, error_model='numpy')",
             f"def kernel({', '.join(params)}):",
-            "    bad = 0"]
+            "    fp_clear()"]
     if strided:
         for k in range(n_in + n_out):
             src.append(f"    b{k} = xs[{k}, 0]")
@@ -319,9 +349,6 @@ def _render(target, n_in: int, ndim: int, strided: bool = False, store_at: tuple
                 src.append(pad + f"    u{d} = np.uint64(i{d})")
     pad = "    " * (max(ndim, 1) + 1)
     src += [pad + line for line in lines]
-    if checks:
-        # an integer OR keeps the loop vectorizable (a float accumulator would not)
-        src.append(pad + f"bad |= np.int64(({' + '.join(checks)}) != 0.0)")
     src += [pad + line for line in stores]
-    src += [pad + f"o0[{at(n_in)}] = {result}", "    return bad == 0", ""]
+    src += [pad + f"o0[{at(n_in)}] = {result}", "    return fp_test()", ""]
     return "\n".join(src)
