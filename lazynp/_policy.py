@@ -8,6 +8,9 @@ the one place that decides when work runs.  An operation is
   counting the largest operand: it joins the graph of its pending inputs), and always
   while a transform records (``grad``, ``vjp``, ``jvp``, ``jit``,
   ``trace``, ``autograd.record()``: they need the graph), or under ``set_policy("lazy")``;
+* **recorded into a tree kernel** (kernels/tree.py) when it is elementwise work from
+  :data:`TREE_MIN_ELEMS` elements that joins one (:func:`decide` answers ``TREE``; the
+  recorder runs it at once when it does not);
 * **run at once** on NumPy otherwise: small work, and every operation that fusion cannot
   improve (matmul, linalg, sorting, creation...).  Pending inputs of such an op are
   computed first (one flush: a small op gains nothing from joining their graph).  Its result is a computed array, errors and warnings come from NumPy at the
