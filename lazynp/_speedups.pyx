@@ -1353,7 +1353,7 @@ cdef object _tree_side(o):
         if a._isview:
             # a view of a pending array (``d[:, k:k + 1]`` after ``d = np.minimum(...)``):
             # computed now, as the op run at once would (_eager_arg), and read as an input
-            if cnp.PyArray_SIZE(<cnp.ndarray>a._shadow) >= _eager_max:
+            if _operand_size(o) >= _eager_max:
                 return _NE
             v = _value_for_eager_fn(_node_of(o))
             if v is None:
@@ -1377,10 +1377,14 @@ cdef Py_ssize_t _operand_size(o):
         return 1
     cdef ndarray a = <ndarray>o
     if a._v is None:
-        return cnp.PyArray_SIZE(<cnp.ndarray>a._val)
-    if a._isview:
-        return cnp.PyArray_SIZE(<cnp.ndarray>a._shadow)
-    return _size_of((<Node>(<Var>a._v).head).shape)
+        v = a._val
+    elif a._isview:
+        v = a._shadow
+    else:
+        return _size_of((<Node>(<Var>a._v).head).shape)
+    if type(v) is not _ndarray_np:
+        return 1
+    return cnp.PyArray_SIZE(<cnp.ndarray>v)
 
 
 cdef bint _to_tree(x, y, bint unary) except -1:
