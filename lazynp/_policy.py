@@ -59,9 +59,11 @@ EAGER_MAX_ELEMS = int(os.environ.get("LAZYNP_EAGER_MAX_ELEMS", str(1 << 19)))
 #: the 2-core machine (float64, NumPy's time / at once / as a tree, us): a 1-D stencil
 #: assigned to a region 50/48/50 at 2^15, 122/97/82 at 2^16, 284/270/136 at 2^18; a 5-op
 #: chain then max 80/68/67 at 2^15, 177/143/126 at 2^16; a 2-op chain then sum 27/23/45 at
-#: 2^15, 70/66/86 at 2^16, 152/146/138 at 2^18; dropin.py with 2^16: small sizes 1.19x,
-#: 10x 1.33x (2^15: 1.12x and 1.33x).
-TREE_MIN_ELEMS = int(os.environ.get("LAZYNP_TREE_MIN_ELEMS", str(1 << 16)))
+#: 2^15, 70/66/86 at 2^16, 88/84/85 at 2^17, 152/146/138 at 2^18.  dropin.py: 2^16 and 2^17
+#: equal within noise (small sizes 1.17-1.18x / 1.16x, 10x 1.38x / 1.43x), but at 2^16 the
+#: backward pass of autodiff.py's MLP (256x256 activations, short trees read at once by a
+#: matmul) ran 1.08-1.16x the hand-written gradient's time against 1.05-1.07x at 2^17.
+TREE_MIN_ELEMS = int(os.environ.get("LAZYNP_TREE_MIN_ELEMS", str(1 << 17)))
 
 #: Recorded work of fewer elements than this that forms a tree kernel runs as one (in the
 #: calling thread); larger work goes to the fusion pass and the engine's threads.  Above

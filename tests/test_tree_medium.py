@@ -19,7 +19,7 @@ import lazynp
 from lazynp import _policy, graph
 from lazynp.kernels import cpu
 
-N = 300 * 240          # 72,000 elements: above TREE_MIN_ELEMS, below the size bound
+N = 400 * 360          # 144,000 elements: above TREE_MIN_ELEMS, below the size bound
 
 
 @pytest.fixture(autouse=True)
@@ -41,7 +41,7 @@ def exact(got, want):
 
 def grids(seed=0):
     rng = numpy.random.default_rng(seed)
-    return rng.random((300, 240)), rng.random((300, 240))
+    return rng.random((400, 360)), rng.random((400, 360))
 
 
 def test_a_stencil_assigned_to_a_region_is_one_kernel_writing_it():
@@ -101,7 +101,7 @@ def test_named_intermediates_are_written_by_the_same_kernel():
     """A game of life step: N, alive, birth and survive are held by the program when the
     mask is read; one kernel computes them all (none is recomputed later)."""
     rng = numpy.random.default_rng(4)
-    z = (rng.random((270, 270)) < 0.3).astype(numpy.int8)
+    z = (rng.random((370, 370)) < 0.3).astype(numpy.int8)
     lz = lazynp.array(z)
     out = []
     for Z in (z, lz):
@@ -242,7 +242,7 @@ def test_random_programs_on_shared_buffers_equal_numpy(steps, seed):
     """Random sequences of medium elementwise expressions over shifted views of three
     buffers, assigned to regions, applied in place, kept or read, equal NumPy's."""
     rng = numpy.random.default_rng(seed)
-    bufs = [rng.random((290, 260)) + 0.5 for _ in range(3)]
+    bufs = [rng.random((390, 360)) + 0.5 for _ in range(3)]
     lbufs = [lazynp.array(b) for b in bufs]
     regions = [(slice(1, -1), slice(1, -1)), (slice(2, None), slice(None, -2)),
                (slice(None, -2), slice(2, None))]
@@ -303,7 +303,7 @@ def test_computed_inputs_broadcast_in_a_tree():
 
 def test_an_outer_operation_of_two_vectors_is_one_tree():
     rng = numpy.random.default_rng(15)
-    x, y = rng.random(300), rng.random(260)
+    x, y = rng.random(400), rng.random(360)
     lx, ly = lazynp.array(x), lazynp.array(y)
     before = trees()
     exact((lx[:, None] - ly[None, :]) * 0.5 + 1.0, (x[:, None] - y[None, :]) * 0.5 + 1.0)
