@@ -885,14 +885,22 @@ def _flush_tree(t: Node) -> bool:
     for x in fx[1]:
         if not computed(x):
             return False
+    if not _run_tree(t, fx, None, None):
+        return False
+    if fx[4] == 1 and t.site is not None:
+        _count_lone(t.site)
+    return True
+
+
+def _run_tree(t: Node, fx, dest, vals) -> bool:
+    """Run pending ``t``'s tree kernel (into ``dest``, or a new array; ``vals``: its inputs'
+    values when known) with the nodes it must also write, and do the flush's bookkeeping."""
     with _lock:
         if t.state != PENDING or t.fx is None:
             return False            # (another thread's flush took it meanwhile)
         store = _tree_stores(t)
-        if not _tree.run(t, PENDING, fx, _value_of, None, store):
+        if not _tree.run(t, PENDING, fx, _value_of, dest, store, vals):
             return False
-        if fx[4] == 1 and t.site is not None:
-            _count_lone(t.site)
         _tree_done(t, store)
         # (other pending nodes, outside this tree, still count towards the bound flush)
         _state.pending_count = max(0, _state.pending_count - fx[4])
@@ -961,17 +969,7 @@ def tree_into(t: Node, dest: np.ndarray) -> bool:
         vals.append(v)
         if np.may_share_memory(v, dest):
             return False
-    with _lock:
-        if t.state != PENDING or t.fx is None:
-            return False
-        store = _tree_stores(t)
-        if not _tree.run(t, PENDING, fx, _value_of, dest, store, vals):
-            return False
-        _tree_done(t, store)
-        _state.pending_count = max(0, _state.pending_count - fx[4])
-        STATS["flushes"] += 1
-        STATS["nodes_executed"] += fx[4]
-    return True
+    return _run_tree(t, fx, dest, vals)
 
 
 def _schedule(plan: _Plan, wait: bool = False) -> None:
