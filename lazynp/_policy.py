@@ -236,11 +236,17 @@ def decide(op, size: int) -> int:
         return NOW if op.name in AT_ONCE_OPS else RECORD
     if size < TREE_MIN_ELEMS:
         return NOW
-    if kind == "elementwise" and op.ufunc is not None:
-        from .kernels.tree import libm_names
-        if op.name not in libm_names() or op.name == "power":
-            return TREE     # (NumPy's math loops may give other bits than a kernel's libm)
-    return NOW
+    return TREE if tree_op(op) else NOW
+
+
+def tree_op(op) -> bool:
+    """Does medium work of ``op`` join tree kernels?  Elementwise ufuncs but those whose
+    kernel form calls libm (exp, sin...): NumPy's math loops may give other bits.  (Powers
+    do: the tree takes those by a scalar 2, squares, and leaves the others to NumPy.)"""
+    if op.kind != "elementwise" or op.ufunc is None:
+        return False
+    from .kernels.tree import libm_names
+    return op.name not in libm_names() or op.name == "power"
 
 
 def sized_ok(kind: str, size: int) -> bool:

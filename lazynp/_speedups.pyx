@@ -2720,11 +2720,9 @@ cdef Py_ssize_t _tree(Node n, op, args, shape, bint count_uses) except -1:
                 an.nuse += 1
             if not ok:
                 continue
-            if an.shape != shape and not (_broadcasts(an.shape, shape) and (
-                    an.state == DONE and an.value is not None and an.error is None or
-                    _computed_view(an))):
+            if an.shape != shape and not (_broadcasts(an.shape, shape) and _computed(an)):
                 ok = False      # (only a computed input may broadcast)
-            elif an.state == PENDING and not _computed_view(an):
+            elif an.state == PENDING and not _computed(an):
                 if not an.has_fx:
                     ok = False
                     continue
@@ -2773,13 +2771,11 @@ cdef Py_ssize_t _tree(Node n, op, args, shape, bint count_uses) except -1:
     return size
 
 
-cdef inline bint _computed_view(Node n):
-    """``n`` is a view of a computed buffer (a tree kernel input, as a computed node)."""
-    cdef Node b
-    if n.op is not _VIEW:
-        return False
-    b = <Node>n.args[0]
-    return b.state == DONE and b.value is not None and b.error is None
+cdef inline bint _computed(Node n):
+    """``n`` (a view: its base) holds its value (graph.computed): a tree kernel input."""
+    if n.op is _VIEW:
+        n = <Node>n.args[0]
+    return n.state == DONE and n.value is not None and n.error is None
 
 
 cdef bint _squares(e, dtype):
@@ -2813,13 +2809,11 @@ cdef dict _mid_tree_ops = {}
 
 
 cdef inline bint _is_mid_tree_op(op):
-    """A tree op that medium work records (lazynp._policy.decide: not a math function
-    whose NumPy loop a kernel's libm call may not match bit for bit)."""
+    """A tree op that medium work records (lazynp._policy.tree_op), cached per op."""
     known = _mid_tree_ops.get(op)
     if known is None:
-        from lazynp.kernels.tree import libm_names
-        known = _mid_tree_ops[op] = _is_tree_op(op) and (
-            op.name not in libm_names() or op.name == "power")    # (squares only: _tree)
+        from lazynp._policy import tree_op
+        known = _mid_tree_ops[op] = bool(tree_op(op))
     return known is True
 
 

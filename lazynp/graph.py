@@ -866,22 +866,25 @@ def flush(targets, wait: bool = True) -> None:
 tree_flushes = True
 
 
-def _tree_size_refused(t: Node, fx) -> bool:
-    """Is ``t``'s tree too large for a tree kernel (the fusion pass runs it on the engine's
-    threads), or of a medium size with a SIMD math function in it (which the fusion pass
-    leaves to NumPy: its bits)?"""
+def _tree_runnable(t: Node, fx) -> bool:
+    """May pending ``t``, whose tree structure is ``fx``, run as a tree kernel now?  Not
+    when the structure is stale or a transform keeps the graph, nor when the tree is too
+    large (the fusion pass runs it on the engine's threads) or of a medium size with a libm
+    math function in it (the fusion pass leaves those to NumPy: its bits)."""
+    if fx is None or t.state != PENDING or fx[5] != _state.generation or keep_graph or \
+            not tree_flushes:
+        return False
     size = _prod(t.shape)
-    return size >= _policy.TREE_MAX_ELEMS or \
-        size >= 4 * _MIN_FUSED_WORK and fx[0] in _tree.with_simd
+    return size < _policy.TREE_MAX_ELEMS and \
+        (size < 4 * _MIN_FUSED_WORK or fx[0] not in _tree.with_libm)
 
 
 def _flush_tree(t: Node) -> bool:
     """The small-flush fast path: compute ``t`` with its cached tree kernel (kernels/tree.py)
     in the calling thread.  False when the ordinary flush must run instead."""
     fx = t.fx
-    if fx is None or t.state != PENDING or fx[5] != _state.generation or keep_graph or \
-            not tree_flushes or _tree_size_refused(t, fx):
-        return False        # (the fusion pass takes larger flushes)
+    if not _tree_runnable(t, fx):
+        return False
     for x in fx[1]:
         if not computed(x):
             return False
@@ -899,7 +902,7 @@ def _run_tree(t: Node, fx, dest, vals) -> bool:
         if t.state != PENDING or t.fx is None:
             return False            # (another thread's flush took it meanwhile)
         store = _tree_stores(t)
-        if not _tree.run(t, PENDING, fx, _value_of, dest, store, vals):
+        if not _tree.run(t, fx, _value_of, dest, store, vals):
             return False
         _tree_done(t, store)
         # (other pending nodes, outside this tree, still count towards the bound flush)
@@ -955,9 +958,7 @@ def tree_into(t: Node, dest: np.ndarray) -> bool:
     the caller then computes ``t`` and assigns it.  The tree's inputs must not overlap
     ``dest`` (a kernel reading what it writes would differ from NumPy's temporary)."""
     fx = t.fx
-    if fx is None or t.state != PENDING or fx[5] != _state.generation or keep_graph or \
-            t.nuse or not tree_flushes or _tree_size_refused(t, fx) or \
-            _warnings_state().traps:
+    if t.nuse or not _tree_runnable(t, fx) or _warnings_state().traps:
         # (traps: a rejected kernel leaves ``dest`` half written, and NumPy's error must
         # then leave it untouched)
         return False

@@ -67,7 +67,7 @@ def structure(key: tuple, node) -> int | None:
         return sid
     if len(structure_ids) > 100_000:       # programs that build ever new structures: start over
         structure_ids.clear()              # (cleared in place: the recorder holds a reference)
-        with_simd.clear()
+        with_libm.clear()
         _plans.clear()
         _nd_sources.clear()
     sid = None
@@ -83,10 +83,9 @@ def structure(key: tuple, node) -> int | None:
         if ok:
             sid = _next_id[0]
             _next_id[0] += 1
-            if node.op.name in libm_names() and "sq" not in key or any(
-                    (k[1] if type(k) is tuple and k and k[0] == "t" else k) in with_simd
-                    for k in key[1:] if type(k) in (int, tuple) and (type(k) is tuple or k >= 0)):
-                with_simd.add(sid)
+            if node.op.name in libm_names() and "sq" not in key or \
+                    any(c in with_libm for c in _inlined_sids(key)):
+                with_libm.add(sid)
     structure_ids[key] = sid
     return sid
 
@@ -94,7 +93,14 @@ def structure(key: tuple, node) -> int | None:
 #: structure ids of trees with a libm math function (:func:`libm_names`: exp, tanh, sin...):
 #: NumPy's loops may give other bits, so from medium sizes they are left to the fusion pass,
 #: which leaves its SIMD functions to NumPy (passes/fusion.py)
-with_simd: set = set()
+with_libm: set = set()
+
+
+def _inlined_sids(key: tuple) -> list:
+    """The structure ids of the pending arguments a structure key inlines (``k >= 0`` or
+    ``("t", k, remap)``; a negative int is a repeated input)."""
+    return [k[1] if type(k) is tuple else k for k in key[1:]
+            if type(k) is int and k >= 0 or type(k) is tuple and k[0] == "t"]
 
 
 _next_id = [0]
@@ -138,12 +144,11 @@ def squares(e, dtype) -> bool:
     return type(e) in _CONSTANTS and e == 2 and dtype.kind == "f"
 
 
-def run(target, pending_state: int, fx=None, value_of=None, out=None, store=(),
-        vals=None) -> bool:
+def run(target, fx=None, value_of=None, out=None, store=(), vals=None) -> bool:
     """Compute ``target`` with its tree kernel (``fx``: its tree structure, read once by the
     caller: a node computed meanwhile drops it; ``value_of``: an input node's NumPy value,
     views realized); False when it cannot run now (no kernel yet, the arguments do not fit,
-    or a float intermediate was not finite).  ``out``: a NumPy array of ``target``'s shape
+    or a floating-point flag NumPy would warn about was raised).  ``out``: a NumPy array of ``target``'s shape
     and dtype to write the result into (that none of the inputs overlaps is the caller's
     to ensure); by default a new array.  ``store``: pending nodes inside the tree whose
     values are wanted too (arrays the program still holds): the kernel writes them as well
@@ -245,7 +250,9 @@ def _positions(target, ins, store) -> tuple:
 
 
 _CONSTANTS = (float, int, np.float64)
-_nd_sources: dict = {}    # (structure id, ndim) -> kernel source with one loop per dimension
+#: (structure id, ndim, strided, stored positions, inner stride classes) -> kernel source
+#: with one loop per dimension
+_nd_sources: dict = {}
 
 
 _STRIDE_CLASS = {0: "z", 1: "u"}
