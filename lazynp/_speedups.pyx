@@ -424,9 +424,13 @@ DEF K_LSHIFT = 10
 DEF K_RSHIFT = 11
 DEF K_MATMUL = 12
 DEF K_DIVMOD = 13
-#: in-place + - * / up to this many elements compute into a new array and copy it back
-#: (0.3 us for 100 elements; NumPy's in-place call 1 us); larger ones are NumPy's call
-DEF _INPLACE_LOOP_MAX = 16384
+#: in-place + - * / on a C-contiguous target compute into a new array and copy it back up
+#: to this many elements with a scalar operand (0.49 us for 64 elements, NumPy's in-place
+#: call 0.89 us; even at 2048), and up to the second bound with an array operand (NumPy's
+#: array-array call costs less: the new array and the copy lose from ~128 elements, and
+#: on a strided target from the start); larger ones are NumPy's call
+DEF _INPLACE_LOOP_MAX = 2048
+DEF _INPLACE_LOOP_MAX_ARRAYS = 96
 
 #: the dunder names of the binary kinds above (ndarray.py hands their Python paths over)
 BINARY_KINDS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor",
@@ -634,6 +638,18 @@ cdef inline Py_ssize_t _size_of(shape):
     return n
 
 
+cdef Py_ssize_t _nelems(ndarray a):
+    """``a.size`` without building its shape tuple where a NumPy array holds it."""
+    cdef object v = a._shadow
+    if v is None:
+        if a._v is not None:
+            return _size_of((<Node>(<Var>a._v).head).shape)
+        v = a._val
+    if cnp.PyArray_Check(v):
+        return cnp.PyArray_SIZE(<cnp.ndarray>v)
+    return _size_of(a.shape)
+
+
 @cython.freelist(256)
 cdef class ndarray:
     """A lazy NumPy array.  Use it exactly like :class:`numpy.ndarray`.
@@ -740,7 +756,7 @@ cdef class ndarray:
 
     @property
     def size(self):
-        return _size_of(self.shape)
+        return _nelems(self)
 
     def __len__(self):
         cdef object v = self._shadow
@@ -953,7 +969,7 @@ cdef class ndarray:
             mv = _eager_arg(index, False)
             if v is not None and mv is not _NE and \
                     lz_mask_fill(v, mv, value, 1) == 1:
-                target = _writable(self, _size_of(self.shape))
+                target = _writable(self, _nelems(self))
                 if target is not None:
                     if lz_mask_fill(target, mv, value, 0) != 1:
                         target[mv] = value
@@ -1161,6 +1177,66 @@ cdef extern from "numpy/arrayobject.h":
     int PyArray_Pack(void *descr, void *item, object value) except -1
 
 
+cdef extern from *:
+    """
+    /* A view of C-contiguous ndarray ``base`` with the given byte offset, shape, strides
+       and dtype (``np.ndarray(shape, dtype, buffer=base, offset=..., strides=...)``
+       without the buffer protocol); NULL with no error set when the geometry is not one
+       this handles or does not fit in ``base`` (the caller then takes NumPy's
+       constructor, which raises). */
+    static PyObject *lz_view_on(PyObject *base, Py_ssize_t offset, PyObject *shape,
+                                PyObject *strides, PyObject *dtype) {
+        if (!PyArray_CheckExact(base) || !PyArray_DescrCheck(dtype) ||
+                !PyTuple_Check(shape) || !PyTuple_Check(strides)) return NULL;
+        PyArrayObject *b = (PyArrayObject *)base;
+        PyArray_Descr *d = (PyArray_Descr *)dtype;
+        Py_ssize_t nd = PyTuple_GET_SIZE(shape);
+        if (nd != PyTuple_GET_SIZE(strides) || nd > NPY_MAXDIMS ||
+                !PyArray_IS_C_CONTIGUOUS(b) || PyDataType_HASSUBARRAY(d)) return NULL;
+        npy_intp dims[NPY_MAXDIMS], strs[NPY_MAXDIMS];
+        npy_intp lo = 0, hi = 0, itemsize = PyDataType_ELSIZE(d);
+        int empty = 0;
+        for (Py_ssize_t i = 0; i < nd; i++) {
+            dims[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, i));
+            strs[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(strides, i));
+            if ((dims[i] == -1 || strs[i] == -1) && PyErr_Occurred()) {
+                PyErr_Clear(); return NULL;
+            }
+            if (dims[i] < 0) return NULL;
+            if (dims[i] == 0) empty = 1;
+            else if (strs[i] > 0) hi += (dims[i] - 1) * strs[i];
+            else lo += (dims[i] - 1) * strs[i];
+        }
+        if (!empty && (offset + lo < 0 ||
+                       offset + hi + itemsize > PyArray_NBYTES(b))) return NULL;
+        if (offset < 0 || offset > PyArray_NBYTES(b)) return NULL;
+        Py_INCREF(d);
+        PyObject *r = PyArray_NewFromDescr(&PyArray_Type, d, (int)nd, dims, strs,
+                                           PyArray_BYTES(b) + offset,
+                                           PyArray_FLAGS(b) & NPY_ARRAY_WRITEABLE, NULL);
+        if (r == NULL) { PyErr_Clear(); return NULL; }
+        Py_INCREF(base);
+        if (PyArray_SetBaseObject((PyArrayObject *)r, base) < 0) {
+            Py_DECREF(r); PyErr_Clear(); return NULL;
+        }
+        return r;
+    }
+    """
+    PyObject *lz_view_on(object base, Py_ssize_t offset, object shape, object strides,
+                         object dtype)
+
+
+cdef object _view_on(base, tuple g):
+    """``graph._view_impl(base, *g)`` (a view of geometry ``g`` on a computed buffer), in C
+    where the geometry allows."""
+    cdef PyObject *r = lz_view_on(base, g[0], g[1], g[2], g[3])
+    if r is NULL:
+        return _view_on_fn(base, g[0], g[1], g[2], g[3])
+    cdef object v = <object>r
+    Py_XDECREF(r)
+    return v
+
+
 cdef inline void _count_eager():
     global _n_eager
     _n_eager += 1
@@ -1273,7 +1349,7 @@ cdef inline object _evalue(ndarray a):
     if v.shadow is h.value:
         return a._shadow
     g = a._geom
-    return _view_on_fn(h.value, g[0], g[1], g[2], g[3])
+    return _view_on(h.value, g)
 
 
 cdef inline bint _permuted(cnp.ndarray v):
@@ -1451,7 +1527,7 @@ cdef inline object _eager_arg(o, bint sized):
         if v is None:
             # pending: a small one is computed now (small work gains nothing from
             # joining its graph), a large one is recorded with
-            if sized and _size_of((<ndarray>o).shape) >= _eager_max:
+            if sized and _nelems(<ndarray>o) >= _eager_max:
                 return _NE
             v = _value_for_eager_fn(_node_of(o))
             if v is None:
@@ -1516,7 +1592,7 @@ cdef object _call_arg(o, bint sized, Py_ssize_t* maxsize):
     if t is ndarray:
         v = _evalue(<ndarray>o)
         if v is None:
-            if sized and _size_of((<ndarray>o).shape) >= _eager_max:
+            if sized and _nelems(<ndarray>o) >= _eager_max:
                 return _NE
             v = _value_for_eager_fn(_node_of(o))
             if v is None:
@@ -1751,12 +1827,12 @@ cdef object _eager_method(arr, name, tuple args, dict kwargs, kind):
 cdef bint _has_lazy_big(tuple args, dict kwargs):
     """An argument that is a large lazynp array (a sized method's work is then large)."""
     for a in args:
-        if type(a) is ndarray and _size_of((<ndarray>a).shape) >= _eager_max and \
+        if type(a) is ndarray and _nelems(<ndarray>a) >= _eager_max and \
                 not (<ndarray>a).dtype.hasobject:
             return True
     if kwargs:
         for a in kwargs.values():
-            if type(a) is ndarray and _size_of((<ndarray>a).shape) >= _eager_max and \
+            if type(a) is ndarray and _nelems(<ndarray>a) >= _eager_max and \
                     not (<ndarray>a).dtype.hasobject:
                 return True
     return False
@@ -1922,7 +1998,7 @@ cdef object _writable(ndarray a, Py_ssize_t region):
             return _writable_py(a, region)
         g = a._geom
         _n_inplace += 1
-        return _view_on_fn(h.value, g[0], g[1], g[2], g[3])
+        return _view_on(h.value, g)
     _n_inplace += 1
     if sh is None:
         return h.value
@@ -1961,7 +2037,9 @@ cdef object _number_op(int k, a, b):
 
 cdef object _inplace_op(int k, a, b):
     if k <= K_TRUEDIV and type(a) is _ndarray_np and \
-            cnp.PyArray_SIZE(<cnp.ndarray>a) <= _INPLACE_LOOP_MAX:
+            cnp.PyArray_SIZE(<cnp.ndarray>a) <= (
+                _INPLACE_LOOP_MAX_ARRAYS if type(b) is _ndarray_np else _INPLACE_LOOP_MAX) and \
+            cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a):
         # a small operand: NumPy's loop into a new array (None on a float flag: NumPy's
         # call then runs on the untouched target, with its warnings), copied into place
         r = lz_loop2(_arith_ufuncs[k], a, b)
@@ -2667,7 +2745,7 @@ cdef object _inplace(int k, ndarray self, y):
                 cnp.PyArray_SIZE(<cnp.ndarray>vy) >= _eager_max and _permuted(vy):
             vy = _NE      # (a large operand in a permuted layout: the target keeps its own)
         if vy is not _NE:
-            target = _writable(self, _size_of(self.shape))
+            target = _writable(self, _nelems(self))
             if target is not None:
                 _inplace_op(k, target, vy)
                 return self

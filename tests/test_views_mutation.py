@@ -1075,6 +1075,41 @@ def small_masked_writes_through_views_and_copies(np):
     return [x, every_other, before, doubled, ints, flags]
 
 
+@scenario
+def columns_of_a_transposed_pending_array(np):
+    # (the views of a pending array are rebuilt on its buffer once computed: a filter over
+    # its columns, as the Deriche program runs it, with reads, writes and a read-only view)
+    img = np.arange(300 * 500, dtype=np.float64).reshape(300, 500) % 7.0
+    x = (img * 0.5 + 1.0).T
+    y = np.empty_like(x)
+    prev = np.zeros(x.shape[0])
+    for j in range(x.shape[1]):
+        y[:, j] = 0.25 * x[:, j] + 0.5 * prev
+        prev = y[:, j]
+    ro = x[::3, 1:4]
+    ro.flags.writeable = False
+    return [y, x[7], x[:, 3], ro, ro.flags.writeable, x[5:1:-2, ::-3]]
+
+
+@scenario
+def in_place_operators_on_strided_columns(np):
+    # (small, medium and larger strided and contiguous targets, array and scalar operands)
+    out = []
+    for n in (5, 96, 97, 431, 2049, 5000):
+        a = np.arange(n * 3, dtype=np.float64).reshape(n, 3) / 7.0
+        col = a[:, 1]
+        col -= np.arange(n) * 0.5
+        col *= 1.5
+        a[:, 2] += a[:, 0]
+        row = a.reshape(-1)[: n]
+        row /= 3.0
+        row += 2
+        f = a.astype(np.float32)
+        f[:, 0] *= np.float32(0.25)
+        out += [a, f]
+    return out
+
+
 @pytest.mark.parametrize("fn", SCENARIOS, ids=[f.__name__ for f in SCENARIOS])
 def test_scenario(fn):
     run_both(fn)
