@@ -12,7 +12,7 @@ import functools
 
 import numpy as np
 
-from . import _policy, _shortcuts, devices as _devices
+from . import _policy, _shortcuts, _split, devices as _devices
 from ._operands import NOT_EAGER, eager_operand, value_for_eager
 from . import graph as _graph
 from .graph import STATS
@@ -84,7 +84,7 @@ def try_call(fn, args: tuple, kwargs: dict, kind: str = "opaque", base=None):
     if unwrapped is NOT_EAGER or not _policy.sized_ok(kind, acc[0]):
         return NOT_EAGER
     vals, kw = unwrapped
-    res = fn(*vals, **kw)
+    res = _split.run(fn, vals, kw) if acc[0] >= _split.SPLIT_MIN_ROWS else fn(*vals, **kw)
     _count()
     return wrap(res, acc[1:])
 

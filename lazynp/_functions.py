@@ -11,7 +11,7 @@ import numpy as np
 
 from .ndarray import ndarray
 
-from . import graph
+from . import _split, graph
 from ._indexing import _Slot, _fill
 from .graph import Node
 from .ops.registry import OPS, Op, register
@@ -20,7 +20,7 @@ from .ops.registry import OPS, Op, register
 def _call_impl_for(fn):
     def impl(*vals, tpl):
         a, k = _fill_deep(tpl, vals)
-        return fn(*a, **k)
+        return _split.run(fn, a, k)         # (independent rows of large work: two threads)
     impl.__name__ = getattr(fn, "__name__", "call")
     impl.numpy_function = fn        # (compiled plans call it directly: jit.py)
     return impl

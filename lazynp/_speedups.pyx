@@ -1747,10 +1747,26 @@ cdef object _eager_call(fn, tuple args, dict kwargs, kind):
             kw[k] = v
         if sized and maxsize >= _eager_max:
             return _NOT_EAGER
+        if maxsize >= _split_min_rows:
+            return _wrap_result(_split_rows(fn, vals, kw), vals)
         return _wrap_result(fn(*vals, **kw), vals)
     if sized and maxsize >= _eager_max:
         return _NOT_EAGER
+    if maxsize >= _split_min_rows:
+        return _wrap_result(_split_rows(fn, vals, {}), vals)
     return _wrap_result(fn(*vals), vals)
+
+
+cdef object _split_rows = None
+cdef Py_ssize_t _split_min_rows = (<Py_ssize_t>1) << 62
+
+
+def configure_row_split(run, Py_ssize_t min_elems):
+    """NumPy calls run at once on arrays from ``min_elems`` elements go through ``run(fn,
+    args, kwargs)`` (lazynp._split.run: functions of independent rows on two threads)."""
+    global _split_rows, _split_min_rows
+    _split_rows = run
+    _split_min_rows = min_elems
 
 
 #: The ndarray methods the C type defines (``sum``, ``copy``...) -> lazynp._methods'

@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
+from .. import _split
 from .registry import Op, register
 
 # name: (NumPy function, fusion epilogue identity or None)
@@ -36,7 +37,7 @@ def _call(fn):
     def impl(*vals, _where=False, **kw):
         if _where:
             return fn(vals[0], where=vals[1], **kw)
-        return fn(*vals, **kw)
+        return _split.run(fn, vals, kw)     # (independent rows of large work: two threads)
     impl.__name__ = getattr(fn, "__name__", "reduce")
     return impl
 
