@@ -306,8 +306,20 @@ def _scan_rule(args: tuple, kwargs: dict):
     return _axis_arg(args, kwargs, 1, None), 0, SPLIT_MIN
 
 
+def _reduce_rule(args: tuple, kwargs: dict):
+    """``sum``/``mean``/``std``/``max``/``argmax``/``median``...``(a, axis=None, ...)``
+    along one axis (not the first): each row reduced alone, rows stay in place (memory-bound:
+    from :data:`SPLIT_MIN`)."""
+    if len(args) > 2 or kwargs.get("out") is not None or kwargs.get("where", True) is not True:
+        return None
+    return _axis_arg(args, kwargs, 1, None), 0, SPLIT_MIN
+
+
 _ROW_RULES = {np.sort: _sort_rule, np.argsort: _sort_rule, np.percentile: _quantile_rule,
               np.quantile: _quantile_rule, np.cumsum: _scan_rule, np.cumprod: _scan_rule}
+_ROW_RULES.update((fn, _reduce_rule) for fn in (
+    np.sum, np.prod, np.mean, np.std, np.var, np.max, np.min, np.argmax, np.argmin, np.all,
+    np.any, np.ptp, np.median, np.count_nonzero))
 
 
 def _row_rule(fn):
@@ -321,8 +333,8 @@ def _row_rule(fn):
 def run(fn, args: tuple, kwargs: dict):
     """NumPy's ``fn(*args, **kwargs)``: on two threads, half the rows each, when ``fn`` is
     a function of independent rows (sort, argsort, percentile, quantile, cumsum, cumprod,
-    ``ufunc.accumulate``) on a large array along another axis than the first, else as one
-    call.  A half that raised or met a floating-point flag makes the whole call again on
+    ``ufunc.accumulate``, reductions such as sum, mean, std, max, argmax, median) on a large
+    array along another axis than the first, else as one call.  A half that raised or met a floating-point flag makes the whole call again on
     this thread, so NumPy's errors and warnings come as NumPy gives them."""
     if enabled and args and type(args[0]) is np.ndarray:
         args = tuple(args)

@@ -63,6 +63,14 @@ CALLS = [
     ("cumsum", lambda np, x: np.cumsum(x, axis=1)),
     ("cumprod", lambda np, x: np.cumprod(np.minimum(x, 1.0001), axis=1)),
     ("maximum.accumulate", lambda np, x: np.maximum.accumulate(x, axis=1)),
+    ("sum", lambda np, x: np.sum(x, axis=1)),
+    ("mean keepdims", lambda np, x: np.mean(x, axis=-1, keepdims=True)),
+    ("std ddof", lambda np, x: np.std(x, axis=1, ddof=1)),
+    ("var", lambda np, x: x.var(axis=1)),
+    ("max", lambda np, x: np.max(x, axis=1)),
+    ("argmin", lambda np, x: np.argmin(x, axis=1)),
+    ("median", lambda np, x: np.median(x, axis=1)),
+    ("count_nonzero", lambda np, x: np.count_nonzero(x > 0, axis=1)),
 ]
 
 
@@ -78,8 +86,9 @@ def _with_warnings(fn, *args):
 def test_rows_equal_numpy(name, fn, dtype, splits):
     # (no infinities: a percentile's interpolation between two of them is NumPy's warning,
     # which a split half meets and hands back to one call: tested below)
-    x = _table(dtype, special=not name.startswith(("percentile", "quantile")))
-    if name.startswith(("cum", "maximum")):
+    x = _table(dtype, special=not name.startswith(("percentile", "quantile", "std")))
+    if name.startswith(("cum", "maximum", "sum", "mean", "std", "var", "max", "argmin",
+                        "median", "count")):
         # (the memory-bound ones split from SPLIT_MIN elements)
         x = numpy.tile(x % 7 if dtype.startswith("int") else x,
                        (_split.SPLIT_MIN // x.size + 1, 1))
@@ -87,7 +96,7 @@ def test_rows_equal_numpy(name, fn, dtype, splits):
     got, lz_warnings = _with_warnings(fn, lazynp, lazynp.asarray(x))
     _same(got, expected)
     assert lz_warnings == np_warnings      # (inf - inf in a percentile's interpolation...)
-    if not name.startswith("method"):      # (ndarray methods are NumPy's one call)
+    if not name.startswith(("method", "var")):  # (ndarray methods are NumPy's one call)
         assert splits[0] >= 1
 
 
