@@ -302,8 +302,30 @@ class ufunc(_UfuncBase):
         if broadcast_shapes(full, oshape) != oshape:
             raise ValueError(f"non-broadcastable output operand with shape {oshape} doesn't "
                              f"match the broadcast shape {broadcast_shapes(full, oshape)}")
-        o._write(UFUNC_OUT, tuple(ops), {"ufunc": self._np, "kw": kw, "has_where": has_where})
+        if not self._new_version(ops, keys, kw, has_where, shape, o):
+            o._write(UFUNC_OUT, tuple(ops), {"ufunc": self._np, "kw": kw,
+                                             "has_where": has_where})
         return o
+
+    def _new_version(self, ops, keys, kw, has_where, shape, o) -> bool:
+        """``a += b`` (``np.add(a, b, out=a)``) recorded into a whole array that only
+        lazynp holds, with the result's shape and dtype: the array's next version is the
+        elementwise node ``add(a, b)`` itself (its Var's new head), which the fusion pass
+        joins with what comes before and after (a chain of in-place updates becomes one
+        loop: ``out += t.transpose(...)`` per kernel offset of a convolution) and the
+        flush's memory plan computes in place when nothing else reads the old version.
+        False when the write must stay one (a view's region, a buffer the caller shares,
+        ``where=``, a cast on output)."""
+        if kw or has_where or self._op is None or self.nout != 1 or shape != o.shape or \
+                o._geom is not None or o._ext:
+            return False
+        var = o._var
+        if var.head.exported is True:
+            return False
+        if ew.result_dtypes(self._np, keys, None, "same_kind")[0] != o.dtype:
+            return False
+        var.set_head(graph.record(self._op, tuple(ops), None, shape, o.dtype))
+        return True
 
     def _eager(self, args, out, where, dtype, casting, signature):
         from ._operands import to_numpy
