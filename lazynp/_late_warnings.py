@@ -118,12 +118,24 @@ _swap_lock = threading.Lock()
 _modules: dict = {}     # file name -> (module name, registry dict)
 
 
+def _modules_now() -> list:
+    """``sys.modules``' items now.  (Another thread may import meanwhile: the compile
+    thread loads each kernel's module; a collection that runs during the copy can let it
+    in, and the copy then raises "dictionary changed size during iteration": taken
+    again.)"""
+    while True:
+        try:
+            return list(sys.modules.items())
+        except RuntimeError:
+            continue
+
+
 def _module_of(filename: str):
     """``(module name, __warningregistry__)`` of the module whose file is ``filename``."""
     hit = _modules.get(filename)
     if hit is None:
         name, registry = None, None
-        for mname, mod in list(sys.modules.items()):
+        for mname, mod in _modules_now():
             if getattr(mod, "__file__", None) == filename:
                 name = mname
                 registry = vars(mod).setdefault("__warningregistry__", {})
