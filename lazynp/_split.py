@@ -181,22 +181,27 @@ def call(uf: np.ufunc, args: tuple):
 def _halves(uf: np.ufunc, args: tuple, out: np.ndarray, size: int) -> bool:
     """``uf(*args, out=out)`` in two halves (``out`` C-contiguous, of ``size`` elements);
     True when both ran clean (no error, no floating-point flag)."""
+    cut = (size // 2) // _ALIGN * _ALIGN
+    flat_out = out.reshape(-1)
+    lo = tuple(a.reshape(-1)[:cut] if type(a) is np.ndarray else a for a in args)
+    hi = tuple(a.reshape(-1)[cut:] if type(a) is np.ndarray else a for a in args)
+    return _both(uf, lo, {"out": flat_out[:cut]}, hi, {"out": flat_out[cut:]}) is not None
+
+
+def _both(fn, lo: tuple, lo_kw: dict, hi: tuple, hi_kw: dict):
+    """``fn(*hi, **hi_kw)`` on the helper thread while this one runs ``fn(*lo, **lo_kw)``:
+    the two results, or None when either half raised or met a floating-point flag (the
+    caller then makes NumPy's own call, for its errors), or when another thread is
+    splitting (one split at a time)."""
     if not _lock.acquire(blocking=False):
-        return False                         # (another thread is splitting: NumPy's call)
+        return None
     try:
-        cut = (size // 2) // _ALIGN * _ALIGN
-        flat_out = out.reshape(-1)
-        lo = tuple(a.reshape(-1)[:cut] if type(a) is np.ndarray else a for a in args)
-        hi = tuple(a.reshape(-1)[cut:] if type(a) is np.ndarray else a for a in args)
-        return _both(uf, lo, {"out": flat_out[:cut]}, hi, {"out": flat_out[cut:]}) is not None
+        return _both_locked(fn, lo, lo_kw, hi, hi_kw)
     finally:
         _lock.release()
 
 
-def _both(fn, lo: tuple, lo_kw: dict, hi: tuple, hi_kw: dict):
-    """``fn(*hi, **hi_kw)`` on the helper thread while this one runs ``fn(*lo, **lo_kw)``
-    (the caller holds ``_lock``): the two results, or None when either half raised or met
-    a floating-point flag (the caller then makes NumPy's own call, for its errors)."""
+def _both_locked(fn, lo: tuple, lo_kw: dict, hi: tuple, hi_kw: dict):
     global _helper
     if _helper is None:
         _helper = _Helper()
@@ -371,14 +376,10 @@ def _stable_argsort(args: tuple, kwargs: dict):
     if not merge.mergeable(a):
         return None
     kernel = merge.kernel_for(a)
-    if kernel is None or not _lock.acquire(blocking=False):
+    if kernel is None:
         return None
-    try:
-        cut = a.shape[0] // 2
-        halves = _both(np.argsort, (a[:cut],), {"kind": "stable"},
-                       (a[cut:],), {"kind": "stable"})
-    finally:
-        _lock.release()
+    cut = a.shape[0] // 2
+    halves = _both(np.argsort, (a[:cut],), {"kind": "stable"}, (a[cut:],), {"kind": "stable"})
     if halves is None:
         return None
     return merge.merge(kernel, a, halves[0], halves[1], cut)
@@ -395,13 +396,8 @@ def _run_rows(fn, rule, args: tuple, kwargs: dict):
     if type(axis) is not int or a.size < least or not -a.ndim <= axis < a.ndim or \
             axis % a.ndim == 0:
         return None
-    if not _lock.acquire(blocking=False):
-        return None                          # (another thread is splitting)
-    try:
-        h = a.shape[0] // 2
-        halves = _both(fn, (a[:h],) + args[1:], kwargs, (a[h:],) + args[1:], kwargs)
-    finally:
-        _lock.release()
+    h = a.shape[0] // 2
+    halves = _both(fn, (a[:h],) + args[1:], kwargs, (a[h:],) + args[1:], kwargs)
     if halves is None:
         return None
     lo, hi = halves
