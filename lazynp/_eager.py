@@ -17,6 +17,7 @@ from ._operands import NOT_EAGER, eager_operand, value_for_eager
 from . import graph as _graph
 from .graph import STATS
 from .ndarray import ndarray
+from .ops.elementwise import UFUNC_OPS as _UFUNC_OPS
 
 __all__ = ["NOT_EAGER", "try_call", "wrap", "eager_first", "try_method"]
 
@@ -98,6 +99,8 @@ def try_ufunc(uf, args: tuple, out, kw: dict):
     tuple of them) is written through :func:`lazynp.graph.writable_view` and returned as
     NumPy returns its ``out``."""
     if out is None:
+        if not kw and _joins_pending_tree(uf, args):
+            return NOT_EAGER
         return try_call(uf, args, kw, "elementwise")
     from . import graph
     outs = out if type(out) is tuple else (out,)
@@ -124,6 +127,21 @@ def try_ufunc(uf, args: tuple, out, kw: dict):
     uf(*vals, out=tuple(targets), **kwv)
     _count()
     return out
+
+
+def _joins_pending_tree(uf, args: tuple) -> bool:
+    """Does plain call ``uf(*args)`` read a pending lazy array of the size that records into
+    tree kernels (``a * x + np.float64(c)``: NumPy scalars, NumPy arrays and such operands
+    come here rather than through the ufunc's recording fast path)?  Then the recorder
+    decides, as it does for ``a * x + c``: the op joins the array's tree kernel, or the
+    array is computed and the op runs at once (lazynp._policy.decide); running it at once
+    here would compute the pending tree alone and cut the chain."""
+    for a in args:
+        if isinstance(a, ndarray) and a._eager_value() is None:
+            if _policy.TREE_MIN_ELEMS <= _policy.counted_size(a) < _policy.EAGER_MAX_ELEMS:
+                op = _UFUNC_OPS.get(uf.__name__)
+                return op is not None and _policy.tree_op(op)
+    return False
 
 
 def _shared(o) -> bool:

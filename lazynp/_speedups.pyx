@@ -520,7 +520,7 @@ def configure_array(cls, *, leaf, leaf_op, materialize, getitem, setitem, writab
     global _LEAF
     global _setitem_py, _writable_py, _construct_py, _data_offset_fn, _view_node_fn
     global _np_generic, _view_on_fn, _ndarray_np, _array_py, _np_integer, _array_ufunc_py
-    global _np_dtype
+    global _np_dtype, _np_float64
     global _transpose_py
     import numpy
     _array_py = array
@@ -2793,7 +2793,7 @@ cdef Py_ssize_t _tree(Node n, op, args, shape, bint count_uses) except -1:
     cdef list key = [op]
     cdef tuple ins = (), kf = (), ki = ()
     cdef Py_ssize_t size = 1, gen = state.generation, k
-    cdef bint ok = True
+    cdef bint ok = True, shared = False
     cdef Node an
     if len(args) == 2 and op.name == "power":
         # a scalar exponent 2 is NumPy's square (x * x); other powers (libm's pow) are left
@@ -2826,6 +2826,8 @@ cdef Py_ssize_t _tree(Node n, op, args, shape, bint count_uses) except -1:
                 else:
                     key.append(an.fx_sid)
                     ins = an.fx_ins
+                if an.nuse > 1:
+                    shared = True       # (read elsewhere too: maybe twice in this tree)
                 kf += an.fx_kf
                 ki += an.fx_ki
                 size += an.fx_size
@@ -2850,6 +2852,8 @@ cdef Py_ssize_t _tree(Node n, op, args, shape, bint count_uses) except -1:
     if not ok or not ins:
         return 0
     if size <= _max_tree:
+        if shared:
+            key.append("dup")
         tkey = tuple(key)
         sid = _tree_ids.get(tkey, -1)
         if sid == -1:
@@ -2963,6 +2967,8 @@ cdef Node _record(op, args, params, shape, dtype):
                 if type(a) is Node and (<Node>a).state == PENDING and (<Node>a).has_fx:
                     flush([a])
             _tree(n, op, args, shape, False)
+            if code is not None:
+                _graph_dict["restart_site"]((code, n.site_lasti))
     else:
         if ext is not _default_ext:
             n.ext = ext     # the user's np.errstate at the recording line applies when it runs

@@ -225,6 +225,8 @@ def record(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> Nod
                 if type(a) is Node and a.state == PENDING and a.fx is not None:
                     flush([a])
             _tree_structure(n, op, args, shape, False)
+            if n.site is not None:
+                restart_site(n.site)
     else:
         if ext is not _DEFAULT_EXT:
             n.ext = ext     # the user's np.errstate at the recording line applies when it runs
@@ -293,6 +295,7 @@ def _tree_structure(n: Node, op: Op, args: tuple, shape: tuple, count_uses: bool
     size = 1
     gen = _state.generation
     ok = True
+    shared = False
     if len(args) == 2 and op.name == "power":
         # a scalar exponent 2 is NumPy's square (x * x); other powers (libm's pow) are left
         # to NumPy
@@ -324,6 +327,8 @@ def _tree_structure(n: Node, op: Op, args: tuple, shape: tuple, count_uses: bool
                 else:
                     key.append(fx[0])
                     ins = fx[1]
+                if a.nuse > 1:
+                    shared = True       # (read elsewhere too: maybe twice in this tree)
                 kf += fx[2]
                 ki += fx[3]
                 size += fx[4]
@@ -348,6 +353,8 @@ def _tree_structure(n: Node, op: Op, args: tuple, shape: tuple, count_uses: bool
     if not ok or not ins:
         return 0
     if size <= _MAX_TREE:
+        if shared:
+            key.append("dup")
         key = tuple(key)
         sid = _tree_ids.get(key, -1)
         if sid == -1:
@@ -940,7 +947,21 @@ lone_sites: set = set()
 _lone_counts: dict = {}
 
 
+#: user lines whose op made a tree grow past ``MAX_TREE`` (a long chain: the tree restarted
+#: there).  The last tree of such a chain may be that op alone (a loop's last step, read at
+#: the end): that does not make the line lone.
+restarted_sites: set = set()
+
+
+def restart_site(site) -> None:
+    if len(restarted_sites) > 4096:
+        restarted_sites.clear()
+    restarted_sites.add(site)
+
+
 def _count_lone(site) -> None:
+    if site in restarted_sites:
+        return
     k = _lone_counts.get(site, 0) + 1
     if k >= 2:
         lone_sites.add(site)

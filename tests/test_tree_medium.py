@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import lazynp
 from lazynp import _policy, graph
-from lazynp.kernels import cpu
+from lazynp.kernels import cpu, tree
 
 N = 400 * 360          # 144,000 elements: above TREE_MIN_ELEMS, below the size bound
 
@@ -320,3 +320,80 @@ def test_nan_inputs_keep_the_kernel_and_numpys_values():
         got = numpy.asarray((la * 2.0 + lb) * lb)
     exact(got, (a * 2.0 + b) * b)
     assert lazynp.stats()["tree_kernels_rejected"] == rejected
+
+
+def test_horners_rule_computes_each_shared_value_once_and_is_numpys():
+    """``dp = dp * x + p; p = p * x + a``: each new ``dp`` reads the ``p`` that the next ``p``
+    reads too.  A tree kernel computes such a shared value once (the loop grows by a few
+    nodes per step, not by the whole history) and the result is NumPy's bit for bit."""
+    rng = numpy.random.default_rng(21)
+    coeffs, x = rng.standard_normal(31), rng.uniform(-1.0, 1.0, N)
+    out = []
+    for m, xs, cs in ((numpy, x, coeffs), (lazynp, lazynp.array(x), lazynp.array(coeffs))):
+        p = m.zeros_like(xs)
+        dp = m.zeros_like(xs)
+        for a in cs:                  # (NumPy float64 scalars)
+            dp = dp * xs + p
+            p = p * xs + a
+        out.append((p, dp))
+    before = trees()
+    exact(out[1][0], out[0][0])
+    exact(out[1][1], out[0][1])
+    assert trees() > before
+    src = [s for s in tree._nd_sources.values()] + [p[0] for p in tree._plans.values()]
+    assert src and max(s.count(" = ") for s in src) < 200, \
+        "a shared value was inlined once per reader"
+
+
+def test_a_value_read_twice_and_two_equal_looking_values_are_both_numpys():
+    """Two trees of one structure: one reads the same pending value twice (``t * t``),
+    the other two distinct values with other constants (``t1 * t2``, ``t2`` read elsewhere
+    too); the program keeps none of them (nothing else to write).  Each gets its own
+    kernel source: computing ``t2`` as a repeat of ``t1`` would give ``t1 * t1``."""
+    x = numpy.random.default_rng(22).random(N)
+    lx = lazynp.array(x)
+
+    def square(t):
+        return t * t
+
+    def product(t1, t2):
+        other = t2 - 0.5                         # (another reader of t2, recorded first)
+        return t1 * t2, other
+
+    before = trees()
+    for first in (0, 1):
+        for case in (first, 1 - first):
+            if case == 0:
+                exact(square(lx * 2.0 + 1.0), (x * 2.0 + 1.0) * (x * 2.0 + 1.0))
+            else:
+                got, other = product(lx * 2.0 + 1.0, lx * 2.0 + 3.0)
+                exact(got, (x * 2.0 + 1.0) * (x * 2.0 + 3.0))
+                exact(other, x * 2.0 + 3.0 - 0.5)
+    assert trees() - before >= 4
+
+
+def test_a_recurrence_reading_both_previous_values_is_numpys():
+    """``a, b = b, a + b``: the history doubles at each step when inlined as a tree; the
+    kernels compute each value once and the values are NumPy's."""
+    rng = numpy.random.default_rng(23)
+    a0, b0 = rng.random(N), rng.random(N)
+    res = []
+    for m, a, b in ((numpy, a0, b0), (lazynp, lazynp.array(a0), lazynp.array(b0))):
+        for k in range(24):
+            a, b = b, a + b * 0.5
+        res.append((a, b))
+    exact(res[1][0], res[0][0])
+    exact(res[1][1], res[0][1])
+
+
+def test_a_pending_tree_with_a_numpy_scalar_operand_stays_a_tree():
+    """``(p * x) + np.float64(c)``: a NumPy scalar operand does not make the pending tree
+    run on its own (the op joins it, as with a Python float)."""
+    rng = numpy.random.default_rng(24)
+    x = rng.random(N)
+    lx = lazynp.array(x)
+    for c in (numpy.float64(0.25), 0.25):
+        before = trees()
+        got = lazynp.add(lx * lx, c) * c
+        exact(got, numpy.add(x * x, c) * c)
+        assert trees() - before == 1

@@ -10,8 +10,14 @@ kernel input), a Python scalar its type (its value is a kernel constant).  The n
 tuple the concatenation of its arguments' tuples, so at flush time the kernel, its inputs and
 its constants are known without walking the graph.
 
-The tree is a tree: a pending value read twice is computed twice (sizes are capped, so a DAG
-with much sharing is left to the ordinary flush).  A kernel also returns the floating-point
+A pending value read twice is computed once.  The recorder marks a structure ``"dup"`` when
+it inlines a pending node that something else reads too (:data:`may_share`); such a tree's
+flush walks it (:func:`dag`) to find which reads repeat a node computed earlier in the loop,
+and its kernel source is keyed by that pattern as well as by the structure (two trees of one
+structure, one reading a node twice and one reading two equal-looking nodes with other
+constants, must not share a source).  Sizes still count repeats (``MAX_TREE``), so a
+recurrence such as Horner's rule (``dp = dp * x + p; p = p * x + a``) flushes every few
+steps instead of growing without bound.  A kernel also returns the floating-point
 exception flags it raised (kernels/fpflags.py): when one was, its result is discarded and the
 flush runs on NumPy, which raises the exact warnings (overflow, divide by zero, invalid
 value).  Infinities and NaNs that raise no flag (``inf + 1``, a NaN input) keep the kernel.
@@ -68,6 +74,7 @@ def structure(key: tuple, node) -> int | None:
     if len(structure_ids) > 100_000:       # programs that build ever new structures: start over
         structure_ids.clear()              # (cleared in place: the recorder holds a reference)
         with_libm.clear()
+        may_share.clear()
         _plans.clear()
         _nd_sources.clear()
     sid = None
@@ -83,12 +90,19 @@ def structure(key: tuple, node) -> int | None:
         if ok:
             sid = _next_id[0]
             _next_id[0] += 1
+            inlined = _inlined_sids(key)
             if node.op.name in libm_names() and "sq" not in key or \
-                    any(c in with_libm for c in _inlined_sids(key)):
+                    any(c in with_libm for c in inlined):
                 with_libm.add(sid)
+            if key[-1] == "dup" or any(c in may_share for c in inlined):
+                may_share.add(sid)
     structure_ids[key] = sid
     return sid
 
+
+#: structure ids of trees in which a pending node may be read twice (see the module's
+#: docstring): their flushes find the repeats (:func:`dag`)
+may_share: set = set()
 
 #: structure ids of trees with a libm math function (:func:`libm_names`: exp, tanh, sin...):
 #: NumPy's loops may give other bits, so from medium sizes they are left to the fusion pass,
@@ -161,6 +175,9 @@ def run(target, fx=None, value_of=None, out=None, store=(), vals=None) -> bool:
         if fx is None:
             return False
     sid, ins, kf, ki = fx[:4]
+    order = sig = None
+    if sid in may_share:
+        order, sig = dag(target, ins)
     if vals is None:
         vals = [x.value for x in ins] if value_of is None else [value_of(x) for x in ins]
     shape = target.shape
@@ -173,13 +190,14 @@ def run(target, fx=None, value_of=None, out=None, store=(), vals=None) -> bool:
     if out is None:
         out = np.empty(shape, target.dtype)
     extra = [np.empty(shape, m.dtype) for m in store]
-    pos = _positions(target, ins, store) if store else ()
+    pos = _positions(target, ins, store, order) if store else ()
     if flat:
         args = [v.reshape(-1) for v in vals] + consts + [o.reshape(-1) for o in [out] + extra]
-        plan = _plans.get((sid, pos)) if pos else _plans.get(sid)
+        pkey = (sid, pos, sig) if pos or sig is not None else sid
+        plan = _plans.get(pkey)
         if plan is None:
-            plan = [_render(target, len(ins), 0, store_at=pos), None]
-            _plans[(sid, pos) if pos else sid] = plan
+            plan = [_render(target, len(ins), 0, store_at=pos, sig=sig), None]
+            _plans[pkey] = plan
         kernel = plan[1]
         if kernel is None:
             kernel = plan[1] = cpu.get_kernel(plan[0], args)
@@ -197,17 +215,18 @@ def run(target, fx=None, value_of=None, out=None, store=(), vals=None) -> bool:
         # any; the kernel spells the first two out, so its inner loop vectorizes
         inner = "".join(_STRIDE_CLASS.get(int(x), "s") for x in
                         table[1].view(np.int64)[:, ndim]) if table is not None and ndim else ""
-        key = (sid, ndim, table is not None, pos, inner)
+        key = (sid, ndim, table is not None, pos, inner, sig)
         source = _nd_sources.get(key)
         if source is None:
             source = _nd_sources[key] = _render(target, len(ins), ndim, table is not None,
-                                                pos, inner)
+                                                pos, inner, sig)
         # (views come in several layouts, each its own compiled signature)
         kernel = cpu.get_kernel(source, args)
     if kernel is None:
         return False
     flags = kernel(*args)
-    if flags and not fpflags.maybe_from_nan_compare(flags, walk(target, ins), vals):
+    if flags and not fpflags.maybe_from_nan_compare(
+            flags, order if order is not None else walk(target, ins), vals):
         # a floating-point condition NumPy warns about (trees are recorded under NumPy's
         # default errstate): NumPy reruns the work, for its exact warnings
         STATS["tree_kernels_rejected"] += 1
@@ -241,10 +260,44 @@ def walk(target, ins) -> list:
     return order
 
 
-def _positions(target, ins, store) -> tuple:
-    """Where each of ``store`` is first computed in :func:`walk`'s order."""
+def dag(target, ins) -> tuple:
+    """``(order, sig)``: the tree's distinct pending nodes in the order its kernel computes
+    them when each is computed once (post-order, arguments left to right), and where reads
+    repeat one: ``((read, k), ...)``, the ``read``-th pending argument met in that walk
+    (counted from 1, repeats included) being node ``order[k]`` again.  With the structure
+    id, ``sig`` fixes the kernel's source (:func:`_render`)."""
+    index = {id(x) for x in ins}
+    done: dict = {}
+    order = []
+    sig = []
+    reads = 0
+    stack = [(target, 0)]
+    while stack:
+        node, i = stack.pop()
+        args = node.args
+        while i < len(args):
+            a = args[i]
+            i += 1
+            if type(a) not in _CONSTANTS and id(a) not in index:
+                reads += 1
+                k = done.get(id(a))
+                if k is not None:
+                    sig.append((reads, k))
+                    continue
+                stack.append((node, i))
+                stack.append((a, 0))
+                break
+        else:
+            done[id(node)] = len(order)
+            order.append(node)
+    return order, tuple(sig)
+
+
+def _positions(target, ins, store, order=None) -> tuple:
+    """Where each of ``store`` is first computed in :func:`walk`'s order (``order``: the
+    kernel's order when it computes each node once, :func:`dag`)."""
     first = {}
-    for k, node in enumerate(walk(target, ins)):
+    for k, node in enumerate(walk(target, ins) if order is None else order):
         first.setdefault(id(node), k)
     return tuple(first[id(m)] for m in store)
 
@@ -259,7 +312,7 @@ _STRIDE_CLASS = {0: "z", 1: "u"}
 
 
 def _render(target, n_in: int, ndim: int, strided: bool = False, store_at: tuple = (),
-            inner: str = "") -> str:
+            inner: str = "", sig: tuple | None = None) -> str:
     """Kernel source for ``target``'s tree; operands are numbered in the order the recording
     concatenated them (depth first, arguments left to right).  ``ndim`` 0: one flat loop
     over C-contiguous inputs; else one loop per dimension: ``strided``, inputs and output
@@ -267,9 +320,12 @@ def _render(target, n_in: int, ndim: int, strided: bool = False, store_at: tuple
     unsigned: no negative-index test, so the inner loop vectorizes), else arrays of any
     strides indexed by position.  ``store_at``: the positions (:func:`walk`) of nodes
     whose values are written too, to outputs ``o1``, ``o2``... (table rows after ``o0``'s).
-    ``inner``: per table row, its innermost stride's class (``z`` 0, ``u`` 1, ``s`` other)."""
+    ``inner``: per table row, its innermost stride's class (``z`` 0, ``u`` 1, ``s`` other).
+    ``sig``: the reads that repeat a node computed before (:func:`dag`): they take its
+    temporary, and the constants of its subtree are skipped."""
     lines: list = []
-    counters = {"f": 0, "i": 0, "t": 0}
+    counters = {"f": 0, "i": 0, "t": 0, "reads": 0}
+    repeats = dict(sig) if sig else {}
     # inputs are numbered by identity: trees of one structure share their pattern of repeats
     index = {id(x): k for k, x in enumerate(target.fx[1])}
     loaded: set = set()
@@ -304,6 +360,15 @@ def _render(target, n_in: int, ndim: int, strided: bool = False, store_at: tuple
                 dts.append(_I64)
                 keys.append(int)
             elif id(a) not in index:          # (a pending node: inlined)
+                counters["reads"] += 1
+                k = repeats.get(counters["reads"])
+                if k is not None:             # (computed before: its temporary)
+                    counters["f"] += len(a.fx[2])
+                    counters["i"] += len(a.fx[3])
+                    names.append(f"t{k}")
+                    dts.append(a.dtype)
+                    keys.append(a.dtype)
+                    continue
                 name, dt = emit(a)
                 names.append(name)
                 dts.append(dt)
