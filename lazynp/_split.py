@@ -33,9 +33,14 @@ from ._cpus import Apart, allowed_cpus
 #: arrays the split paid from 2^18: that is not how programs use it; at 2^18 it made the
 #: drop-in stencils 20-25% slower.)
 SPLIT_MIN = int(os.environ.get("LAZYNP_SPLIT_MIN", str(1 << 20)))
-#: The same for transcendental ufuncs: ``exp`` at 2^14 elements 83 us on one thread, 115 us
-#: split; at 2^15 165 -> 115 us; at 2^16 327 -> 210 us.
-SPLIT_MIN_COSTLY = int(os.environ.get("LAZYNP_SPLIT_MIN_COSTLY", str(1 << 15)))
+#: The same for transcendental ufuncs.  2026-12-05 (a tight loop of ``exp`` calls): at 2^15
+#: elements 165 us on one thread, 115 us split; at 2^16 327 -> 210 us.  2026-12-06, with 0.3 ms
+#: of other work before each call as in a program (waking the helper's CPU then costs
+#: 50-100 us on this 2-CPU virtual machine): at 2^16 330 -> 438 us, 2^17 656 -> 745 us,
+#: 2^18 1347 -> 1364 us, 2^19 4108 -> 2737 us; logistic regression on 50,000 rows (an
+#: ``exp`` of 50,000 elements per step) ran 0.83-0.86x NumPy's speed with splits from 2^15,
+#: 0.98-1.00x from 2^17.
+SPLIT_MIN_COSTLY = int(os.environ.get("LAZYNP_SPLIT_MIN_COSTLY", str(1 << 18)))
 COSTLY = frozenset(("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos",
                     "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh",
                     "arcsinh", "arccosh", "arctanh", "power", "float_power", "hypot", "cbrt",

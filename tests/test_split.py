@@ -14,7 +14,7 @@ from lazynp import _split
 
 pytestmark = pytest.mark.skipif(not _split.enabled, reason="single core or LAZYNP_SPLIT=0")
 
-N = 1 << 17          # above both split bounds for the costly ufuncs, below for cheap ones
+N = 1 << 18          # above both split bounds for the costly ufuncs, below for cheap ones
 BIG = 1 << 20
 
 
