@@ -878,12 +878,30 @@ def _tree_runnable(t: Node, fx) -> bool:
     when the structure is stale or a transform keeps the graph, nor when the tree is too
     large (the fusion pass runs it on the engine's threads) or of a medium size with a libm
     math function in it (the fusion pass leaves those to NumPy: its bits)."""
-    if fx is None or t.state != PENDING or fx[5] != _state.generation or keep_graph or \
-            not tree_flushes:
+    if fx is None or t.state != PENDING or keep_graph or not tree_flushes or \
+            fx[5] != _state.generation and not _tree_intact(t, fx):
         return False
     size = _prod(t.shape)
     return size < _policy.TREE_MAX_ELEMS and \
         (size < 4 * _MIN_FUSED_WORK or fx[0] not in _tree.with_libm)
+
+
+def _tree_intact(t: Node, fx) -> bool:
+    """Is every node pending ``t``'s tree inlines still pending?  Asked when the generation
+    moved on since ``t`` was recorded: some node that pending trees may inline was computed
+    meanwhile (its arguments dropped), but often in another tree (Horner's rule: the
+    ``p`` chain is still whole after the ``dp`` tree that reads it ran)."""
+    ins = {id(x) for x in fx[1]}
+    seen = set()
+    stack = [t]
+    while stack:
+        for a in stack.pop().args:
+            if type(a) is Node and id(a) not in ins and id(a) not in seen:
+                if a.state != PENDING or a.fx is None:
+                    return False
+                seen.add(id(a))
+                stack.append(a)
+    return True
 
 
 def _flush_tree(t: Node) -> bool:
