@@ -322,7 +322,7 @@ def test_nan_inputs_keep_the_kernel_and_numpys_values():
     assert lazynp.stats()["tree_kernels_rejected"] == rejected
 
 
-def test_horners_rule_computes_each_shared_value_once_and_is_numpys():
+def test_horners_rule_computes_each_shared_value_once_and_is_numpys(monkeypatch):
     """``dp = dp * x + p; p = p * x + a``: each new ``dp`` reads the ``p`` that the next ``p``
     reads too.  A tree kernel computes such a shared value once (the loop grows by a few
     nodes per step, not by the whole history) and the result is NumPy's bit for bit."""
@@ -330,6 +330,8 @@ def test_horners_rule_computes_each_shared_value_once_and_is_numpys():
     coeffs, x = rng.standard_normal(31), rng.uniform(-1.0, 1.0, N)
     out = []
     before = trees(), lazynp.stats()["flushes"]
+    monkeypatch.setattr(tree, "_plans", {})         # (sources rendered by this test only)
+    monkeypatch.setattr(tree, "_nd_sources", {})
     for m, xs, cs in ((numpy, x, coeffs), (lazynp, lazynp.array(x), lazynp.array(coeffs))):
         p = m.zeros_like(xs)
         dp = m.zeros_like(xs)
@@ -342,8 +344,8 @@ def test_horners_rule_computes_each_shared_value_once_and_is_numpys():
     ran, flushes = trees() - before[0], lazynp.stats()["flushes"] - before[1]
     # every flush a tree kernel: the p chain stays one after the dp tree reading it ran
     assert ran > 0 and flushes == ran
-    src = [s for s in tree._nd_sources.values()] + [p[0] for p in tree._plans.values()]
-    assert src and max(s.count(" = ") for s in src) < 200, \
+    made = list(tree._nd_sources.values()) + [p[0] for p in tree._plans.values()]
+    assert made and max(s.count(" = ") for s in made) < 200, \
         "a shared value was inlined once per reader"
 
 
