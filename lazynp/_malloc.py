@@ -14,7 +14,15 @@ process.
 :func:`tune` fixes the thresholds at the values glibc's dynamic rule reaches at most
 (32 MiB mapped, 64 MiB kept): allocations up to 32 MiB come from the heap and freed memory
 is kept for the next one, as in a NumPy process after its first large loop iteration.
-``LAZYNP_MALLOC_TUNING=0`` leaves malloc alone.  Nothing happens outside glibc.
+
+It also keeps every thread on the main heap (``M_ARENA_MAX`` 1).  A plain NumPy process
+allocates from one thread, so from glibc's main arena; lazynp's threads (the engine's
+workers, the split helper) got arenas of their own, whose 64 MiB sub-heaps are unmapped
+when they empty and mapped and page-faulted again by the next large result (measured in
+``benchmarks/dropin.py``: the Monte-Carlo program's calls alternated between 12 ms and
+37-48 ms with ~890 page faults each, by the state of the heaps left by the programs run
+before it; with one arena, none).  ``LAZYNP_MALLOC_TUNING=0`` leaves malloc alone.  Nothing
+happens outside glibc.
 """
 from __future__ import annotations
 
@@ -25,6 +33,7 @@ import sys
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
+M_ARENA_MAX = -8
 MMAP_THRESHOLD_BYTES = 32 << 20
 TRIM_THRESHOLD_BYTES = 64 << 20
 
@@ -47,5 +56,6 @@ def tune() -> bool:
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
     tuned = bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) and
-                 mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
+                 mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES) and
+                 mallopt(M_ARENA_MAX, 1))
     return tuned
