@@ -273,8 +273,13 @@ def setitem(arr, index, value) -> None:
             return
     else:
         template, args, dummy_index = _advanced_template(index)
-        if not args and not _policy.record_all and _setitem_now(arr, template, value):
-            return      # (its boolean masks are computed now: at once, as NumPy)
+        if not args and not _policy.record_all:
+            if type(value) is ndarray and value._eager_value() is None:
+                # a scatter (``z[mask] = z[mask] ** 2 + c[mask]``) joins no fused loop:
+                # recorded, it only defers its value's work to a flush of its own
+                value._value()
+            if _setitem_now(arr, template, value):
+                return      # (its boolean masks are computed now: at once, as NumPy)
     concrete = not isinstance(value, ndarray) and not isinstance(value, np.ndarray)
     if concrete and arr.dtype.names is not None:
         # records given as tuples (or one scalar for every field): NumPy's conversion,

@@ -116,6 +116,29 @@ def test_small_writes_into_a_pending_array_run_at_once(small_bound):
     numpy.testing.assert_allclose(numpy.asarray(B), Bw, rtol=1e-13)
 
 
+def test_masked_writes_of_large_pending_values_run_at_once(small_bound):
+    """``z[m] = z[m] * z[m] + c[m]`` and ``counts[m] += 1`` with large values: a scatter joins
+    no fused loop, so the write runs at once (its value computed first); nothing is written
+    to a copy of ``z`` for a pending reader of its old version, and the values are NumPy's."""
+    rng = numpy.random.default_rng(3)
+    c0 = rng.uniform(-2.0, 0.6, 64) + 1j * rng.uniform(-1.2, 1.2, 64)
+    out = []
+    lazynp.reset_stats()
+    for m in (numpy, lazynp):
+        c = m.asarray(c0) * 1.0
+        z = m.zeros_like(c)
+        counts = m.zeros(c.shape, dtype=m.int32)
+        for _ in range(12):
+            mask = z.real * z.real + z.imag * z.imag <= 4.0
+            z[mask] = z[mask] * z[mask] + c[mask]
+            counts[mask] += 1
+        out.append((numpy.asarray(z), numpy.asarray(counts)))
+    st = lazynp.stats()
+    assert st["copy_on_write"] == 0, st
+    numpy.testing.assert_array_equal(out[1][0], out[0][0])
+    numpy.testing.assert_array_equal(out[1][1], out[0][1])
+
+
 # --- sharing memory with NumPy arrays -------------------------------------------------------
 
 @pytest.mark.parametrize("n", [4, 64])
