@@ -240,24 +240,8 @@ def run(target, fx=None, value_of=None, out=None, store=(), vals=None) -> bool:
 
 def walk(target, ins) -> list:
     """The tree's nodes in the order its kernel computes them (post-order, arguments left
-    to right; a pending node read twice is computed twice): inputs are not walked.
-    (Iterative: a recursive closure would be a reference cycle holding the nodes.)"""
-    index = {id(x) for x in ins}
-    order = []
-    stack = [(target, 0)]
-    while stack:
-        node, i = stack.pop()
-        args = node.args
-        while i < len(args):
-            a = args[i]
-            i += 1
-            if type(a) not in _CONSTANTS and id(a) not in index:
-                stack.append((node, i))
-                stack.append((a, 0))
-                break
-        else:
-            order.append(node)
-    return order
+    to right; a pending node read twice is computed twice): inputs are not walked."""
+    return _post_order(target, ins, False)[0]
 
 
 def dag(target, ins) -> tuple:
@@ -266,6 +250,12 @@ def dag(target, ins) -> tuple:
     repeat one: ``((read, k), ...)``, the ``read``-th pending argument met in that walk
     (counted from 1, repeats included) being node ``order[k]`` again.  With the structure
     id, ``sig`` fixes the kernel's source (:func:`_render`)."""
+    return _post_order(target, ins, True)
+
+
+def _post_order(target, ins, once: bool) -> tuple:
+    """:func:`walk` (``once`` False: repeats walked again) and :func:`dag`.  (Iterative: a
+    recursive closure would be a reference cycle holding the nodes.)"""
     index = {id(x) for x in ins}
     done: dict = {}
     order = []
@@ -280,7 +270,7 @@ def dag(target, ins) -> tuple:
             i += 1
             if type(a) not in _CONSTANTS and id(a) not in index:
                 reads += 1
-                k = done.get(id(a))
+                k = done.get(id(a)) if once else None
                 if k is not None:
                     sig.append((reads, k))
                     continue
