@@ -401,3 +401,40 @@ def test_a_pending_tree_with_a_numpy_scalar_operand_stays_a_tree():
         got = lazynp.add(lx * lx, c) * c
         exact(got, numpy.add(x * x, c) * c)
         assert trees() - before == 1
+
+
+def _dag_program(mod, x, y, steps):
+    """The last value of a program whose steps read any two earlier values; only that one
+    is held when it is read (the others are inlined into its tree, none written apart)."""
+    vals = [x, y]
+    for op, i, j, c in steps:
+        a, b = vals[i % len(vals)], vals[j % len(vals)]
+        if op == "add":
+            v = a + b * c
+        elif op == "mul":
+            v = (a * b) * 0.5 + c
+        elif op == "sub":
+            v = a - b - c
+        elif op == "max":
+            v = mod.maximum(a, b * c)
+        else:
+            v = a * a + c
+        vals.append(v)
+    return vals[-1]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["add", "mul", "sub", "max", "square"]),
+                          st.integers(0, 7), st.integers(0, 7),
+                          st.sampled_from([0.5, 1.5, -2.0])),
+                min_size=1, max_size=16), st.integers(0, 3))
+def test_random_dags_of_pending_values_equal_numpy(steps, seed):
+    """Random programs whose steps read any two earlier values (pending values read by
+    several nodes of one tree, and twice by one node), with constants that differ from step
+    to step: the value is NumPy's bit for bit (trees of one structure that repeat other
+    reads, or none, each have their own kernel)."""
+    rng = numpy.random.default_rng(seed)
+    x0, y0 = rng.random(N) + 0.5, rng.random(N) - 0.5
+    want = _dag_program(numpy, x0, y0, steps)
+    got = _dag_program(lazynp, lazynp.array(x0), lazynp.array(y0), steps)
+    exact(got, want)
