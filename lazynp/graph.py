@@ -891,17 +891,7 @@ def _tree_intact(t: Node, fx) -> bool:
     moved on since ``t`` was recorded: some node that pending trees may inline was computed
     meanwhile (its arguments dropped), but often in another tree (Horner's rule: the
     ``p`` chain is still whole after the ``dp`` tree that reads it ran)."""
-    ins = {id(x) for x in fx[1]}
-    seen = set()
-    stack = [t]
-    while stack:
-        for a in stack.pop().args:
-            if type(a) is Node and id(a) not in ins and id(a) not in seen:
-                if a.state != PENDING or a.fx is None:
-                    return False
-                seen.add(id(a))
-                stack.append(a)
-    return True
+    return all(n.state == PENDING and n.fx is not None for n in _tree.dag(t, fx[1])[0])
 
 
 def _flush_tree(t: Node) -> bool:
