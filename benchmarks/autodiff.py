@@ -92,11 +92,11 @@ def small_gradients(repeat: int) -> None:
             return numpy.asarray(lz(*lz_args))
 
         def run_off():
-            lazynp._config.GRAD_REPLAY = False
+            lazynp._base.config.GRAD_REPLAY = False
             try:
                 return numpy.asarray(lazynp.grad(make(lazynp))(*lz_args))
             finally:
-                lazynp._config.GRAD_REPLAY = True
+                lazynp._base.config.GRAD_REPLAY = True
         numpy.testing.assert_allclose(run_lz(), ag(*args), rtol=1e-9, atol=1e-12)
         numpy.testing.assert_allclose(run_off(), ag(*args), rtol=1e-9, atol=1e-12)
         t = interleaved_medians({"lz": run_lz, "off": run_off, "ag": lambda: ag(*args)},
@@ -367,11 +367,11 @@ def main() -> int:
 
     def run_lazynp_no_replay():
         # every call records its backward pass and schedules it node by node
-        lazynp._config.GRAD_REPLAY = False
+        lazynp._base.config.GRAD_REPLAY = False
         try:
             return run_lazynp()
         finally:
-            lazynp._config.GRAD_REPLAY = True
+            lazynp._base.config.GRAD_REPLAY = True
 
     fns = {"lazynp": run_lazynp, "lazynp (jit)": run_lazynp_jit,
            "lazynp, replay off": run_lazynp_no_replay}

@@ -566,14 +566,14 @@ def _w5_first_call(lnp, cpu, lazy_in, env, args, results: Results, cold) -> None
 def _profile_w1(lnp, cpu, lazy_in, np_in, args) -> None:
     """Split lazynp's W1 time: recording the expression, the flush (fusion planning,
     scheduling, waiting), and inside it the Numba kernel call and the output allocation."""
-    from lazynp import graph
+    from lazynp.core import graph
     from lazynp.kernels import pool
     header("W1 profile: where lazynp's time goes (steady state, medians)")
     la, lb, lc, ld, le = lazy_in
     A, B, C, D, E = np_in
     acc = {"kernel": 0.0, "alloc": 0.0, "fuse": 0.0}
     orig_get, orig_empty = cpu.get_kernel, pool.empty
-    from lazynp.passes import fusion
+    from lazynp.core import fusion
     orig_fuse = fusion.fuse
 
     def timed_get(source, args_, block=False):
@@ -603,7 +603,7 @@ def _profile_w1(lnp, cpu, lazy_in, np_in, args) -> None:
 
     def one_rep():
         # (a function of its own: a line inside a ``try`` block runs ops that can warn at
-        # the call -- lazynp._policy.run_at_call -- which would time the kernel as recording)
+        # the call -- lazynp.core.policy.run_at_call -- which would time the kernel as recording)
         for k in acc:
             acc[k] = 0.0
         gc.collect()

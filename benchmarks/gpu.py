@@ -102,7 +102,7 @@ def main() -> int:
     smoke = args.smoke
     _ensure_installed(smoke)
     import lazynp as lnp
-    from lazynp.kernels.cuda import memory, runtime
+    from lazynp.cuda import memory, runtime
     sim = memory.simulated()
     peers = Peers(sim)
     rng = numpy.random.default_rng(0)

@@ -118,7 +118,7 @@ def _overlap_rank(kv, rank, width, depth, batch, repeat):
     import numpy as nu
 
     import lazynp as lnp
-    from lazynp import _config
+    from lazynp._base import config as _config
     _config.GRAD_REPLAY = False           # lazy gradients: pushes can start before the end
     rng = nu.random.default_rng(0)
     keys = [f"w{i}" for i in range(depth)]
@@ -220,7 +220,7 @@ def overlap(width: int, depth: int, batch: int, repeat: int) -> dict:
 
 
 def epoch_times(workers: int, epochs: int) -> list[float]:
-    from lazynp import _train
+    from lazynp.tools import train as _train
     res = _train.train(workers=workers, epochs=epochs, progress=False, timeout=120)
     return res.epoch_times
 

@@ -1,6 +1,6 @@
-"""Where recording starts to pay: the size bound of the execution policy (lazynp._policy).
+"""Where recording starts to pay: the size bound of the execution policy (lazynp.core.policy).
 
-Below ``lazynp._policy.EAGER_MAX_ELEMS`` elements, elementwise, reduction and write work on
+Below ``lazynp.core.policy.EAGER_MAX_ELEMS`` elements, elementwise, reduction and write work on
 computed arrays runs at once on NumPy; from it, it is recorded, fused and run on the engine.
 This benchmark measures, for float64 arrays of 2^10 .. 2^21 elements, three typical pieces
 of work run both ways in the same process (NumPy itself as the reference):
@@ -54,7 +54,7 @@ WORK = {"chain": chain, "stencil": stencil, "softmax-row": softmax_row}
 def main(argv=None) -> int:
     args = parse_args(__doc__.split("\n\n")[0], argv)
     import lazynp
-    from lazynp import _policy
+    from lazynp.core import policy as _policy
     from lazynp.kernels import cpu
 
     print(f"numpy {numpy.__version__}, lazynp {lazynp.__version__}, {os.cpu_count()} CPUs; "

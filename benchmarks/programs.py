@@ -14,7 +14,7 @@ import numpy
 from _common import fmt_ratio, fmt_time, header, interleaved_medians, parse_args, print_table
 
 import lazynp
-from lazynp._demo import heat_equation, kmeans, logistic_regression, monte_carlo
+from lazynp.tools.demo import heat_equation, kmeans, logistic_regression, monte_carlo
 
 
 def logistic_regression_large(np, n: int = 100_000, d: int = 8, steps: int = 30):

@@ -8,25 +8,31 @@ from __future__ import annotations
 
 import numpy as _np
 
-from . import _malloc
+from ._base import malloc as _malloc
 
 _malloc.tune()
 
-from . import _config, _fallback, graph as _graph  # noqa: E402
-from ._fallback import FallbackError
-from .ndarray import ndarray, _install_methods
+# pickles made before the layered package name these two modules: import them before the
+# name ``ndarray`` is bound to the class below (importing a submodule later rebinds it)
+from . import ndarray as _old_ndarray_path, _ufunc as _old_ufunc_path  # noqa: E402,F401
+from ._base import config as _config  # noqa: E402
+from ._numpy import fallback as _fallback  # noqa: E402
+from .core import graph as _graph  # noqa: E402
+from ._numpy.fallback import FallbackError
+from .array.ndarray import ndarray, _install_methods
 
 _install_methods()
 
-from ._namespace import *  # noqa: E402,F401,F403
-from ._namespace import __all_lazy__ as _all_lazy  # noqa: E402
-from ._ufunc import ufunc  # noqa: E402
+from ._numpy.namespace import *  # noqa: E402,F401,F403
+from ._numpy.namespace import __all_lazy__ as _all_lazy  # noqa: E402
+from ._numpy.ufunc import ufunc  # noqa: E402
 from ._api import evaluate, stats, reset_stats, set_strict, strict  # noqa: E402
-from ._explain import explain  # noqa: E402
-from ._policy import get_policy, policy, set_policy  # noqa: E402
+from .notebook.explain import explain  # noqa: E402
+from .core.policy import get_policy, policy, set_policy  # noqa: E402
 from .devices import default_device  # noqa: E402
 from . import linalg, fft, random, lib, testing  # noqa: E402
-from . import _lifecycle, _split  # noqa: E402
+from .core import lifecycle as _lifecycle
+from ._base import split as _split  # noqa: E402
 
 _lifecycle.install()
 _split.install(_graph.speedups)
@@ -52,7 +58,7 @@ def __getattr__(name: str):
         raise AttributeError(f"module 'lazynp' has no attribute {name!r}") from None
     if isinstance(obj, _np.ufunc):
         # an alias set on numpy by another library (numexpr sets numpy.expm1x = expm1)
-        from ._ufunc import UFUNCS
+        from ._numpy.ufunc import UFUNCS
         lazy = UFUNCS.get(obj.__name__)
         if lazy is not None and lazy._np is obj:
             globals()[name] = lazy
@@ -65,10 +71,9 @@ def __getattr__(name: str):
 def __dir__():
     return sorted(set(dir(_np)) | set(globals()))
 from .autograd import grad, value_and_grad, vjp, jvp, jacobian, hessian, elementwise_grad  # noqa: E402
-from .autograd import (custom_vjp, custom_jvp, hessian_vector_product, make_vjp,  # noqa: E402
-                       make_jvp, make_hvp)
+from .autograd import custom_vjp, custom_jvp, hessian_vector_product, make_vjp, make_jvp, make_hvp
 from . import autograd  # noqa: E402
 from .symbol import trace, Symbol  # noqa: E402
 from .jit import jit  # noqa: E402
 from . import symbol  # noqa: E402
-from ._namespace import trace  # noqa: E402,F811  (arrays: numpy.trace; functions: Symbol)
+from ._numpy.namespace import trace  # noqa: E402,F811  (arrays: numpy.trace; functions: Symbol)

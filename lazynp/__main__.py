@@ -74,7 +74,7 @@ def main(argv=None) -> int:
         parser.print_help()
         return 0
     if args.command == "demo":
-        from . import _demo
+        from .tools import demo as _demo
         if args.list:
             for p in _demo.PROGRAMS:
                 print(f"{p.name:22s} {p.description}")
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
         return _demo.main(args.programs or None, repeat=max(1, args.repeat),
                           timing=not args.no_timing, compile_wait=args.compile_wait)
     if args.command == "train":
-        from . import _train
+        from .tools import train as _train
         return _train.main(args)
     parser.error(f"unknown command {args.command!r}")   # pragma: no cover
     return 2

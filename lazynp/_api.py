@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import contextlib
 
-from . import _config, _fallback, graph
+from ._base import config as _config
+from ._numpy import fallback as _fallback
+from .core import graph
 
 
 def evaluate(*arrays):
@@ -14,12 +16,12 @@ def evaluate(*arrays):
     *arrays : lazynp.ndarray
         Arrays to compute now.
     """
-    from .ndarray import ndarray
+    from .array.ndarray import ndarray
     nodes = [a._node() for a in arrays if isinstance(a, ndarray)]
     graph.flush(nodes)
     from . import devices
     if devices.ACTIVE:                                       # (device hook)
-        from .device_array import evaluate as evaluate_on_device
+        from .cuda.array import evaluate as evaluate_on_device
         evaluate_on_device([a for a in arrays if devices.is_device_array(a)])
     return arrays[0] if len(arrays) == 1 else arrays
 
@@ -27,9 +29,9 @@ def evaluate(*arrays):
 def stats() -> dict:
     """Counters: ops recorded, flushes, nodes executed, fallbacks with their call sites.
 
-    A ``dict`` (:class:`lazynp._jupyter.Stats`) that prints as a table and shows as one in
+    A ``dict`` (:class:`lazynp.notebook.jupyter.Stats`) that prints as a table and shows as one in
     Jupyter."""
-    from ._jupyter import Stats
+    from .notebook.jupyter import Stats
     out = Stats(ops_recorded=graph._state.n_recorded)
     out.update(graph.STATS)
     from .kernels import cpu, pool, tree
@@ -43,7 +45,7 @@ def stats() -> dict:
     from . import devices
     if devices.ACTIVE:                                       # (device hook)
         from .engine import streams
-        from .kernels.cuda import codegen, runtime
+        from .cuda import codegen, runtime
         for d in (runtime.STATS, codegen.STATS, streams.STATS):
             out.update(d)
     return out
@@ -64,7 +66,7 @@ def reset_stats() -> None:
     from . import devices
     if devices.ACTIVE:                                       # (device hook)
         from .engine import streams
-        from .kernels.cuda import codegen, runtime
+        from .cuda import codegen, runtime
         for d in (runtime.STATS, codegen.STATS, streams.STATS):
             for k in d:
                 d[k] = 0

@@ -150,7 +150,7 @@ cdef extern from *:
     }
 
     /* Is bytecode offset ``lasti`` of ``code`` inside a try/with block?  The ranges come
-       from lazynp._policy.protected_ranges (a tuple start0, end0, start1, end1...), cached
+       from lazynp.core.policy.protected_ranges (a tuple start0, end0, start1, end1...), cached
        by code address like lz_code_seen.  -1 with an exception set on failure. */
     #define LZ_PROT_CACHE 256
     static PyObject *lz_prot_code[LZ_PROT_CACHE];
@@ -286,8 +286,8 @@ state = RecordState()
 # set once by configure(): objects of graph.py, kernels/tree.py and ndarray.py
 cdef object _bound_flush, _extobj_var, _default_ext, _pkg
 cdef object _tree_ids, _tree_structure, _merge_inputs, _graph_dict
-# errors and warnings at the call (graph.run_at_call, lazynp._policy.run_at_call,
-# lazynp._late_warnings)
+# errors and warnings at the call (graph.run_at_call, lazynp.core.policy.run_at_call,
+# lazynp.core.late_warnings)
 cdef object _protected_ranges = None, _errstate_traps = None, _run_at_call_fn = None
 cdef object _warnings_state_fn = None, _log_default = None, _issue_caught = None
 cdef dict _w_dict = None, _caught = None
@@ -309,13 +309,13 @@ cdef Py_ssize_t _transforms = 0
 
 
 def set_transforms(Py_ssize_t n):
-    """How many transforms record now (lazynp._policy._transforms)."""
+    """How many transforms record now (lazynp.core.policy._transforms)."""
     global _transforms
     _transforms = n
 
 
 cdef bint _run_at_call(int raises, code, int lasti, ext) except -1:
-    """lazynp._policy.run_at_call (``ws``: _current_wstate() was just called)."""
+    """lazynp.core.policy.run_at_call (``ws``: _current_wstate() was just called)."""
     if _w_traps or (ext is not _default_ext and _errstate_traps(ext)):
         return True
     if _transforms or code is None or \
@@ -326,7 +326,7 @@ cdef bint _run_at_call(int raises, code, int lasti, ext) except -1:
 
 
 cdef object _current_wstate():
-    """lazynp._late_warnings.state(): the same object while ``warnings.filters`` is the same
+    """lazynp.core.late_warnings.state(): the same object while ``warnings.filters`` is the same
     list, of the same length, with the same first filter."""
     global _w_lst, _w_first, _w_state, _w_n, _w_traps, _w_ignores
     lst = _w_dict.get("filters")
@@ -394,9 +394,9 @@ cdef object _VIEW = None, _book_lock = None, _pool = None, _value_of = None
 
 cdef int _record_all = 0
 cdef Py_ssize_t _eager_max = 65536
-#: from this size (below _eager_max) elementwise work joins tree kernels (lazynp._policy)
+#: from this size (below _eager_max) elementwise work joins tree kernels (lazynp.core.policy)
 cdef Py_ssize_t _tree_min = 65536
-#: below this size a recorded tree kernel runs as one (lazynp._policy.TREE_MAX_ELEMS)
+#: below this size a recorded tree kernel runs as one (lazynp.core.policy.TREE_MAX_ELEMS)
 cdef Py_ssize_t _tree_max = 65536
 cdef Py_ssize_t _n_eager = 0, _n_inplace = 0, _n_elided = 0
 cdef object _NE = object()          # "not computed": an operand the fast path cannot take
@@ -443,7 +443,7 @@ cdef object _run_eager_fn = None, _run_now_py = None, _value_for_eager_fn = None
 
 def set_policy(int record_all, Py_ssize_t eager_max, Py_ssize_t tree_min,
                Py_ssize_t tree_max, sized_kinds, run_eager, run_now, value_for_eager):
-    """The execution policy's numbers (lazynp._policy._sync), graph.run_eager and
+    """The execution policy's numbers (lazynp.core.policy._sync), graph.run_eager and
     graph.run_now (taken for pending arguments)."""
     global _record_all, _eager_max, _tree_min, _tree_max, _sized_kinds, _run_eager_fn
     global _run_now_py
@@ -496,7 +496,7 @@ cdef int _run_now(op, tuple args, shape) except -1:
         if type(a) is Node and (<Node>a).dtype.hasobject:
             return D_NOW
     if size >= _eager_max:
-        return D_NOW if op.name == "copy" else D_RECORD    # (lazynp._policy.AT_ONCE_OPS)
+        return D_NOW if op.name == "copy" else D_RECORD    # (lazynp.core.policy.AT_ONCE_OPS)
     return D_TREE if _is_mid_tree_op(op) else D_NOW
 
 
@@ -547,7 +547,7 @@ def configure_array(cls, *, leaf, leaf_op, materialize, getitem, setitem, writab
     lz_name_array(cls)
 
 
-cdef object _split_fn = None       # lazynp._split.call, or None: never split
+cdef object _split_fn = None       # lazynp._base.split.call, or None: never split
 cdef Py_ssize_t _split_min = 0          # elements, for a costly ufunc (exp, sin...)
 cdef Py_ssize_t _split_min_cheap = 0    # elements, for the others (add, multiply...)
 cdef object _split_costly = frozenset()
@@ -556,7 +556,7 @@ cdef list _split_ufuncs = [None] * 16    # the NumPy ufunc of a binary dunder ki
 
 def configure_split(fn, Py_ssize_t min_costly, Py_ssize_t min_cheap, costly,
                     dict ufuncs_by_kind):
-    """Large elementwise work run at once on two threads (lazynp._split): ``fn(ufunc,
+    """Large elementwise work run at once on two threads (lazynp._base.split): ``fn(ufunc,
     args)`` gives the result or None; tried from ``min_costly`` elements for the NumPy
     ufuncs in ``costly``, from ``min_cheap`` for the others; ``ufuncs_by_kind``: the
     dunders' NumPy ufuncs by the names of BINARY_KINDS (those that may be split)."""
@@ -579,7 +579,7 @@ cdef inline bint _worth_splitting(uf, v):
 
 
 cdef object _try_split(uf, tuple args):
-    """``uf(*args)`` on two threads (lazynp._split), or None."""
+    """``uf(*args)`` on two threads (lazynp._base.split), or None."""
     if _split_fn is None or uf is None:
         return None
     for a in args:
@@ -772,7 +772,7 @@ cdef class ndarray:
         return shape[0]
 
     # --- NumPy's methods: at once on the value when the policy allows, else lazynp's
-    # recorded versions (lazynp._methods) --------------------------------------------------
+    # recorded versions (lazynp._numpy.methods) --------------------------------------------------
     def sum(self, *args, **kwargs):
         return _method(self, "sum", "reduction", args, kwargs)
 
@@ -824,7 +824,7 @@ cdef class ndarray:
         return _method(self, "astype", "elementwise", args, kwargs)
 
     # --- views: NumPy's own view of the shadow, shared with this array when NumPy made one
-    # (else, and while a transform records, the Python path: lazynp._methods) -------------
+    # (else, and while a transform records, the Python path: lazynp._numpy.methods) -------------
     def reshape(self, *shape, **kwargs):
         if not _record_all and not kwargs and shape:
             try:
@@ -984,7 +984,7 @@ cdef class ndarray:
         cdef PyObject *placeholder = <PyObject*>view.obj
         dtype = self.dtype
         if dtype.kind == "V":
-            from lazynp.ndarray import check_buffer_dtype
+            from lazynp.array.ndarray import check_buffer_dtype
             check_buffer_dtype(dtype)
         value = self.__array__()
         PyObject_GetBuffer(value, view, flags)
@@ -1353,7 +1353,7 @@ cdef inline object _evalue(ndarray a):
 
 
 cdef inline bint _permuted(cnp.ndarray v):
-    """``v``'s axes are not in memory order (a transposed view...): lazynp._policy.permuted."""
+    """``v``'s axes are not in memory order (a transposed view...): lazynp.core.policy.permuted."""
     cdef int i, nd = cnp.PyArray_NDIM(v)
     cdef cnp.npy_intp s, last = -1
     for i in range(nd):
@@ -1373,7 +1373,7 @@ cdef inline bint _permuted(cnp.ndarray v):
 cdef inline Py_ssize_t _counted(cnp.ndarray v):
     """Elements ``v`` counts for against the size bound: 0 for arrays of Python objects
     (NumPy's object loops always run at once) and for arrays whose axes are not in memory
-    order (lazynp._policy.counted_size)."""
+    order (lazynp.core.policy.counted_size)."""
     cdef int tn = cnp.PyArray_TYPE(v)
     if tn == cnp.NPY_OBJECT or tn == cnp.NPY_VOID and v.dtype.hasobject:
         return 0
@@ -1442,7 +1442,7 @@ cdef object _tree_side(o):
     if type(v) is not _ndarray_np or cnp.PyArray_TYPE(<cnp.ndarray>v) > cnp.NPY_DOUBLE or \
             _permuted(<cnp.ndarray>v):
         # (axes out of memory order: NumPy's call keeps that layout for the next op,
-        # lazynp._policy.counted_size)
+        # lazynp.core.policy.counted_size)
         return _NE
     return (<object>v).shape
 
@@ -1465,7 +1465,7 @@ cdef Py_ssize_t _operand_size(o):
 
 cdef bint _to_tree(x, y, bint unary) except -1:
     """Should ``x (op) y`` (``unary``: ``(op) x``), an elementwise op, be recorded to join a
-    tree kernel rather than run at once (lazynp._policy.decide: medium work, every operand
+    tree kernel rather than run at once (lazynp.core.policy.decide: medium work, every operand
     a tree kernel takes; computed arrays may broadcast, a pending tree has the result's
     shape)?"""
     if _tree_min >= _eager_max or _record_all:
@@ -1553,7 +1553,7 @@ cdef object _wrap(r):
     if type(r) is _ndarray_np:
         _n_eager += 1
         if not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>r):
-            return _wrap_py(r, ())       # NumPy's memory layout kept (lazynp._eager.wrap)
+            return _wrap_py(r, ())       # NumPy's memory layout kept (lazynp._numpy.eager.wrap)
         return _new_detached(r)
     if type(r) is tuple:
         return tuple([_wrap(x) for x in <tuple>r])
@@ -1574,7 +1574,7 @@ cdef object _try_call_py = None, _try_method_py = None, _wrap_py = None
 
 
 def configure_eager(*, not_eager, try_call, try_method, wrap):
-    """The Python versions of :func:`eager_call`/:func:`eager_method` (lazynp._eager),
+    """The Python versions of :func:`eager_call`/:func:`eager_method` (lazynp._numpy.eager),
     taken for the arguments the C versions do not handle."""
     global _NOT_EAGER, _try_call_py, _try_method_py, _wrap_py
     _NOT_EAGER = not_eager
@@ -1657,12 +1657,12 @@ cdef object _wrap_result(r, tuple inputs):
 
 def eager_call(fn, tuple args, dict kwargs, kind):
     """``_eager.try_call(fn, args, kwargs, kind)``: NumPy's ``fn`` at once when the policy
-    allows it, else lazynp._eager.NOT_EAGER."""
+    allows it, else lazynp._numpy.eager.NOT_EAGER."""
     return _eager_call(fn, args, kwargs, kind)
 
 
 cdef class EagerFirst:
-    """``lazynp._eager.eager_first`` in C: a namespace function that first tries NumPy's
+    """``lazynp._numpy.eager.eager_first`` in C: a namespace function that first tries NumPy's
     ``np_fn`` at once (the policy allowing), else calls lazynp's ``lazy_fn``.  Carries
     ``lazy_fn``'s name, docstring and signature (``__wrapped__``)."""
 
@@ -1763,13 +1763,13 @@ cdef Py_ssize_t _split_min_rows = (<Py_ssize_t>1) << 62
 
 def configure_row_split(run, Py_ssize_t min_elems):
     """NumPy calls run at once on arrays from ``min_elems`` elements go through ``run(fn,
-    args, kwargs)`` (lazynp._split.run: functions of independent rows on two threads)."""
+    args, kwargs)`` (lazynp._base.split.run: functions of independent rows on two threads)."""
     global _split_rows, _split_min_rows
     _split_rows = run
     _split_min_rows = min_elems
 
 
-#: The ndarray methods the C type defines (``sum``, ``copy``...) -> lazynp._methods'
+#: The ndarray methods the C type defines (``sum``, ``copy``...) -> lazynp._numpy.methods'
 #: Python versions (the recorded path, when NumPy's method may not run at once).
 METHOD_NAMES = ("sum", "prod", "mean", "std", "var", "min", "max", "argmin", "argmax", "all",
                 "any", "cumsum", "cumprod", "clip", "copy", "astype", "reshape", "ravel",
@@ -1782,7 +1782,7 @@ cdef dict _method_shortcuts = {}
 
 def short_sum(a):
     """``lz_short_sum``: ``add.reduce(a, axis=-1)`` of a C-ordered float array with a last
-    axis of 2 to 7 elements, or None (see lazynp._shortcuts)."""
+    axis of 2 to 7 elements, or None (see lazynp._numpy.shortcuts)."""
     return lz_short_sum(a)
 
 
@@ -1795,7 +1795,7 @@ def mask_fill(target, mask, value):
 
 def configure_methods(dict python_methods, dict shortcuts):
     """The recorded (Python) versions of :data:`METHOD_NAMES`, and the methods run at once
-    by a shortcut (lazynp._shortcuts.METHODS) instead of NumPy's own method."""
+    by a shortcut (lazynp._numpy.shortcuts.METHODS) instead of NumPy's own method."""
     _method_py.update(python_methods)
     _method_shortcuts.update(shortcuts)
 
@@ -2907,10 +2907,10 @@ cdef dict _mid_tree_ops = {}
 
 
 cdef inline bint _is_mid_tree_op(op):
-    """A tree op that medium work records (lazynp._policy.tree_op), cached per op."""
+    """A tree op that medium work records (lazynp.core.policy.tree_op), cached per op."""
     known = _mid_tree_ops.get(op)
     if known is None:
-        from lazynp._policy import tree_op
+        from lazynp.core.policy import tree_op
         known = _mid_tree_ops[op] = bool(tree_op(op))
     return known is True
 
@@ -3424,7 +3424,7 @@ def run_bulk(list items, epoch, run_item, item_failed):
             item_failed(it, exc)
 
 
-# --- keying a recorded gradient (lazynp._grad_replay.structure, in C) ---------------------------
+# --- keying a recorded gradient (lazynp.autograd.replay.structure, in C) ---------------------------
 
 from cpython.long cimport PyLong_FromVoidPtr
 
@@ -3454,7 +3454,7 @@ def replay_structure(outs, dict tape, inputs, freeze, placeholder, view_op, unca
                      slot_type):
     """``(key, externals, readers)``: ``_grad_replay.structure`` (its pure Python reference,
     same results); ``freeze`` is its parameter freezer, called for what :func:`_freeze_c`
-    does not know; ``slot_type``: ``lazynp._indexing._Slot``."""
+    does not know; ``slot_type``: ``lazynp.array.indexing._Slot``."""
     cdef dict index = {}
     cdef list items = []
     cdef list externals = []

@@ -7,7 +7,7 @@ A device is ``"cpu"`` or ``"cuda:N"`` (the array API's names; ``"cuda"`` means
 devices.  Python scalars and NumPy scalars belong to no device.
 
 Nothing here imports Numba's CUDA target or CuPy: they are imported on the first use of a
-device array (:mod:`lazynp.kernels.cuda.memory`), so ``import lazynp`` never fails or
+device array (:mod:`lazynp.cuda.memory`), so ``import lazynp`` never fails or
 slows down without a GPU.
 """
 from __future__ import annotations
@@ -218,7 +218,7 @@ def creation_target(spec):
 
 def create(kind: str, dev: Device, shape: tuple, dtype, fill_value=None):
     """``zeros``/``ones``/``empty``/``full`` on a CUDA device."""
-    from . import device_array
+    from .cuda import array as device_array
     if kind == "empty":
         return device_array.empty(shape, dtype, dev)
     if kind != "full":
@@ -229,7 +229,7 @@ def create(kind: str, dev: Device, shape: tuple, dtype, fill_value=None):
 def asarray(a, spec, dtype=None, copy=None):
     """``lazynp.asarray(a, device=spec)`` where ``spec`` or ``a`` names a CUDA device;
     None when the result is an ordinary (CPU) array made the usual way."""
-    from . import device_array
+    from .cuda import array as device_array
     d = device(spec) if spec is not None else (a._device if is_device_array(a) else
                                                foreign_device(a) if is_foreign_gpu_array(a)
                                                else get_default_device())
@@ -251,21 +251,21 @@ _DEVICE_FUNCS = frozenset("""sum prod max amax min amin all any mean std var arg
 
 def dispatch(name: str, np_fn, lazy_fn, args, kwargs):
     """The device path of a namespace function that first tries NumPy at once
-    (:func:`lazynp._eager.eager_first`): when a device is involved (an operand on a
+    (:func:`lazynp._numpy.eager.eager_first`): when a device is involved (an operand on a
     device, ``device=``, an open :func:`default_device` block) its device version -- lazy
     for creation, reductions, ``where``, ``matmul``; otherwise NumPy's function run at once
     on the device's values (CuPy on a real GPU, the host under the simulator: counted) --
     else ``NOT_EAGER`` (the CPU path goes on)."""
-    from ._operands import NOT_EAGER
+    from .array.operands import NOT_EAGER
     on_dev = ACTIVE and (_nested_on_device(args) or _nested_on_device(kwargs.values()))
     wants = kwargs.get("device") is not None or DEFAULTS_OPEN
     if not on_dev and not wants:
         return NOT_EAGER
     if on_dev and name == "matmul" and len(args) == 2 and not kwargs:
-        from .device_array import matmul
+        from .cuda.array import matmul
         return matmul(*args)
     if on_dev and name == "where" and len(args) == 3 and not kwargs:
-        from .device_array import where
+        from .cuda.array import where
         return where(*args)
     if on_dev and name == "copy" and len(args) == 1 and not kwargs:
         return args[0].copy()
@@ -273,7 +273,7 @@ def dispatch(name: str, np_fn, lazy_fn, args, kwargs):
         return lazy_fn(*args, **kwargs)
     if not on_dev:
         return NOT_EAGER            # (a function without device=: the CPU path)
-    from .device_array import call_at_once
+    from .cuda.array import call_at_once
     return call_at_once(name, np_fn, args, kwargs)
 
 

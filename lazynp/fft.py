@@ -1,5 +1,5 @@
 """``lazynp.fft``: NumPy's FFTs recorded lazily (NumPy's pocketfft runs them), with gradient
-rules (:mod:`lazynp.ops.vjps`); ``hfft``/``ihfft`` and the shifts are built from them.
+rules (:mod:`lazynp.autograd.rules`); ``hfft``/``ihfft`` and the shifts are built from them.
 ``fftfreq``/``rfftfreq`` and the rest are NumPy's (counted fallbacks)."""
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import sys
 
 import numpy as _np
 
-from ._fallback import FallbackModule
-from ._functions import lazy_call
+from ._numpy.fallback import FallbackModule
+from .array.calls import lazy_call
 
 
 def _asarray(a):
-    from ._namespace import asarray
+    from ._numpy.namespace import asarray
     return asarray(a)
 
 
@@ -115,7 +115,7 @@ _SWAP = {None: "forward", "backward": "forward", "ortho": "ortho", "forward": "b
 
 def hfft(a, n=None, axis=-1, norm=None, out=None):
     """NumPy's ``hfft``: ``irfft(conj(a))`` with the swapped normalization."""
-    from ._namespace import conjugate
+    from ._numpy.namespace import conjugate
     if norm not in _SWAP:
         _np.fft.hfft(_np.zeros(2), norm=norm)             # NumPy's error
     a = _asarray(a)
@@ -126,7 +126,7 @@ def hfft(a, n=None, axis=-1, norm=None, out=None):
 
 def ihfft(a, n=None, axis=-1, norm=None, out=None):
     """NumPy's ``ihfft``: ``conj(rfft(a))`` with the swapped normalization."""
-    from ._namespace import conjugate
+    from ._numpy.namespace import conjugate
     if norm not in _SWAP:
         _np.fft.ihfft(_np.zeros(2), norm=norm)
     res = conjugate(rfft(a, n, axis, _SWAP[norm]))
@@ -137,7 +137,7 @@ def ihfft(a, n=None, axis=-1, norm=None, out=None):
 
 
 def _shift(x, axes, sign):
-    from ._namespace import roll
+    from ._numpy.namespace import roll
     x = _asarray(x)
     if axes is None:
         axes = tuple(range(x.ndim))
@@ -162,7 +162,7 @@ for _f in (hfft, ihfft, fftshift, ifftshift):
 
 
 def _with_eager(name, fn):
-    from ._eager import eager_first
+    from ._numpy.eager import eager_first
     return eager_first(getattr(_np.fft, name), fn, "opaque")
 
 

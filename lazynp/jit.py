@@ -6,9 +6,9 @@ values of Python-scalar leaves and of ``static_argnums`` arguments, and the devi
 ``explain()`` says why each plan was made.
 
 A plan is the Symbol after prune / CSE / constant folding, with elementwise chains fused
-into one Numba kernel each (:mod:`lazynp.passes.fusion`, :mod:`lazynp.kernels.fused`) and
+into one Numba kernel each (:mod:`lazynp.core.fusion`, :mod:`lazynp.kernels.fused`) and
 its internal buffers planned by MXNet's inplace + co-share heuristics
-(:mod:`lazynp.passes.memory_plan`).  Buffers are allocated once, when the plan is built,
+(:mod:`lazynp.ir.passes.memory_plan`).  Buffers are allocated once, when the plan is built,
 and reused on every call; kernels, ufuncs, reductions, ``matmul``/``dot``/``einsum`` write
 into them with ``out=``.  Other ops allocate their result on each call (counted as such in
 :meth:`jit.memory_report`).  A call runs a flat list of step closures over a slot list: no
@@ -24,17 +24,19 @@ import warnings
 
 import numpy as np
 
-from . import _split, devices as _devices, graph as _graph
+from ._base import split as _split
+from . import devices as _devices
+from .core import graph as _graph
 from . import symbol as _symbol
-from .graph import Node, TracingError
-from .graph import own_result as _graph_own
+from .core.graph import Node, TracingError
+from .core.graph import own_result as _graph_own
 from .kernels import cpu as _cpu
 from .kernels import fpflags as _fpflags
 from .kernels import fused as _fused
-from .ndarray import ndarray
-from .passes import batch_tile as _tile
-from .passes import memory_plan as _mp
-from .passes import pipeline as _pipeline
+from .array.ndarray import ndarray
+from .ir.passes import batch_tile as _tile
+from .ir.passes import memory_plan as _mp
+from .ir.passes import pipeline as _pipeline
 
 __all__ = ["jit", "Plan", "compile_plan", "run_symbol"]
 
@@ -88,10 +90,10 @@ def _args_getter(args, slot_of):
 
 
 def _flat_template(tpl, args, slot_of):
-    """``(slots, kwargs)`` when a recorded call's template (``lazynp._functions``) is its
+    """``(slots, kwargs)`` when a recorded call's template (``lazynp.array.calls``) is its
     node arguments in order (``slots``: theirs) and keywords that are plain constants;
     else None."""
-    from ._indexing import _Slot
+    from .array.indexing import _Slot
     pos, kw = tpl
     if type(pos) is not tuple or type(kw) is not dict or len(pos) != len(args) or \
             any(type(a) is not Node for a in args):
@@ -445,7 +447,7 @@ class Plan:
                 fn(env[s0], out=buf, **kw)
             return reduce_
         fn = _CONTRACT_OUT[op.name]
-        from ._functions import _fill_deep
+        from .array.calls import _fill_deep
         tpl = params["tpl"]
         flat = _flat_template(tpl, g.args, self.slot_of)
         if flat is not None:
@@ -920,8 +922,8 @@ class jit:
     # --- reports ------------------------------------------------------------------------
     def explain(self) -> str:
         """Why each plan was made or remade (one paragraph per plan): a ``str``, shown in
-        Jupyter as a table with each plan's graph (:class:`lazynp._jupyter.JitExplanation`)."""
-        from ._jupyter import JitExplanation
+        Jupyter as a table with each plan's graph (:class:`lazynp.notebook.jupyter.JitExplanation`)."""
+        from .notebook.jupyter import JitExplanation
         name = getattr(self._fun, '__name__', '?')
         return JitExplanation(self._explain_text(), self._log, self._plans, name)
 

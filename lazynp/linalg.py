@@ -13,14 +13,14 @@ import sys
 import numpy as _np
 from numpy.lib.array_utils import normalize_axis_tuple
 
-from ._fallback import FallbackModule
-from ._functions import lazy_call
+from ._numpy.fallback import FallbackModule
+from .array.calls import lazy_call
 
 LinAlgError = _np.linalg.LinAlgError
 
 
 def _asarray(a):
-    from ._namespace import asarray
+    from ._numpy.namespace import asarray
     return asarray(a)
 
 
@@ -160,7 +160,7 @@ def qr(a, mode="reduced"):
     """Lazy for ``mode='reduced'`` of a tall (or square) matrix stack; NumPy's otherwise."""
     a = _asarray(a)
     if mode != "reduced" or a.ndim < 2 or a.shape[-2] < a.shape[-1]:
-        from ._fallback import call_numpy
+        from ._numpy.fallback import call_numpy
         return call_numpy(_np.linalg.qr, "linalg.qr", (a,), {"mode": mode})
     m, n = a.shape[-2:]
     tw = _np.linalg.qr(_np.eye(1, dtype=a.dtype))
@@ -174,12 +174,12 @@ def lstsq(a, b, rcond=None):
     """NumPy's ``lstsq``; while recording with lazy inputs, built from lazy ops (the
     solution through ``pinv``; the rank is read from the values) so that it carries a
     gradient."""
-    from ._differentiable import recording
-    from ._fallback import call_numpy
-    from . import _namespace as ns
+    from ._numpy.composite import recording
+    from ._numpy.fallback import call_numpy
+    from ._numpy import namespace as ns
     if not recording([a, b]):
         return call_numpy(_np.linalg.lstsq, "linalg.lstsq", (a, b), {"rcond": rcond})
-    from ._operands import to_numpy
+    from .array.operands import to_numpy
     a, b = _asarray(a), _asarray(b)
     proto = _np.linalg.lstsq(_np.zeros(a.shape, a.dtype), _np.zeros(b.shape, b.dtype),
                              rcond=rcond)                  # NumPy's errors and dtypes
@@ -222,7 +222,7 @@ def pinv(a, rcond=None, hermitian=False, *, rtol=_np._NoValue):
 def _eig_dtypes(a):
     """eig's output dtypes depend on the values (real when every eigenvalue is real):
     NumPy runs on the values (the input is computed now)."""
-    from ._operands import to_numpy
+    from .array.operands import to_numpy
     w, v = _np.linalg.eig(to_numpy(a))
     return w.dtype, v.dtype
 
@@ -246,22 +246,22 @@ def eigvals(a):
 
 # the array API names of the namespace's functions (lazy through it)
 def matmul(x1, x2, /):
-    from ._namespace import matmul as f
+    from ._numpy.namespace import matmul as f
     return f(x1, x2)
 
 
 def matrix_transpose(x, /):
-    from ._namespace import matrix_transpose as f
+    from ._numpy.namespace import matrix_transpose as f
     return f(x)
 
 
 def tensordot(x1, x2, /, *, axes=2):
-    from ._namespace import tensordot as f
+    from ._numpy.namespace import tensordot as f
     return f(x1, x2, axes=axes)
 
 
 def vecdot(x1, x2, /, *, axis=-1):
-    from ._namespace import conjugate, sum as sum_
+    from ._numpy.namespace import conjugate, sum as sum_
     x1, x2 = _asarray(x1), _asarray(x2)
     _np.linalg.vecdot(_np.zeros(x1.shape, x1.dtype), _np.zeros(x2.shape, x2.dtype),
                       axis=axis)                          # NumPy's errors
@@ -269,31 +269,31 @@ def vecdot(x1, x2, /, *, axis=-1):
 
 
 def trace(x, /, *, offset=0, dtype=None):
-    from ._namespace import trace as f
+    from ._numpy.namespace import trace as f
     return f(_asarray(x), offset, -2, -1, dtype)
 
 
 def diagonal(x, /, *, offset=0):
-    from ._namespace import diagonal as f
+    from ._numpy.namespace import diagonal as f
     return f(_asarray(x), offset, -2, -1)
 
 
 def cross(x1, x2, /, *, axis=-1):
-    from ._namespace import cross as f
+    from ._numpy.namespace import cross as f
     x1, x2 = _asarray(x1), _asarray(x2)
     _np.linalg.cross(_np.zeros(x1.shape, x1.dtype), _np.zeros(x2.shape, x2.dtype), axis=axis)
     return f(x1, x2, axis=axis)
 
 
 def outer(x1, x2, /):
-    from ._namespace import outer as f
+    from ._numpy.namespace import outer as f
     x1, x2 = _asarray(x1), _asarray(x2)
     _np.linalg.outer(_np.zeros(x1.shape, x1.dtype), _np.zeros(x2.shape, x2.dtype))
     return f(x1, x2)
 
 
 def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
-    from ._namespace import reshape, moveaxis
+    from ._numpy.namespace import reshape, moveaxis
     x = _asarray(x)
     _np.linalg.vector_norm(_np.zeros(tuple(min(s, 1) for s in x.shape), x.dtype), axis=axis,
                            keepdims=keepdims, ord=ord)     # NumPy's errors
@@ -318,7 +318,7 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro"):
 def _with_eager(name, fn):
     """The execution policy: NumPy's own function at once on computed arguments
     (lazynp/_eager.py); the lazy ``fn`` otherwise."""
-    from ._eager import eager_first
+    from ._numpy.eager import eager_first
     return eager_first(getattr(_np.linalg, name), fn, "opaque")
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy.random as _npr
 
-from ._fallback import wrap_result
-from ._operands import to_numpy
-from .ndarray import ndarray
+from ._numpy.fallback import wrap_result
+from .array.operands import to_numpy
+from .array.ndarray import ndarray
 
 _INPLACE = {"shuffle"}
 

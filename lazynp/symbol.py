@@ -11,7 +11,7 @@ entries copied out of the recorded nodes.  Symbols can also be built declarative
 
 A Symbol can be inspected (``inputs``, ``outputs``, ``infer_shape``, ``to_dot``,
 ``_repr_svg_``/``_repr_html_``), saved (``tojson``/``fromjson``, ``save``/``load``),
-optimized (``optimize()``: the pass pipeline of :mod:`lazynp.passes.pipeline`),
+optimized (``optimize()``: the pass pipeline of :mod:`lazynp.ir.passes.pipeline`),
 differentiated (``grad``) and called on arrays (``sym(x=...)`` or positionally); a call
 compiles a memory-planned plan per input signature (:mod:`lazynp.jit`).
 
@@ -29,9 +29,9 @@ import traceback
 
 import numpy as _np
 
-from . import graph as _graph
-from .graph import Node, TracingError
-from .ndarray import ndarray
+from .core import graph as _graph
+from .core.graph import Node, TracingError
+from .array.ndarray import ndarray
 from .ops.registry import OPS, Op
 
 __all__ = ["Symbol", "trace", "var", "build", "Group", "fromjson", "load",
@@ -89,11 +89,11 @@ def _short(v) -> str:
 
 def resolve_op(name: str, kind: str | None = None) -> Op:
     """The op-table entry called ``name``; NumPy function ops (registered on first use by
-    :func:`lazynp._functions.function_op`) are registered again from the name."""
+    :func:`lazynp.array.calls.function_op`) are registered again from the name."""
     op = OPS.get(name)
     if op is not None:
         return op
-    from . import _functions
+    from .array import calls as _functions
     base = name[5:] if name.startswith("call:") else name
     fn = _np
     try:
@@ -232,7 +232,7 @@ class _Tracing:
 
 def _user_line(exc: BaseException) -> str:
     """The innermost traceback frame outside lazynp (the user's line)."""
-    from ._site import in_package
+    from ._base.site import in_package
     best = None
     for fs in traceback.extract_tb(exc.__traceback__):
         if not in_package(fs.filename) and "/numpy/" not in fs.filename:
@@ -282,7 +282,7 @@ def trace(f, *example_args, static_argnums=(), names=None, _what="lazynp.trace")
 
     Array leaves of the arguments (lazynp or NumPy arrays, NumPy scalars) become named
     inputs; other leaves (Python scalars, strings, None) and ``static_argnums`` arguments are
-    constants.  Raises :class:`lazynp.graph.TracingError` naming the line when ``f`` needs
+    constants.  Raises :class:`lazynp.core.graph.TracingError` naming the line when ``f`` needs
     an array value (Python control flow on arrays).
     """
     if isinstance(static_argnums, int):
@@ -386,7 +386,7 @@ Group = build
 # --- JSON ----------------------------------------------------------------------------------
 
 def _encode(v, where: str):
-    from ._indexing import _Slot
+    from .array.indexing import _Slot
     t = type(v)
     if v is None or t is bool or t is str:
         return v
@@ -439,7 +439,7 @@ def _encode(v, where: str):
 
 
 def _decode(v):
-    from ._indexing import _Slot
+    from .array.indexing import _Slot
     if isinstance(v, list):
         return [_decode(x) for x in v]
     if not isinstance(v, dict):
@@ -651,7 +651,7 @@ class Symbol:
     def replay(self, *inputs) -> list:
         """Record this Symbol's ops lazily on ``inputs`` (lazy arrays); returns the lazy
         outputs (flat).  Shapes are re-inferred when inputs differ from the recording."""
-        from ._operands import operand  # noqa: F401  (import check only)
+        from .array.operands import operand  # noqa: F401  (import check only)
         arrs = [x if isinstance(x, ndarray) else _asarray(x) for x in inputs]
         sym = self.specialize({nm: (a.shape, a.dtype) for nm, a in zip(self._names, arrs)})
         vals: list = [None] * len(sym.nodes)
@@ -678,12 +678,12 @@ class Symbol:
     # --- passes -----------------------------------------------------------------------
     def optimize(self, passes=None) -> "Symbol":
         """The Symbol after the graph passes (default: prune, CSE, constant folding)."""
-        from .passes import pipeline
+        from .ir.passes import pipeline
         return pipeline.optimize(self, passes)
 
     def memory_plan(self, **kw):
         """MXNet's memory plan (inplace + co-share) of this Symbol's entries."""
-        from .passes import memory_plan
+        from .ir.passes import memory_plan
         return memory_plan.plan_symbol(self, **kw)
 
     # --- gradients --------------------------------------------------------------------
@@ -745,20 +745,20 @@ class Symbol:
 
     # --- drawing ----------------------------------------------------------------------
     def drawing(self, title: str = ""):
-        """The graph as a :class:`lazynp._draw.Drawing`: ops labelled with shape and dtype,
+        """The graph as a :class:`lazynp.notebook.draw.Drawing`: ops labelled with shape and dtype,
         fusion groups boxed, entries coloured by the buffer the memory plan gives them."""
-        from . import _draw
+        from .notebook import draw as _draw
         return _draw.drawing_of_symbol(self, title=title)
 
     def to_dot(self, name: str = "lazynp") -> str:
         """Graphviz DOT source of the graph (see :meth:`drawing`)."""
-        from . import _draw
+        from .notebook import draw as _draw
         return _draw.to_dot(self.drawing(), name)
 
     def svg(self, engine: str = "auto") -> str:
         """SVG picture of the graph: Graphviz's ``dot`` when it is installed (``engine=
         "auto"``), else (or with ``engine="python"``) lazynp's own layered layout."""
-        from . import _draw
+        from .notebook import draw as _draw
         return _draw.to_svg(self.drawing(), engine)
 
     def _repr_svg_(self) -> str:
@@ -834,7 +834,7 @@ def _respecialize(sym: Symbol, sig: dict) -> Symbol:
 
 
 def _infer(sym: Symbol, sig: dict) -> Symbol:
-    from ._operands import broadcast_shapes
+    from .array.operands import broadcast_shapes
     nodes = list(sym.nodes)
     vals: list = [None] * len(nodes)
     for i, n in enumerate(nodes):

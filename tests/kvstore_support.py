@@ -52,7 +52,7 @@ def wait_workers(client, n: int, timeout: float = 180) -> None:
 # --- an independent NumPy reference of the training example's MLP ------------------------
 
 def mlp_grads(p: dict, X: numpy.ndarray, Y: numpy.ndarray) -> dict:
-    """Backpropagation by hand for the MLP of ``lazynp._train`` (mean cross-entropy)."""
+    """Backpropagation by hand for the MLP of ``lazynp.tools.train`` (mean cross-entropy)."""
     n = X.shape[0]
     h = numpy.tanh(X @ p["w1"] + p["b1"])
     z = h @ p["w2"] + p["b2"]
@@ -68,7 +68,7 @@ def mlp_grads(p: dict, X: numpy.ndarray, Y: numpy.ndarray) -> dict:
 def reference_training(steps: int, batch_size: int = 64, hidden: int = 64, lr: float = 0.1,
                        momentum: float = 0.9, seed: int = 0) -> dict:
     """Single-process SGD with momentum on the whole global batch, ``steps`` steps."""
-    from lazynp import _train
+    from lazynp.tools import train as _train
     Xtr, ytr, _, _, _ = _train.load_data(seed)
     cfg = _train.TrainConfig(batch_size=batch_size, hidden=hidden, seed=seed)
     p = _train.init_params(Xtr.shape[1], hidden, 10, seed)

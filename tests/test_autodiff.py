@@ -77,7 +77,7 @@ def check_replay(f, xs, us, want):
     compiled into a replay plan (at other values ``ys``), replayed (at ``xs`` again: no
     stale buffer from the ``ys`` call).  All must equal the recorded VJP ``want``, and
     the ``ys`` call the recorded gradient at ``ys``."""
-    from lazynp import _config
+    from lazynp._base import config as _config
 
     def inner(*a):
         outs = _tree_leaves(f(*a))

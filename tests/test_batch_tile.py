@@ -5,7 +5,7 @@ import pytest
 
 import lazynp as np
 from lazynp import symbol
-from lazynp.passes import batch_tile
+from lazynp.ir.passes import batch_tile
 
 jit_mod = __import__("lazynp.jit", fromlist=["TiledPlan"])
 

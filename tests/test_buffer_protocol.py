@@ -12,7 +12,7 @@ import numpy
 import pytest
 
 import lazynp as np
-from lazynp import graph
+from lazynp.core import graph
 
 HAS_BUFFER = graph.speedups is not None or sys.version_info >= (3, 12)
 needs_buffer = pytest.mark.skipif(not HAS_BUFFER, reason="pure Python recorder on Python "

@@ -16,7 +16,7 @@ def dev(x, **kw):
 
 
 def _runtime():
-    from lazynp.kernels.cuda import runtime
+    from lazynp.cuda import runtime
     return runtime
 
 
@@ -86,7 +86,7 @@ def test_cuda_array_interface():
     cai = d.__cuda_array_interface__
     assert cai["shape"] == (2, 3) and cai["typestr"] == "<f4" and cai["version"] == 3
     assert d.T.__cuda_array_interface__["strides"] == (4, 12)
-    from lazynp.kernels.cuda import memory
+    from lazynp.cuda import memory
     assert d.__dlpack_device__() == ((1, 0) if memory.simulated() else (2, 0))
     if memory.simulated():
         np.testing.assert_array_equal(np.from_dlpack(d), np.arange(6).reshape(2, 3))
@@ -258,7 +258,7 @@ def test_error_raised_at_the_next_wait_with_the_recording_line(monkeypatch):
     """A kernel that fails while it runs on its stream: the error is kept on what it
     writes and raised at the next wait on it (and on what reads it), with the line that
     recorded the op; lazynp keeps working."""
-    from lazynp.kernels.cuda import codegen
+    from lazynp.cuda import codegen
 
     class Failing:
         def __getitem__(self, config):

@@ -14,7 +14,7 @@ def dev(x):
 
 
 def stats():
-    from lazynp.kernels.cuda import codegen, runtime
+    from lazynp.cuda import codegen, runtime
     return {**runtime.STATS, **codegen.STATS}
 
 

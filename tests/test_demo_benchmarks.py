@@ -12,7 +12,7 @@ import sys
 import pytest
 
 import lazynp
-from lazynp import _demo
+from lazynp.tools import demo as _demo
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OVERHEAD = os.path.join(ROOT, "benchmarks", "overhead.py")

@@ -125,9 +125,9 @@ def test_writes_into_pending_arrays_with_numpy_integer_indices(index, bound):
     """A one-element (or one-row) write into an array whose head is pending (a large write
     recorded before it).  (A NumPy integer index once crashed the interpreter: the written
     region was read as an array from what is NumPy's scalar.)"""
-    saved = lazynp._policy.EAGER_MAX_ELEMS
+    saved = lazynp.core.policy.EAGER_MAX_ELEMS
     if bound is not None:
-        lazynp._policy.set_eager_max_elems(bound)
+        lazynp.core.policy.set_eager_max_elems(bound)
     try:
         for shape in [(1 << 20,), (1024, 1024), (5,), (3, 4)]:
             want = numpy.arange(numpy.prod(shape)).reshape(shape)
@@ -144,4 +144,4 @@ def test_writes_into_pending_arrays_with_numpy_integer_indices(index, bound):
                 got[index] = 7
             numpy.testing.assert_array_equal(numpy.asarray(got), want)
     finally:
-        lazynp._policy.set_eager_max_elems(saved)
+        lazynp.core.policy.set_eager_max_elems(saved)

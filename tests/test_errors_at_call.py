@@ -15,7 +15,7 @@ import numpy
 import pytest
 
 import lazynp
-from lazynp import _policy
+from lazynp.core import policy as _policy
 
 LARGE = _policy.EAGER_MAX_ELEMS + 2
 

@@ -510,3 +510,25 @@ def test_reset_stats():
     lazynp.reset_stats()
     s = lazynp.stats()
     assert s["nodes_executed"] == 0 and s["flushes"] == 0 and s["fallbacks"] == {}
+
+
+#: ``pickle.dumps([np.arange(5.) * 2, np.add, np.float64(3) * np.ones(2)[0]])`` made by
+#: lazynp at 6fccd94, before the modules moved into layer folders: it names
+#: ``lazynp.ndarray._unpickle`` and ``lazynp._ufunc._ufunc_named``
+_OLD_PICKLE = (
+    "gASVIgEAAAAAAABdlCiMDmxhenlucC5uZGFycmF5lIwJX3VucGlja2xllJOUjBZudW1weS5fY29yZS5tdWx0aWFy"
+    "cmF5lIwMX3JlY29uc3RydWN0lJOUjAVudW1weZSMB25kYXJyYXmUk5RLAIWUQwFilIeUUpQoSwFLBYWUaAeMBWR0"
+    "eXBllJOUjAJmOJSJiIeUUpQoSwOMATyUTk5OSv////9K/////0sAdJRiiUMoAAAAAAAAAAAAAAAAAAAAQAAAAAAA"
+    "ABBAAAAAAAAAGEAAAAAAAAAgQJR0lGKJhpRSlIwNbGF6eW5wLl91ZnVuY5SMDF91ZnVuY19uYW1lZJSTlIwDYWRk"
+    "lIWUUpRoBIwGc2NhbGFylJOUaBNDCAAAAAAAAAhAlIaUUpRlLg==")
+
+
+def test_pickles_made_before_the_layered_package_still_load():
+    import base64
+    arr, add, scalar = pickle.loads(base64.b64decode(_OLD_PICKLE))
+    assert type(arr) is lazynp.ndarray
+    assert numpy.array_equal(numpy.asarray(arr), numpy.arange(5.) * 2)
+    assert add is lazynp.add
+    assert scalar == 3.0
+    # loading them did not rebind lazynp.ndarray to the compatibility module
+    assert isinstance(lazynp.ndarray, type)

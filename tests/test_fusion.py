@@ -4,7 +4,7 @@ memory of fused groups, the kernel cache and the buffer pool.
 NumPy is the oracle.  ``lazynp.kernels.cpu.SYNC_COMPILE`` is switched on for every test, so
 a group's Numba kernel is compiled on first use and the kernel (not the NumPy fallback that
 runs while a background compile is pending) produces the values compared here.  Tests on
-small arrays lower ``lazynp.graph._MIN_FUSED_WORK`` to 0 so that tiny groups run as kernels.
+small arrays lower ``lazynp.core.graph._MIN_FUSED_WORK`` to 0 so that tiny groups run as kernels.
 
 Tolerances: integer and bool results, and float results built without transcendental
 functions (+ - * / // % abs neg maximum minimum where clip astype sqrt -- all correctly
@@ -35,8 +35,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import lazynp
-import lazynp._config as lconfig
-import lazynp.graph as lgraph
+import lazynp._base.config as lconfig
+import lazynp.core.graph as lgraph
 from lazynp.kernels import cpu as kcpu
 from lazynp.kernels import pool as kpool
 
@@ -1021,7 +1021,7 @@ def test_simd_math_functions_run_on_numpy_for_large_arrays():
     large array the fusion pass leaves it to NumPy, so the result is NumPy's bit for bit and
     the elementwise ops around it still fuse.  Small arrays keep it inside the kernel."""
     from lazynp.ops.elementwise import UFUNC_OPS, numpy_simd
-    from lazynp.passes.fusion import SIMD_MIN_SIZE
+    from lazynp.core.fusion import SIMD_MIN_SIZE
     rng = numpy.random.default_rng(21)
     x = rng.standard_normal((300, 200))
     lx = lazynp.asarray(x)

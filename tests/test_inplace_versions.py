@@ -1,5 +1,5 @@
 """``a += b`` into a large whole array that only lazynp holds is recorded as the array's next
-version, an elementwise node (lazynp._ufunc._new_version): chains of in-place updates fuse
+version, an elementwise node (lazynp._numpy.ufunc._new_version): chains of in-place updates fuse
 into one loop, and NumPy's in-place semantics hold (views see the writes, buffers shared
 with the caller are written in place, copies taken before keep the old values)."""
 import numpy

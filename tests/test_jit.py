@@ -4,7 +4,7 @@ import numpy
 import pytest
 
 import lazynp as np
-from lazynp.graph import TracingError
+from lazynp.core.graph import TracingError
 
 
 def _np(x):

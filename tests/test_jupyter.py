@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import lazynp as np
-from lazynp import _draw, graph
-from lazynp._draw import layout as _layout
+from lazynp.notebook import draw as _draw
+from lazynp.core import graph
+from lazynp.notebook.draw import layout as _layout
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -58,7 +59,7 @@ def test_explain_policy_column_follows_the_threshold():
         assert ex.rows[-1]["policy"] == "record (policy 'lazy')"
     ex = np.explain(small)
     assert ex.rows[-1]["policy"].startswith("at once (10 < ")
-    big_n = np._policy.EAGER_MAX_ELEMS if hasattr(np, "_policy") else 1 << 19
+    big_n = np.core.policy.EAGER_MAX_ELEMS if hasattr(np, "core") else 1 << 19
     with np.policy("lazy"):
         big = np.ones(big_n) + 1
     assert np.explain(big).rows[-1]["policy"].startswith("record (")
@@ -160,7 +161,7 @@ def test_jit_explain_is_a_string_with_a_picture():
     root = ET.fromstring(text._repr_html_())
     assert len(list(root.iter(SVG + "svg"))) == 2
     assert len(list(root.iter("tr"))) == 3
-    d = np._jupyter.plan_drawing(jf.plan_for(numpy.ones((4, 3)), numpy.ones((3, 2))))
+    d = np.notebook.jupyter.plan_drawing(jf.plan_for(numpy.ones((4, 3)), numpy.ones((3, 2))))
     assert [[d.nodes[i].title for i in g] for g in d.groups] == [["add", "tanh", "multiply"]]
 
 
@@ -233,7 +234,7 @@ def test_layout_keeps_boxes_apart_and_groups_around_their_members(dag):
             p, q = boxes[i], boxes[j]
             if p.layer == q.layer:
                 assert abs(p.x - q.x) >= (p.w + q.w) / 2    # no overlap in a layer
-    from lazynp._draw.render import _group_outline
+    from lazynp.notebook.draw.render import _group_outline
     for k, members in enumerate(groups):
         outlines = _group_outline(members, boxes)
         for i in range(n):
@@ -259,13 +260,13 @@ def test_explain_of_a_symbol_gives_its_kernels_and_memory_table():
 def test_large_graphs_show_their_table_without_a_picture():
     with np.policy("lazy"):
         x = np.ones(10)
-        for _ in range(np._explain.MAX_DRAWN_NODES):
+        for _ in range(np.notebook.explain.MAX_DRAWN_NODES):
             x = x + 1.0
     ex = np.explain(x)
     root = ET.fromstring(ex._repr_html_())
     assert not list(root.iter(SVG + "svg")) and "too many to draw" in ex._repr_html_()
     assert len(list(root.iter("tr"))) == len(ex.rows) + 1
-    assert float(x[0]) == 1.0 + np._explain.MAX_DRAWN_NODES
+    assert float(x[0]) == 1.0 + np.notebook.explain.MAX_DRAWN_NODES
 
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")

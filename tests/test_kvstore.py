@@ -8,7 +8,8 @@ import numpy
 import pytest
 
 import lazynp as np
-from lazynp import graph, kvstore
+from lazynp.core import graph
+from lazynp import kvstore
 from lazynp.kvstore import Adam, KVStoreError, SGD
 from lazynp.kvstore.partition import check_key, key_hash, plan
 from lazynp.kvstore.shard import ShardStore

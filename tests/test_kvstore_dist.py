@@ -9,7 +9,8 @@ import numpy
 import pytest
 
 import lazynp as np
-from lazynp import _train, kvstore
+from lazynp.tools import train as _train
+from lazynp import kvstore
 from lazynp.kvstore import Adam, KVStoreError, SGD
 
 from kvstore_support import hang_guard, reference_training, start_cluster, stop_cluster

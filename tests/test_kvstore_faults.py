@@ -25,7 +25,8 @@ import numpy
 import pytest
 
 import lazynp as np
-from lazynp import _train, kvstore
+from lazynp.tools import train as _train
+from lazynp import kvstore
 from lazynp.kvstore import KVStoreError, SGD
 
 from kvstore_support import hang_guard, start_cluster, stop_cluster, wait_workers
@@ -43,7 +44,8 @@ N_WORKERS = 4
 def _warm_imports():
     """What the ranks import, imported before anything is timed (a worker restarted by
     its nanny after a kill starts bare: under load its imports take seconds)."""
-    from lazynp import _train, kvstore  # noqa: F401
+    from lazynp.tools import train as _train
+    from lazynp import kvstore  # noqa: F401
     _train.load_data()
     return True
 

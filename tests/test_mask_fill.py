@@ -1,5 +1,5 @@
 """``a[mask] = scalar``: a boolean mask of the array's shape with a scalar of its type is
-filled in C without branches (``lazynp._indexing.assign``).  Every result must be NumPy's bit
+filled in C without branches (``lazynp.array.indexing.assign``).  Every result must be NumPy's bit
 for bit (the elements under the mask get the scalar, the others keep theirs), for every dtype,
 layout and scalar form, and NumPy's errors and warnings must come where NumPy gives them
 (those forms take NumPy's own assignment)."""
@@ -11,7 +11,7 @@ import numpy
 import pytest
 
 import lazynp
-from lazynp import _indexing
+from lazynp.array import indexing as _indexing
 
 DTYPES = ["float64", "float32", "int8", "uint8", "int16", "uint16", "int32", "uint32",
           "int64", "uint64", "bool", "complex128", "float16"]

@@ -14,7 +14,7 @@ import numpy
 import pytest
 
 import lazynp
-from lazynp import graph
+from lazynp.core import graph
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -16,7 +16,7 @@ import numpy
 import pytest
 
 import lazynp
-from lazynp import graph
+from lazynp.core import graph
 
 OPERATORS = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,

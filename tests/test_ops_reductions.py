@@ -356,13 +356,13 @@ def test_zero_d_keepdims_result_type_is_numpys(name, bound):
     reductions recorded by the policy (bound 1: every sized op is recorded) give the same
     types."""
     want = getattr(numpy, name)(numpy.array(2.0), keepdims=True)
-    saved = lazynp._policy.EAGER_MAX_ELEMS
+    saved = lazynp.core.policy.EAGER_MAX_ELEMS
     if bound is not None:
-        lazynp._policy.set_eager_max_elems(bound)
+        lazynp.core.policy.set_eager_max_elems(bound)
     try:
         got = getattr(lazynp, name)(lazynp.array(2.0), keepdims=True)
     finally:
-        lazynp._policy.set_eager_max_elems(saved)
+        lazynp.core.policy.set_eager_max_elems(saved)
     if isinstance(want, numpy.ndarray):
         assert isinstance(got, lazynp.ndarray) and got.shape == want.shape
         numpy.testing.assert_array_equal(numpy.asarray(got), want)

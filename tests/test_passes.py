@@ -4,7 +4,7 @@ import numpy
 from hypothesis import given, settings, strategies as st
 
 import lazynp as np
-from lazynp.passes import constant_fold, cse, memory_plan as mp, pipeline, prune
+from lazynp.ir.passes import constant_fold, cse, memory_plan as mp, pipeline, prune
 from lazynp.symbol import Ref, SNode, Symbol
 
 

@@ -1,4 +1,4 @@
-"""The execution policy (lazynp._policy): what runs at once, what is recorded, and that
+"""The execution policy (lazynp.core.policy): what runs at once, what is recorded, and that
 either way the results, scalar types, sharing and in-place semantics are NumPy's."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import lazynp
-from lazynp import _policy
+from lazynp.core import policy as _policy
 
 from strategies import SETTINGS
 
@@ -366,8 +366,8 @@ def test_large_object_arrays_run_numpys_object_loops(bound):
     elementwise op failed in the buffer pool)."""
     from fractions import Fraction
     b = numpy.array([Fraction(1, 3)] * 99 + [Fraction(1, 6)], dtype=object)
-    saved = lazynp._policy.EAGER_MAX_ELEMS
-    lazynp._policy.set_eager_max_elems(bound)
+    saved = lazynp.core.policy.EAGER_MAX_ELEMS
+    lazynp.core.policy.set_eager_max_elems(bound)
     try:
         a = lazynp.array(b)
         for f in (lambda m, x: x.sum(), lambda m, x: m.sum(x), lambda m, x: m.max(x),
@@ -380,15 +380,15 @@ def test_large_object_arrays_run_numpys_object_loops(bound):
         c[3:] = Fraction(1, 2)
         assert a.sum() == c.sum() and type(a.sum()) is Fraction
     finally:
-        lazynp._policy.set_eager_max_elems(saved)
+        lazynp.core.policy.set_eager_max_elems(saved)
 
 
-@pytest.mark.skipif(lazynp.graph.speedups is None, reason="elision is the C fast path's")
+@pytest.mark.skipif(lazynp.core.graph.speedups is None, reason="elision is the C fast path's")
 def test_large_temporaries_run_at_once_are_reused_in_place():
     """``(a + b) + c`` and ``2.0 * (a + b)``: the temporary's buffer takes the result, as
     NumPy's elision does (a new 2 MB array per operation costs page faults); a Cython
     change once made the check compare shape pointers, so no temporary was ever reused."""
-    counters = lazynp.graph.speedups.eager_counters
+    counters = lazynp.core.graph.speedups.eager_counters
     n = numpy.random.default_rng(5).random((512, 512))
     a, b, c = lazynp.array(n), lazynp.array(n * 2.0), lazynp.array(n * 3.0)
     u = lazynp.array(n)

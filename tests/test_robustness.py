@@ -18,7 +18,7 @@ import numpy
 import pytest
 
 import lazynp as np
-from lazynp import graph
+from lazynp.core import graph
 from lazynp.ops.registry import OPS
 
 HANG = 120      # seconds: a guard against hangs, not a speed target

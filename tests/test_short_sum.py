@@ -1,4 +1,4 @@
-"""Sums over a short last axis (2 to 7 elements) computed in C (``lazynp._shortcuts``).
+"""Sums over a short last axis (2 to 7 elements) computed in C (``lazynp._numpy.shortcuts``).
 
 NumPy calls its add loop once per output element there, so lazynp adds the elements itself,
 in NumPy's order (``((0 + a0) + a1) + ...``, each addition correctly rounded).  The results
@@ -14,7 +14,7 @@ import numpy
 import pytest
 
 import lazynp
-from lazynp import _shortcuts
+from lazynp._numpy import shortcuts as _shortcuts
 
 needs_c = pytest.mark.skipif(_shortcuts._short_sum is None,
                              reason="the C extension is not used (LAZYNP_PURE_PYTHON or not built)")

@@ -1,4 +1,4 @@
-"""``lazynp._shortcuts``: NumPy's Python-level functions in fewer steps, against NumPy's own.
+"""``lazynp._numpy.shortcuts``: NumPy's Python-level functions in fewer steps, against NumPy's own.
 
 Each shortcut must give exactly what NumPy's function gives (values, dtype, shape, memory
 layout, the exception class) for every argument form: the forms it takes itself and the ones
@@ -12,7 +12,7 @@ import numpy
 import pytest
 
 import lazynp
-from lazynp import _shortcuts
+from lazynp._numpy import shortcuts as _shortcuts
 
 
 def _arrays():

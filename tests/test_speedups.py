@@ -17,7 +17,7 @@ import numpy
 import pytest
 
 import lazynp
-from lazynp import graph
+from lazynp.core import graph
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -76,7 +76,7 @@ def _describe(node, seen: dict) -> tuple:
     if fx is not None:
         fx = (fx[0], tuple(seen.get(id(i), "in") for i in fx[1]), fx[2], fx[3], fx[4])
     site = node.site
-    line = None if site is None else lazynp._site.line_of(*site)
+    line = None if site is None else lazynp._base.site.line_of(*site)
     return (node.op.name, node.shape, str(node.dtype), node.nuse, fx, line, args,
             node.ext is None)
 
@@ -122,7 +122,7 @@ def test_dunders_and_ufunc_calls_match_numpy_and_keep_error_sites():
         assert isinstance(two, lazynp.ndarray)
         assert [1, 2] * two == [1, 2, 1, 2]            # repeats a list, like a NumPy int
         node = (a * 2)._node()
-        assert lazynp._site.line_of(*node.site) is not None
+        assert lazynp._base.site.line_of(*node.site) is not None
 
 
 def test_pure_python_recorder_runs_the_core_tests():

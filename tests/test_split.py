@@ -10,7 +10,7 @@ import numpy
 import pytest
 
 import lazynp
-from lazynp import _split
+from lazynp._base import split as _split
 
 pytestmark = pytest.mark.skipif(not _split.enabled, reason="single core or LAZYNP_SPLIT=0")
 
@@ -35,13 +35,13 @@ def _counting():
 def counted(monkeypatch):
     counts, call = _counting()
     monkeypatch.setattr(_split, "call", call)
-    if lazynp.graph.speedups is not None:
-        lazynp.graph.speedups.configure_split(
+    if lazynp.core.graph.speedups is not None:
+        lazynp.core.graph.speedups.configure_split(
             call, _split.SPLIT_MIN_COSTLY, _split.SPLIT_MIN, [numpy.exp, numpy.log, numpy.sin],
             {"add": numpy.add, "sub": numpy.subtract, "mul": numpy.multiply,
              "truediv": numpy.true_divide})
     yield counts
-    _split.install(lazynp.graph.speedups)
+    _split.install(lazynp.core.graph.speedups)
 
 
 CASES = [
@@ -194,15 +194,15 @@ def test_jit_plan_splits_and_warns_once():
     assert [str(w.message) for w in got].count("overflow encountered in exp") == 1
 
 
-@pytest.mark.skipif(lazynp._cpus._getcpu is None or len(lazynp._cpus.allowed_cpus()) < 2,
+@pytest.mark.skipif(lazynp._base.cpus._getcpu is None or len(lazynp._base.cpus.allowed_cpus()) < 2,
                     reason="CPU placement needs glibc and two CPUs")
 def test_helper_runs_off_the_callers_cpu():
     """The helper thread is woken on another CPU than the caller's (Linux's wake-affine
     choice would otherwise put both halves on one CPU)."""
     _split.call(numpy.exp, (numpy.ones(N),))
     helper = _split._helper
-    cpu = lazynp._cpus._getcpu()
+    cpu = lazynp._base.cpus._getcpu()
     _split.call(numpy.exp, (numpy.ones(N),))
     allowed = os.sched_getaffinity(helper._thread.native_id)
-    if lazynp._cpus._getcpu() == cpu:          # (the caller did not move in between)
+    if lazynp._base.cpus._getcpu() == cpu:          # (the caller did not move in between)
         assert cpu not in allowed

@@ -8,7 +8,7 @@ import numpy
 import pytest
 
 import lazynp
-from lazynp import _split
+from lazynp._base import split as _split
 from lazynp.kernels import cpu
 
 pytestmark = pytest.mark.skipif(not _split.enabled, reason="single core or LAZYNP_SPLIT=0")

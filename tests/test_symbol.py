@@ -6,7 +6,7 @@ import pytest
 
 import lazynp as np
 from lazynp import symbol
-from lazynp.graph import TracingError
+from lazynp.core.graph import TracingError
 
 
 def _np(x):

@@ -188,7 +188,7 @@ def test_long_chain_runs_as_successive_tree_kernels():
     """A loop's chain grown past one tree kernel (MAX_TREE nodes) is computed tree by tree
     while it is recorded, so no node piles up; intermediates the user holds keep their
     values (their trees then take the ordinary flush)."""
-    from lazynp import graph
+    from lazynp.core import graph
     from lazynp.kernels import tree
 
     def loop(np, a, n, hold_every=0):

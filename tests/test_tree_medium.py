@@ -1,4 +1,4 @@
-"""Medium elementwise work as tree kernels (lazynp._policy.decide, kernels/tree.py).
+"""Medium elementwise work as tree kernels (lazynp.core.policy.decide, kernels/tree.py).
 
 Between ``TREE_MIN_ELEMS`` and the size bound, elementwise ops on computed arrays, their
 views and Python/NumPy float scalars are recorded into tree kernels: one cached loop run in
@@ -16,7 +16,7 @@ from hypothesis import given, settings, HealthCheck
 from hypothesis import strategies as st
 
 import lazynp
-from lazynp import _policy, graph
+from lazynp.core import policy as _policy, graph
 from lazynp.kernels import cpu, tree
 
 N = 400 * 360          # 144,000 elements: above TREE_MIN_ELEMS, below the size bound

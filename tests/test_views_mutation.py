@@ -1355,7 +1355,7 @@ def per_node_engine(monkeypatch):
     """Every op recorded and every flush handed to the threaded engine node by node (not
     as one ordered bulk op), pooled buffers from any size: the engine's var dependencies
     alone order the work, as they do for large arrays."""
-    from lazynp import _config
+    from lazynp._base import config as _config
     from lazynp.kernels import pool
     monkeypatch.setattr(_config, "BULK_BYTES", 0)
     monkeypatch.setattr(pool, "MIN_BYTES", 64)
@@ -1366,7 +1366,7 @@ def per_node_engine(monkeypatch):
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(st.lists(_op, min_size=1, max_size=12))
 def test_random_operation_sequences_per_node_engine(ops):
-    from lazynp import _config
+    from lazynp._base import config as _config
     from lazynp.kernels import pool
     saved = _config.BULK_BYTES, pool.MIN_BYTES
     _config.BULK_BYTES, pool.MIN_BYTES = 0, 64
@@ -1404,7 +1404,7 @@ def test_in_place_chains_across_arrays_per_node_engine(shape, per_node_engine):
                 numpy.testing.assert_array_equal(numpy.asarray(g), w)
 
 
-@pytest.mark.skipif(lazynp.graph.speedups is None, reason="the C recorder's shadow")
+@pytest.mark.skipif(lazynp.core.graph.speedups is None, reason="the C recorder's shadow")
 @lazynp.policy("auto")
 def test_a_views_shadow_moves_to_the_buffer_once_nothing_views_the_placeholder():
     c = lazynp.arange(1_200_000, dtype=numpy.float64).reshape(1000, 1200) * 1.0

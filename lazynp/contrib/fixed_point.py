@@ -1,7 +1,7 @@
 """``fixed_point``: iterate to ``x = f(params, x)``; implicit-function-theorem gradient."""
 from __future__ import annotations
 
-from .._custom_grad import custom_vjp
+from ..autograd.custom import custom_vjp
 
 
 def _lnp():

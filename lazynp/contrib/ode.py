@@ -1,7 +1,7 @@
 """``odeint``: fixed-step RK4 with an adjoint-method gradient."""
 from __future__ import annotations
 
-from .._custom_grad import custom_vjp
+from ..autograd.custom import custom_vjp
 
 
 def _lnp():

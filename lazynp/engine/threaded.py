@@ -10,8 +10,7 @@ from typing import Callable, Sequence
 
 from .base import Engine
 from .interrupts import held
-from .var import (ASYNC, DELETE, NORMAL, WAIT, WAIT_ABANDONED, EngineVar, Failure, Op, dedupe,
-                  run_body)
+from .var import ASYNC, DELETE, NORMAL, WAIT, WAIT_ABANDONED, EngineVar, Failure, Op, dedupe, run_body
 
 
 class ThreadedEngine(Engine):

@@ -278,7 +278,7 @@ def _data_offset(a, base) -> int:
     """Byte offset of ``a``'s data from ``base``'s (the C helper when built)."""
     global _data_offset_c
     if _data_offset_c is None:
-        from .. import graph
+        from ..core import graph
         _data_offset_c = graph.speedups.data_offset if graph.speedups is not None else False
     if _data_offset_c:
         return _data_offset_c(a, base)

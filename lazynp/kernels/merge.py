@@ -1,5 +1,5 @@
 """The merge of two stably argsorted halves of a 1-D array (``np.argsort(kind="stable")`` on
-two threads, lazynp._split): one compiled Numba loop.
+two threads, lazynp._base.split): one compiled Numba loop.
 
 A stable sort's result is unique (equal keys keep their order), so sorting each half and
 merging them, the left half first on ties, gives NumPy's indices exactly.  Floating-point

@@ -51,7 +51,7 @@ def empty(shape: tuple, dtype) -> np.ndarray:
 
 
 def fork_prepare() -> bool:
-    """Before ``os.fork()``: hold the pool still (see :mod:`lazynp._lifecycle`)."""
+    """Before ``os.fork()``: hold the pool still (see :mod:`lazynp.core.lifecycle`)."""
     _lock.acquire()
     return True
 

@@ -22,7 +22,7 @@ exception flags it raised (kernels/fpflags.py): when one was, its result is disc
 flush runs on NumPy, which raises the exact warnings (overflow, divide by zero, invalid
 value).  Infinities and NaNs that raise no flag (``inf + 1``, a NaN input) keep the kernel.
 
-The same kernels serve medium work (lazynp._policy.decide): strided views of a grid are read
+The same kernels serve medium work (lazynp.core.policy.decide): strided views of a grid are read
 through a table of offsets and strides, inputs may broadcast, the result may be written into
 an assigned region, and pending nodes the program holds are written by the same loop.
 """
@@ -42,7 +42,7 @@ def libm_names() -> frozenset:
     by a scalar 2 is a square in a tree, exact: see :func:`squares`.)"""
     global _libm
     if _libm is None:
-        from .._split import COSTLY
+        from .._base.split import COSTLY
         from ..ops.elementwise import SIMD_UNARY
         _libm = frozenset(COSTLY) | SIMD_UNARY
     return _libm

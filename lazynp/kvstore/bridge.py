@@ -8,7 +8,7 @@ adapted in one place when the core changes.  What it relies on, exactly:
   ``push_async(fn, reads, writes)`` (MXNet's ``PushAsync``: ``fn(done)`` may return at once,
   the op keeps its vars until ``done()`` is called from any thread) and
   ``wait_for_var(var)``.
-* ``lazynp.graph``: a lazy array's current value is the node ``arr._node()``; a node has
+* ``lazynp.core.graph``: a lazy array's current value is the node ``arr._node()``; a node has
   ``state`` (``graph.PENDING`` until a flush schedules it), ``op`` and ``args`` (a view node,
   ``op is graph.VIEW``, reads its base node ``args[0]``), and once scheduled ``evar``, the
   engine var its producing engine op writes.  ``graph.flush(nodes, wait=False)`` schedules
@@ -25,7 +25,7 @@ adapted in one place when the core changes.  What it relies on, exactly:
   ``lazynp.ops.registry.register(Op(name, "opaque", impl))``; when it runs,
   ``impl(*arg_values, **params)`` returns its NumPy value, and an exception it raises is
   raised where the array is read.  ``ndarray._from_node(node)`` wraps a node as an array.
-* ``lazynp._policy``: the execution policy runs small work at once; ``enter_transform()`` /
+* ``lazynp.core.policy``: the execution policy runs small work at once; ``enter_transform()`` /
   ``exit_transform()`` make every operation recorded in between (as a transform does).  A
   pull's node and its write into ``out`` must be recorded (run at once, they would wait for
   the server at the call), so they are recorded inside :func:`_recorded`.
@@ -54,9 +54,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .. import _policy, engine, graph
+from ..core import policy as _policy, graph
+from .. import engine
 from . import buffers
-from ..ndarray import ndarray as _lazy_ndarray
+from ..array.ndarray import ndarray as _lazy_ndarray
 from ..ops.registry import OPS, Op, register
 
 

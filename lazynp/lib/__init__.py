@@ -4,8 +4,8 @@ import types
 
 import numpy as _np
 
-from .._fallback import FallbackModule
-from .. import _namespace as _ns
+from .._numpy.fallback import FallbackModule
+from .._numpy import namespace as _ns
 
 stride_tricks = FallbackModule(__name__ + ".stride_tricks", _np.lib.stride_tricks,
                                {"sliding_window_view": _ns.sliding_window_view,

@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 
-from .. import _split
+from .._base import split as _split
 
 from .registry import Op, register
 
@@ -87,7 +87,7 @@ def ufunc_impl_out(ufunc):
         if params:
             ufunc(*args, out=out, **params)
         else:
-            # (a large call on two threads: lazynp._split; NumPy's result bit for bit)
+            # (a large call on two threads: lazynp._base.split; NumPy's result bit for bit)
             _split.into(ufunc, args, out)
     impl_out.__name__ = ufunc.__name__
     return impl_out

@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
-from .. import _split
+from .._base import split as _split
 from .registry import Op, register
 
 # name: (NumPy function, fusion epilogue identity or None)

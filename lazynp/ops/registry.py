@@ -46,7 +46,7 @@ class Op:
         warnings such as divide by zero or overflow, integer division by zero,
         ``LinAlgError``, cast warnings, out-of-bounds lazy indices).  Recorded where the
         user's code handles errors or warnings (a ``try``/``with`` block), such an op runs
-        at the call, as in NumPy (the decision: :func:`lazynp._policy.run_at_call`).
+        at the call, as in NumPy (the decision: :func:`lazynp.core.policy.run_at_call`).
     fp_errors_only : bool
         True when the only value-dependent errors and warnings of the op are NumPy's
         floating-point ones, which ``np.errstate`` governs (ufuncs, casts, sums): where they

@@ -1,0 +1,479 @@
+"""Construction functions built from recorded lazynp ops when their inputs are lazy and
+everything is recorded (inside ``grad``/``jit``/``record()``, or the lazy policy), so that a
+gradient flows through them: ``array``/``asarray`` of lists holding lazy arrays,
+``linspace``/``logspace``/``geomspace`` with lazy endpoints, ``r_``/``c_``, ``append``,
+``insert``, ``block``, ``put``, ``place``.
+
+Outside those conditions each function is NumPy's own (values forced), as before.  Shapes,
+dtypes and errors come from NumPy run on zero-valued stand-ins of the lazy inputs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import policy as _policy
+from ..array.operands import to_numpy
+from ..array.ndarray import ndarray
+
+__all__ = ["has_lazy", "nested_array", "linspace", "logspace", "geomspace", "r_", "c_",
+           "append", "insert", "block", "put", "place", "gradient", "real_if_close"]
+
+
+def _ns():
+    from . import namespace as _namespace
+    return _namespace
+
+
+def has_lazy(obj) -> bool:
+    """True when ``obj`` is or (in nested lists/tuples) holds a lazynp array."""
+    if isinstance(obj, ndarray):
+        return True
+    if type(obj) in (list, tuple):
+        return any(has_lazy(x) for x in obj)
+    return False
+
+
+def recording(obj) -> bool:
+    """Build from recorded ops: lazy inputs while everything is recorded."""
+    return bool(_policy.record_all) and has_lazy(obj)
+
+
+def _standins(obj):
+    """``obj`` with each lazy array replaced by zeros of its shape and dtype."""
+    if isinstance(obj, ndarray):
+        return np.zeros(obj.shape, obj.dtype)
+    if type(obj) is list:
+        return [_standins(x) for x in obj]
+    if type(obj) is tuple:
+        return tuple(_standins(x) for x in obj)
+    return obj
+
+
+def nested_array(obj, dtype=None, ndmin=0):
+    """``numpy.array(obj)`` for lists/tuples holding lazy arrays, as a stack of them."""
+    ns = _ns()
+    proto = np.array(_standins(obj), dtype=dtype, ndmin=ndmin)   # NumPy's dtype and errors
+    dt = proto.dtype
+
+    def build(o):
+        if isinstance(o, ndarray):
+            return o.astype(dt)
+        if type(o) in (list, tuple) and len(o) and has_lazy(o):
+            return ns.stack([build(x) for x in o])
+        return ns.asarray(np.array(to_numpy(o), dtype=dt))
+
+    out = build(obj)
+    return out.reshape(proto.shape) if out.shape != proto.shape else out
+
+
+# --- ranges -----------------------------------------------------------------------------------
+
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
+             device=None):
+    ns = _ns()
+    num = int(np.asarray(num).item()) if not isinstance(num, int) else num
+    if num < 0:
+        np.linspace(0.0, 1.0, num)         # NumPy's error
+    proto = np.linspace(_standins(start), _standins(stop), num, endpoint, True, dtype, axis)
+    dt = proto[0].dtype
+    start = ns.asarray(start) * 1.0
+    stop = ns.asarray(stop) * 1.0
+    div = (num - 1) if endpoint else num
+    delta = stop - start
+    y = ns.reshape(ns.arange(0, num, dtype=delta.dtype if delta.dtype.kind == "c" else
+                             np.result_type(delta.dtype, float)),
+                   (-1,) + (1,) * delta.ndim)
+    step = delta / div if div > 0 else None
+    if step is not None:
+        y = y * step + start
+    else:
+        y = y * delta + start
+    if endpoint and num > 1:
+        y = ns.concatenate([y[:-1], ns.expand_dims(stop + ns.zeros_like(y[-1]), 0)], axis=0)
+    if axis != 0:
+        y = ns.moveaxis(y, 0, axis)
+    if dt.kind in "iu":
+        y = ns.floor(y)
+    y = y.astype(dt)
+    if retstep:
+        return y, (step if step is not None else ns.asarray(np.nan))
+    return y
+
+
+def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
+    ns = _ns()
+    nd = np.broadcast(*[_standins(a) for a in (start, stop, base)]).ndim
+    start, stop, base = (ns.reshape(a, (1,) * (nd - a.ndim) + a.shape)
+                         for a in (ns.asarray(start), ns.asarray(stop), ns.asarray(base)))
+    y = linspace(start, stop, num=num, endpoint=endpoint, axis=axis)
+    ret = ns.power(ns.expand_dims(base, axis), y)
+    return ret if dtype is None else ret.astype(dtype)
+
+
+def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
+    ns = _ns()
+    np.geomspace(_standins(start) + 1, _standins(stop) + 1, num, endpoint, dtype, axis)
+    start = ns.asarray(start) * 1.0
+    stop = ns.asarray(stop) * 1.0
+    if bool(ns.any(start == 0)) or bool(ns.any(stop == 0)):
+        raise ValueError("Geometric sequence cannot include zero")
+    dt = np.result_type(start.dtype, stop.dtype, float(num), np.zeros((), dtype).dtype)
+    dtype = dt if dtype is None else np.dtype(dtype)
+    start, stop = start.astype(dt), stop.astype(dt)
+    sign = ns.sign(start)
+    start, stop = start / sign, stop / sign
+    res = logspace(ns.log10(start), ns.log10(stop), num=num, endpoint=endpoint, base=10.0,
+                   dtype=dt)
+    if num > 0:
+        first = ns.expand_dims(ns.broadcast_to(start, res.shape[1:]), 0)
+        if num > 1 and endpoint:
+            last = ns.expand_dims(ns.broadcast_to(stop, res.shape[1:]), 0)
+            res = ns.concatenate([first, res[1:-1], last]) if num > 2 else \
+                ns.concatenate([first, last])
+        else:
+            res = ns.concatenate([first, res[1:]])
+    res = sign * res
+    if axis != 0:
+        res = ns.moveaxis(res, 0, axis)
+    return res.astype(dtype)
+
+
+# --- concatenation ---------------------------------------------------------------------------
+
+class _Concatenator:
+    """``r_``/``c_``: NumPy's object, except when lazy arrays are given while everything is
+    recorded: then a lazy ``concatenate`` of the items (slices and scalars as NumPy reads
+    them; string directives and matrix output stay NumPy's and force the items)."""
+
+    def __init__(self, np_obj, axis, ndmin, trans1d):
+        self._np = np_obj
+        self._axis, self._ndmin, self._trans1d = axis, ndmin, trans1d
+
+    def __getitem__(self, key):
+        items = key if isinstance(key, tuple) else (key,)
+        lazy = has_lazy(list(items))
+        if not lazy:
+            return self._np[key]
+        if not _policy.record_all or any(isinstance(k, str) for k in items):
+            from . import fallback as _fallback
+            res = _fallback.wrap_result(self._np[to_numpy(key)])
+            return _fallback.forced("numpy." + type(self._np).__name__, key, res)
+        return self._lazy(items)
+
+    def __len__(self):
+        return 0
+
+    def _lazy(self, items):
+        ns = _ns()
+        objs, kinds = [], []
+        for item in items:
+            if isinstance(item, slice):
+                a = ns.asarray(self._np[item])
+                kinds.append(a.dtype)
+            elif type(item) in (int, float, complex, bool) or isinstance(item, np.generic):
+                a = ns.asarray(np.array(item, ndmin=self._ndmin))
+                kinds.append(item)
+                objs.append(a)
+                continue
+            else:
+                a = ns.asarray(item) if isinstance(item, ndarray) else nested_array(item) \
+                    if has_lazy(item) else ns.asarray(np.asarray(item))
+                kinds.append(a.dtype)
+            if a.ndim < self._ndmin:
+                k2 = self._ndmin - a.ndim
+                a = ns.reshape(a, (1,) * k2 + a.shape)
+                if self._trans1d != -1:
+                    k1 = self._trans1d if self._trans1d >= 0 else self._trans1d + k2 + 1
+                    d = list(range(self._ndmin))
+                    a = ns.transpose(a, d[:k1] + d[k2:] + d[k1:k2])
+            objs.append(a)
+        dt = np.result_type(*kinds)
+        return ns.concatenate([o.astype(dt) for o in objs], axis=self._axis)
+
+
+r_ = _Concatenator(np.r_, 0, 1, -1)
+c_ = _Concatenator(np.c_, -1, 2, 0)
+
+
+def append(arr, values, axis=None):
+    """NumPy's ``append``: a lazy ``concatenate``."""
+    ns = _ns()
+    arr = nested_array(arr) if recording(arr) and not isinstance(arr, ndarray) \
+        else ns.asarray(arr)
+    values = nested_array(values) if recording(values) and not isinstance(values, ndarray) \
+        else ns.asarray(values)
+    if axis is None:
+        if arr.ndim != 1:
+            arr = ns.ravel(arr)
+        values = ns.ravel(values)
+        axis = arr.ndim - 1
+    return ns.concatenate((arr, values), axis=axis)
+
+
+def insert(arr, obj, values, axis=None):
+    """NumPy's ``insert``; with lazy arrays while everything is recorded, a gather from
+    ``arr`` and ``values`` at positions NumPy's ``insert`` finds on index arrays."""
+    ns = _ns()
+    if not recording([arr, values]):
+        from .fallback import call_numpy
+        return call_numpy(np.insert, "insert", (arr, obj, values), {"axis": axis})
+    arr = ns.asarray(arr) if isinstance(arr, ndarray) or not has_lazy(arr) else \
+        nested_array(arr)
+    vals = ns.asarray(values) if isinstance(values, ndarray) or not has_lazy(values) else \
+        nested_array(values)
+    ia = np.arange(1, arr.size + 1, dtype=np.intp).reshape(arr.shape)
+    iv = -np.arange(1, vals.size + 1, dtype=np.intp).reshape(vals.shape)
+    where = np.insert(ia, to_numpy(obj), iv, axis=axis)     # NumPy's placement and errors
+    from_arr = np.where(where > 0, where - 1, 0)
+    from_vals = np.where(where < 0, -where - 1, 0)
+    a = ns.take(ns.ravel(arr), from_arr)
+    v = ns.take(ns.ravel(vals).astype(arr.dtype), from_vals) if vals.size else ns.zeros_like(a)
+    return ns.where(where > 0, a, v)
+
+
+def block(arrays):
+    """NumPy's ``block``: nested lazy ``concatenate`` calls when lazy arrays are given while
+    everything is recorded."""
+    ns = _ns()
+    if not recording(arrays):
+        from .fallback import call_numpy
+        return call_numpy(np.block, "block", (arrays,), {})
+    proto = np.block(_standins(arrays))          # NumPy's shape, dtype and errors
+
+    def depth(o):
+        return 1 + depth(o[0]) if type(o) is list and o else 0
+
+    list_nd = depth(arrays)
+    nd = proto.ndim
+
+    def build(o, level):
+        if type(o) is list:
+            return ns.concatenate([build(x, level + 1) for x in o], axis=-(list_nd - level))
+        a = ns.asarray(o)
+        return ns.reshape(a, (1,) * (nd - a.ndim) + a.shape)
+
+    return build(arrays, 0).astype(proto.dtype)
+
+
+def put(a, ind, v, mode="raise"):
+    """NumPy's ``put``: a lazy write through ``a``'s flat view."""
+    ns = _ns()
+    if not isinstance(a, ndarray):
+        raise TypeError("argument 1 must be numpy.ndarray, not " + type(a).__name__)
+    if not recording([a, v]) or mode != "raise":
+        from .fallback import call_numpy
+        return call_numpy(np.put, "put", (a, ind, v), {"mode": mode})
+    ind = np.asarray(to_numpy(ind), dtype=np.intp).ravel()
+    v = ns.ravel(ns.asarray(v) if isinstance(v, ndarray) else nested_array(v)
+                 if has_lazy(v) else ns.asarray(np.asarray(v)))
+    if ind.size == 0 or v.size == 0:
+        return None
+    vals = ns.take(v, np.arange(ind.size) % v.size)
+    flat = ns.reshape(a, -1)
+    if flat._var is not a._var:
+        raise NotImplementedError("lazynp.put: a non-contiguous target under a transform")
+    flat[ind] = vals
+    return None
+
+
+def place(arr, mask, vals):
+    """NumPy's ``place``: a lazy masked write (``vals`` repeated as needed)."""
+    ns = _ns()
+    if not recording([arr, vals]):
+        from .fallback import call_numpy
+        return call_numpy(np.place, "place", (arr, mask, vals), {})
+    m = np.asarray(to_numpy(mask), dtype=bool)
+    n = int(m.sum())
+    v = ns.ravel(ns.asarray(vals))
+    if n == 0:
+        return None
+    if v.size == 0:
+        raise ValueError("Cannot insert from an empty array!")
+    arr[m] = ns.take(v, np.arange(n) % v.size)
+    return None
+
+
+def gradient(f, *varargs, axis=None, edge_order=1):
+    """NumPy's ``gradient`` with scalar spacings, from lazy slices (differentiable); other
+    spacings (coordinate arrays) are NumPy's."""
+    ns = _ns()
+    if not recording([f]) or any(np.ndim(v) != 0 or isinstance(v, ndarray) for v in varargs):
+        from .fallback import call_numpy
+        return call_numpy(np.gradient, "gradient", (f,) + varargs,
+                          {"axis": axis, "edge_order": edge_order})
+    f = ns.asarray(f)
+    proto = np.gradient(np.zeros(f.shape, f.dtype), *varargs, axis=axis,
+                        edge_order=edge_order)           # NumPy's errors and dtype
+    axes = list(range(f.ndim)) if axis is None else \
+        [a % f.ndim for a in ((axis,) if np.ndim(axis) == 0 else axis)]
+    dxs = list(varargs) if len(varargs) == len(axes) else list(varargs) * len(axes) \
+        if varargs else [1.0] * len(axes)
+    out = []
+    for ax, dx in zip(axes, dxs):
+        def sl(a, b=None):
+            s = [slice(None)] * f.ndim
+            s[ax] = slice(a, b)
+            return tuple(s)
+        mid = (f[sl(2, None)] - f[sl(None, -2)]) / (2.0 * dx)
+        if edge_order == 1:
+            first = (f[sl(1, 2)] - f[sl(0, 1)]) / dx
+            last = (f[sl(-1, None)] - f[sl(-2, -1)]) / dx
+        else:
+            first = (-1.5 * f[sl(0, 1)] + 2.0 * f[sl(1, 2)] - 0.5 * f[sl(2, 3)]) / dx
+            last = (0.5 * f[sl(-3, -2)] - 2.0 * f[sl(-2, -1)] + 1.5 * f[sl(-1, None)]) / dx
+        out.append(ns.concatenate([first, mid, last], axis=ax))
+    dt = (proto[0] if isinstance(proto, (tuple, list)) else proto).dtype
+    out = [o.astype(dt) for o in out]
+    return tuple(out) if isinstance(proto, (tuple, list)) else out[0]
+
+
+def real_if_close(a, tol=100):
+    """NumPy's ``real_if_close``: the real part (a view) when every imaginary part is within
+    ``tol`` machine epsilons of zero (decided on the values)."""
+    ns = _ns()
+    if not recording([a]):
+        from .fallback import call_numpy
+        return call_numpy(np.real_if_close, "real_if_close", (a,), {"tol": tol})
+    a = ns.asarray(a)
+    if a.dtype.kind != "c":
+        return a
+    if tol > 1:
+        tol = np.finfo(a.dtype).eps * tol
+    if bool(ns.all(ns.abs(ns.imag(a)) < tol)):
+        return ns.real(a)
+    return a
+
+
+# --- polynomials (NumPy's formulas on lazy arrays while recording) ----------------------------
+
+def _poly_fallback(name, args, kwargs=None):
+    from .fallback import call_numpy
+    return call_numpy(getattr(np, name), name, args, kwargs or {})
+
+
+def _poly_pair(a1, a2):
+    ns = _ns()
+    a1, a2 = ns.atleast_1d(ns.asarray(a1)), ns.atleast_1d(ns.asarray(a2))
+    diff = a2.shape[0] - a1.shape[0]
+    if diff > 0:
+        a1 = ns.concatenate([ns.zeros(diff, a1.dtype), a1])
+    elif diff < 0:
+        a2 = ns.concatenate([ns.zeros(-diff, a2.dtype), a2])
+    return a1, a2
+
+
+def polyadd(a1, a2):
+    if not recording([a1, a2]) or isinstance(a1, np.poly1d) or isinstance(a2, np.poly1d):
+        return _poly_fallback("polyadd", (a1, a2))
+    a1, a2 = _poly_pair(a1, a2)
+    return a1 + a2
+
+
+def polysub(a1, a2):
+    if not recording([a1, a2]) or isinstance(a1, np.poly1d) or isinstance(a2, np.poly1d):
+        return _poly_fallback("polysub", (a1, a2))
+    a1, a2 = _poly_pair(a1, a2)
+    return a1 - a2
+
+
+def polymul(a1, a2):
+    ns = _ns()
+    if not recording([a1, a2]) or isinstance(a1, np.poly1d) or isinstance(a2, np.poly1d):
+        return _poly_fallback("polymul", (a1, a2))
+    return ns.convolve(ns.atleast_1d(ns.asarray(a1)), ns.atleast_1d(ns.asarray(a2)))
+
+
+def polyder(p, m=1):
+    ns = _ns()
+    if not recording([p]) or isinstance(p, np.poly1d):
+        return _poly_fallback("polyder", (p, m))
+    m = int(m)
+    if m < 0:
+        raise ValueError("Order of derivative must be positive (see polyint)")
+    p = ns.asarray(p)
+    for _ in range(m):
+        n = p.shape[0] - 1
+        p = p[:-1] * np.arange(n, 0, -1)
+    return p
+
+
+def polyint(p, m=1, k=None):
+    ns = _ns()
+    if not recording([p, k]) or isinstance(p, np.poly1d):
+        return _poly_fallback("polyint", (p, m, k))
+    m = int(m)
+    if m < 0:
+        raise ValueError("Order of integral must be positive (see polyder)")
+    k = ns.zeros(m) if k is None else ns.atleast_1d(ns.asarray(k))
+    if k.shape[0] == 1 and m > 1:
+        k = ns.broadcast_to(k, (m,))
+    if k.shape[0] < m:
+        raise ValueError("k must be a scalar or a rank-1 array of length 1 or >m.")
+    p = ns.asarray(p)
+    for i in range(m):
+        p = ns.concatenate([p / np.arange(p.shape[0], 0, -1), k[i:i + 1].astype(
+            np.result_type(p.dtype, float))])
+    return p
+
+
+# --- selections decided by constant conditions --------------------------------------------------
+
+def _forcing_call(np_fn, args, kwargs):
+    """NumPy's ``np_fn`` on the forced values (a data-dependent shape), wrapped."""
+    from . import fallback as _fallback
+    return _fallback.forced("numpy." + np_fn.__name__, (args, kwargs), _fallback.wrap_result(
+        np_fn(*to_numpy(args), **to_numpy(kwargs))))
+
+
+def compress(condition, a, axis=None, out=None):
+    """NumPy's ``compress``: a lazy ``take`` of the positions ``condition`` selects (the
+    condition is read now) while recording."""
+    ns = _ns()
+    if not recording([condition, a]) or out is not None:
+        return _forcing_call(np.compress, (condition, a), {"axis": axis, "out": out})
+    a = ns.asarray(a)
+    c = np.asarray(to_numpy(condition))
+    proto = np.compress(c, np.zeros(a.shape, a.dtype), axis=axis)    # NumPy's errors
+    idx = np.nonzero(c.ravel()[:a.size if axis is None else a.shape[axis]])[0]
+    res = ns.take(ns.ravel(a), idx) if axis is None else ns.take(a, idx, axis=axis)
+    return res.reshape(proto.shape) if res.shape != proto.shape else res
+
+
+def extract(condition, arr):
+    """NumPy's ``extract``: a lazy ``take`` of the flat positions where ``condition`` holds
+    (read now) while recording."""
+    ns = _ns()
+    if not recording([condition, arr]):
+        return _forcing_call(np.extract, (condition, arr), {})
+    arr = ns.asarray(arr)
+    c = np.asarray(to_numpy(condition))
+    idx = np.nonzero(c.ravel())[0]
+    idx = idx[idx < arr.size]
+    return ns.take(ns.ravel(arr), idx)
+
+
+def asarray_chkfinite(a, dtype=None, order=None):
+    """NumPy's ``asarray_chkfinite``: the values are checked now; the array stays lazy
+    (and differentiable) while recording."""
+    ns = _ns()
+    if not recording([a]):
+        from .fallback import call_numpy
+        return call_numpy(np.asarray_chkfinite, "asarray_chkfinite", (a,),
+                          {"dtype": dtype, "order": order})
+    a = ns.asarray(a, dtype=dtype) if isinstance(a, ndarray) else nested_array(a, dtype)
+    if a.dtype.kind in "fc" and not bool(ns.all(ns.isfinite(a))):
+        raise ValueError("array must not contain infs or NaNs")
+    return a
+
+
+def sort_complex(a):
+    """NumPy's ``sort_complex`` (lexicographic on real, then imaginary part): a lazy
+    ``take_along_axis`` by NumPy's argsort of the values (read now) while recording."""
+    ns = _ns()
+    if not recording([a]):
+        from .fallback import call_numpy
+        return call_numpy(np.sort_complex, "sort_complex", (a,), {})
+    a = ns.asarray(a)
+    proto = np.sort_complex(np.zeros(a.shape, a.dtype))
+    perm = np.argsort(np.asarray(to_numpy(a)), axis=-1, kind="stable")
+    return ns.take_along_axis(a, perm, -1).astype(proto.dtype)

@@ -1,0 +1,253 @@
+"""Running a call at once on NumPy, when the execution policy (:mod:`lazynp.core.policy`) says so.
+
+An eager call is NumPy's own function applied to the computed values of its lazy
+arguments: its result (values, dtype, scalar type), errors and warnings are NumPy's, at the
+user's line.  Only functions that return fresh data are run this way (a function that
+returns a view of its argument, or writes into one, must go through lazynp's view and write
+machinery, which keeps the storage shared).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ..core import policy as _policy
+from . import shortcuts as _shortcuts
+from .._base import split as _split
+from .. import devices as _devices
+from ..array.operands import NOT_EAGER, eager_operand, value_for_eager
+from ..core import graph as _graph
+from ..core.graph import STATS
+from ..array.ndarray import ndarray
+from ..ops.elementwise import UFUNC_OPS as _UFUNC_OPS
+
+__all__ = ["NOT_EAGER", "try_call", "wrap", "eager_first", "try_method"]
+
+
+def _unwrap(x, acc: list):
+    """``x`` with computed lazy arrays replaced by their values; records the largest
+    array size seen in ``acc[0]``; NOT_EAGER when a large lazy array is pending (a small
+    one is computed now)."""
+    if isinstance(x, ndarray):
+        v = value_for_eager(x)
+        if v is None:
+            return NOT_EAGER
+        n = _policy.counted_size(v)
+        if n > acc[0]:
+            acc[0] = n
+        acc.append(v)
+        return v
+    t = type(x)
+    if t is np.ndarray:
+        n = _policy.counted_size(x)
+        if n > acc[0]:
+            acc[0] = n
+        acc.append(x)
+        return x
+    if (t is list or t is tuple) and x and any(isinstance(v, (ndarray, list, tuple)) for v in x):
+        out = []
+        for v in x:
+            u = _unwrap(v, acc)
+            if u is NOT_EAGER:
+                return NOT_EAGER
+            out.append(u)
+        return out if t is list else tuple(out)
+    return x
+
+
+def _unwrap_call(args: tuple, kwargs: dict, acc: list):
+    """``(values of args, values of kwargs)`` for a call run at once (see :func:`_unwrap`),
+    or NOT_EAGER."""
+    vals = []
+    for a in args:
+        v = _unwrap(a, acc)
+        if v is NOT_EAGER:
+            return NOT_EAGER
+        vals.append(v)
+    kw = {}
+    for k, a in kwargs.items():
+        v = _unwrap(a, acc)
+        if v is NOT_EAGER:
+            return NOT_EAGER
+        kw[k] = v
+    return vals, kw
+
+
+def try_call(fn, args: tuple, kwargs: dict, kind: str = "opaque", base=None):
+    """``fn(*args, **kwargs)`` run now by NumPy when the policy allows it (every lazy
+    argument computed, the work small for ``kind``); NOT_EAGER when it must be recorded.
+    A lazy ``out=`` is not taken here (the recorded path writes it).  ``base``: a NumPy
+    array ``fn`` is a method of (a result sharing its memory is copied)."""
+    if _policy.record_all:
+        return NOT_EAGER
+    if kwargs.get("out") is not None:
+        return NOT_EAGER
+    acc = [0] if base is None else [_policy.counted_size(base), base]
+    unwrapped = _unwrap_call(args, kwargs, acc)
+    if unwrapped is NOT_EAGER or not _policy.sized_ok(kind, acc[0]):
+        return NOT_EAGER
+    vals, kw = unwrapped
+    res = _split.run(fn, vals, kw) if acc[0] >= _split.SPLIT_MIN_ROWS else fn(*vals, **kw)
+    _count()
+    return wrap(res, acc[1:])
+
+
+def _count() -> None:
+    STATS["ops_eager"] += 1
+
+
+def try_ufunc(uf, args: tuple, out, kw: dict):
+    """NumPy ufunc ``uf(*args, out=out, **kw)`` at once, or NOT_EAGER.  A lazy ``out`` (or
+    tuple of them) is written through :func:`lazynp.core.graph.writable_view` and returned as
+    NumPy returns its ``out``."""
+    if out is None:
+        if not kw and _joins_pending_tree(uf, args):
+            return NOT_EAGER
+        return try_call(uf, args, kw, "elementwise")
+    from ..core import graph
+    outs = out if type(out) is tuple else (out,)
+    acc = [0]
+    unwrapped = _unwrap_call(args, kw, acc)
+    if unwrapped is NOT_EAGER:
+        return NOT_EAGER
+    vals, kwv = unwrapped
+    size = acc[0]
+    for o in outs:
+        if o is not None and isinstance(o, ndarray):
+            size = max(size, _policy.counted_size(o))
+    if not _policy.sized_ok("elementwise", size) and not all(_shared(o) for o in outs):
+        return NOT_EAGER     # (a write into a buffer the caller holds runs now: shared)
+    targets = []
+    for o in outs:
+        if isinstance(o, ndarray):
+            t = graph.writable_view(o, o.size)
+            if t is None:
+                return NOT_EAGER
+            targets.append(t)
+        else:
+            targets.append(o)
+    uf(*vals, out=tuple(targets), **kwv)
+    _count()
+    return out
+
+
+def _joins_pending_tree(uf, args: tuple) -> bool:
+    """Does plain call ``uf(*args)`` read a pending lazy array of the size that records into
+    tree kernels (``a * x + np.float64(c)``: NumPy scalars, NumPy arrays and such operands
+    come here rather than through the ufunc's recording fast path)?  Then the recorder
+    decides, as it does for ``a * x + c``: the op joins the array's tree kernel, or the
+    array is computed and the op runs at once (lazynp.core.policy.decide); running it at once
+    here would compute the pending tree alone and cut the chain."""
+    for a in args:
+        if isinstance(a, ndarray) and a._eager_value() is None:
+            if _policy.TREE_MIN_ELEMS <= _policy.counted_size(a) < _policy.EAGER_MAX_ELEMS:
+                op = _UFUNC_OPS.get(uf.__name__)
+                return op is not None and _policy.tree_op(op)
+    return False
+
+
+def _shared(o) -> bool:
+    """``o`` is a lazynp array whose buffer the caller holds too (see graph.run_now)."""
+    if not isinstance(o, ndarray):
+        return False
+    v = o._v
+    return bool(o._ext) if v is None else v.head.exported is True
+
+
+def try_method(arr, name: str, args: tuple, kwargs: dict, kind: str):
+    """``arr.name(*args, **kwargs)`` by NumPy's own method on ``arr``'s value, or NOT_EAGER."""
+    if _policy.record_all:
+        return NOT_EAGER
+    v = value_for_eager(arr)
+    if v is None or not _policy.sized_ok(kind, _policy.counted_size(v)):
+        return NOT_EAGER
+    shortcut = _shortcuts.METHODS.get(name)
+    if args or kwargs:
+        if shortcut is not None:
+            return try_call(shortcut, (v,) + args, kwargs, "opaque", v)
+        return try_call(getattr(v, name), args, kwargs, "opaque", v)
+    res = shortcut(v) if shortcut is not None else getattr(v, name)()
+    _count()
+    return wrap(res, (v,))
+
+
+def wrap(res, inputs=()):
+    """A NumPy result computed at once, as lazynp returns it: arrays as computed lazynp
+    arrays owning a C-ordered buffer (copied when NumPy's result shares memory with an
+    input or is not C-ordered), NumPy scalars and other objects as they are; tuples, lists
+    and named tuples element by element."""
+    t = type(res)
+    if t is np.ndarray:
+        if res.base is not None:
+            for v in inputs:
+                if type(v) is np.ndarray and np.may_share_memory(res, v):
+                    res = res.copy()
+                    break
+        if not res.flags.c_contiguous:
+            return _in_numpys_layout(res)
+        return ndarray._from_value(res)
+    if t is tuple:
+        return tuple(wrap(r, inputs) for r in res)
+    if t is list:
+        return [wrap(r, inputs) for r in res]
+    if isinstance(res, tuple) and hasattr(res, "_fields"):
+        return t(*[wrap(r, inputs) for r in res])
+    return res
+
+
+def _in_numpys_layout(res: np.ndarray):
+    """A result NumPy laid out in another order (``np.exp(a.T)`` keeps ``a.T``'s strides):
+    when its memory is one block in some axis order, the lazynp array is a view of that
+    block with NumPy's strides (no copy; ``strides`` and ``flags`` as NumPy's); otherwise a
+    C-ordered copy."""
+    st = res.strides
+    # (a result with a base is a view of NumPy's own temporary -- einsum's transposed
+    # product: wrap() has copied the ones sharing an input's memory)
+    if res.size > 1 and all(s > 0 for s in st):
+        perm = sorted(range(res.ndim), key=lambda i: -st[i])
+        block = res.transpose(perm)
+        if block.flags.c_contiguous:
+            base = ndarray._from_value(block)
+            inv = [0] * len(perm)
+            for i, p in enumerate(perm):
+                inv[p] = i
+            return base._view_of(base._get_shadow().transpose(inv))
+    return ndarray._from_value(np.ascontiguousarray(res))
+
+
+def eager_first(np_fn, lazy_fn, kind: str = "opaque"):
+    """``lazy_fn`` behind a first attempt to run NumPy's ``np_fn`` at once (for functions
+    that return fresh data)."""
+    if _graph.speedups is not None:
+        f = _graph.speedups.EagerFirst(np_fn, lazy_fn, kind)    # (the same, in C)
+        functools.update_wrapper(f, lazy_fn)
+        f._lazynp_eager = np_fn
+        return f
+    name = np_fn.__name__
+
+    @functools.wraps(lazy_fn)
+    def f(*args, **kwargs):
+        if _devices.HOOK or kwargs and "device" in kwargs:    # (device hook)
+            r = _devices.dispatch(name, np_fn, lazy_fn, args, kwargs)
+            if r is not NOT_EAGER:
+                return r
+        if not _policy.record_all:
+            r = eager_call(np_fn, args, kwargs, kind)
+            if r is not NOT_EAGER:
+                return r
+        return lazy_fn(*args, **kwargs)
+    f._lazynp_eager = np_fn
+    return f
+
+
+# The C versions of try_call and try_method (same decisions; they hand the cases they do not
+# take to the Python versions above).
+eager_call = try_call
+eager_method = try_method
+if _graph.speedups is not None:
+    _graph.speedups.configure_eager(not_eager=NOT_EAGER, try_call=try_call,
+                                    try_method=try_method, wrap=wrap)
+    _graph.speedups.configure_device_hook(vars(_devices), _devices.dispatch)  # (device hook)
+    eager_call = _graph.speedups.eager_call
+    eager_method = _graph.speedups.eager_method

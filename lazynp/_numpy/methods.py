@@ -1,0 +1,321 @@
+"""``ndarray`` dunders and methods, each delegating to the lazy namespace."""
+from __future__ import annotations
+
+import builtins
+import operator
+
+import numpy as np
+
+from . import namespace as ns
+from ..core import graph
+from .eager import NOT_EAGER, eager_method
+from .ufunc import UFUNCS
+
+_BINARY = {
+    "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "true_divide",
+    "floordiv": "floor_divide", "mod": "remainder", "pow": "power", "and": "bitwise_and",
+    "or": "bitwise_or", "xor": "bitwise_xor", "lshift": "left_shift", "rshift": "right_shift",
+}
+_COMPARE = {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
+            "gt": "greater", "ge": "greater_equal"}
+_UNARY = {"neg": "negative", "pos": "positive", "abs": "absolute", "invert": "invert"}
+
+
+def _binary_dunder(uf, reflected: bool):
+    """``a (op) b``, or the reflected ``b (op) a``, through the ufunc's recording fast path."""
+    if uf._op is not None:
+        return uf.dunder(reflected, uf.__name__ in ("multiply", "add"))
+    if reflected:
+        return lambda self, other: uf(other, self)
+    return lambda self, other: uf(self, other)
+
+
+def _inplace(uf):
+    def f(self, other):
+        uf(self, other, out=self)
+        return self
+    return f
+
+
+#: NumPy's ``a ** e`` on a float or complex array, with ``e`` exactly a Python int 2 or -1 or
+#: a Python float 0.5, is its ``square``, ``reciprocal`` or ``sqrt`` ufunc (NumPy's
+#: ``fast_scalar_power``; in place too).  For complex arrays those give other bits than
+#: ``np.power`` (``z ** 2`` of 1M complex128 values: 30% of them), so the recorded operator
+#: takes the same ufunc.
+_FAST_POWERS = {(int, 2): "square", (int, -1): "reciprocal", (float, 0.5): "sqrt"}
+
+
+def _fast_power(self, e):
+    t = type(e)
+    if t is int or t is float:
+        name = _FAST_POWERS.get((t, e))
+        if name is not None and self.dtype.kind in "fc":
+            return UFUNCS[name]
+    return None
+
+
+def _power_dunder(uf):
+    plain = _binary_dunder(uf, reflected=False)
+
+    def __pow__(self, other):
+        fast = _fast_power(self, other)
+        return plain(self, other) if fast is None else fast(self)
+    return __pow__
+
+
+def _power_inplace(uf):
+    plain = _inplace(uf)
+
+    def __ipow__(self, other):
+        fast = _fast_power(self, other)
+        if fast is None:
+            return plain(self, other)
+        fast(self, out=self)
+        return self
+    return __ipow__
+
+
+def _compare(uf):
+    def f(self, other):
+        try:
+            return uf(self, other)
+        except (TypeError, ValueError) as exc:
+            if uf.__name__ in ("equal", "not_equal") and isinstance(exc, TypeError):
+                if self.dtype.kind == "V":
+                    # structured arrays: NumPy's ``==`` compares field by field (no ufunc)
+                    from .fallback import call_numpy
+                    op = operator.eq if uf.__name__ == "equal" else operator.ne
+                    return call_numpy(op, f"ndarray.__{op.__name__}__", (self, other), {})
+                return NotImplemented
+            raise
+    return f
+
+
+def _unary(uf):
+    def f(self):
+        return uf(self)
+    return f
+
+
+def _reshape(self, *shape, order="C", copy=None):
+    if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+        shape = shape[0]
+    return ns.reshape(self, shape, order=order, copy=copy)
+
+
+def _transpose(self, *axes):
+    if not axes or axes == (None,):
+        return ns.transpose(self)
+    if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
+        axes = axes[0]
+    return ns.transpose(self, axes)
+
+
+def _astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+    dtype = np.dtype(dtype)
+    if not np.can_cast(self.dtype, dtype, casting):
+        raise TypeError(f"Cannot cast array data from {self.dtype!r} to {dtype!r} according "
+                        f"to the rule '{casting}'")
+    if dtype == self.dtype and not copy:
+        return self
+    node = graph.record(ns._ASTYPE, (self._node(),), {"dtype": dtype}, self.shape, dtype)
+    return type(self)._from_node(node)
+
+
+def _copy(self, order="C"):
+    return ns.copy(self)
+
+
+def _flatten(self, order="C"):
+    return ns.copy(ns.ravel(self))
+
+
+def _ravel(self, order="C"):
+    return ns.ravel(self, order)
+
+
+def _sort(self, axis=-1, kind=None, order=None, stable=None):
+    self[...] = ns.sort(self, axis=axis, kind=kind, order=order)
+
+
+def _view(self, dtype=None, type=None):
+    """NumPy's ``ndarray.view``.  ``type`` (or ``dtype`` given a class) an ndarray subclass:
+    NumPy's object of that class on this array's buffer, as NumPy returns it (a counted
+    fallback; the buffer is given out as by ``numpy.asarray``: shared from then on)."""
+    lazy = builtins.type(self)
+    if type is None and isinstance(dtype, builtins.type) and \
+            issubclass(dtype, (np.ndarray, lazy)):
+        dtype, type = None, dtype
+    if type is not None and type is not lazy:
+        if not (isinstance(type, builtins.type) and issubclass(type, np.ndarray)):
+            raise ValueError("Type must be a sub-type of ndarray type")
+        from .fallback import _note
+        _note("ndarray.view")
+        buffer = self.__array__()
+        return buffer.view(type) if dtype is None else buffer.view(dtype, type)
+    if dtype is None:
+        return self[...]
+    from ..array import views as _views
+    return _views.view(self, np.ndarray.view, np.dtype(dtype))
+
+
+def _conj(self):
+    if self.dtype.kind != "c":
+        return self      # NumPy returns the array itself for real dtypes
+    return UFUNCS["conjugate"](self)
+
+
+def _dot(self, b, out=None):
+    return ns.dot(self, b, out=out)
+
+
+def _round(self, decimals=0, out=None):
+    return ns.round(self, decimals, out)
+
+
+def _python_round(self, ndigits=None):
+    if ndigits is None:
+        return round(self._value()[()]) if self.ndim == 0 else ns.round(self)
+    return ns.round(self, ndigits)
+
+
+def _nonzero(self):
+    return ns.nonzero(self)
+
+
+def _item_method(name):
+    fn = getattr(ns, name)
+    kind = _METHOD_KINDS.get(name)
+    if kind is None:        # a view (squeeze, swapaxes, diagonal): lazynp's view machinery
+        def f(self, *args, **kwargs):
+            return fn(self, *args, **kwargs)
+    else:
+        def f(self, *args, **kwargs):
+            # the policy: NumPy's own method at once when ``self`` is computed and small
+            r = eager_method(self, name, args, kwargs, kind)
+            if r is NOT_EAGER:
+                return fn(self, *args, **kwargs)
+            return r
+    f.__name__ = name
+    f.__doc__ = getattr(np.ndarray, name, fn).__doc__
+    return f
+
+
+_METHOD_KINDS = dict.fromkeys("sum prod mean std var min max argmin argmax all any cumsum "
+                              "cumprod".split(), "reduction")
+_METHOD_KINDS.update(dict.fromkeys("clip".split(), "elementwise"))
+_METHOD_KINDS.update(dict.fromkeys("repeat take trace argsort searchsorted choose "
+                                   "argpartition".split(), "opaque"))
+
+
+_DELEGATED = ("sum", "prod", "mean", "std", "var", "min", "max", "argmin", "argmax", "all",
+              "any", "cumsum", "cumprod", "clip", "squeeze", "repeat", "take", "swapaxes",
+              "diagonal", "trace", "argsort", "searchsorted", "ptp", "choose",
+              "argpartition")
+
+
+def _compress(self, condition, axis=None, out=None):
+    return ns.compress(condition, self, axis=axis, out=out)
+
+
+def _partition(self, kth, axis=-1, kind="introselect", order=None):
+    self[...] = ns.partition(self, kth, axis=axis, kind=kind, order=order)
+
+
+def _resize(self, *new_shape, refcheck=True):
+    if len(new_shape) == 1 and not isinstance(new_shape[0], (int, np.integer)):
+        new_shape = new_shape[0]
+    v = np.array(self._value(), copy=True)
+    v.resize(new_shape, refcheck=False)
+    fresh = ns.asarray(v)
+    self._var, self._shadow, self._geom = fresh._var, None, None
+
+
+def _byteswap(self, inplace=False):
+    swapped = ns.asarray(self._value().byteswap())
+    if inplace:
+        self[...] = swapped
+        return self
+    return swapped
+
+
+def _matmul(self, other):
+    return ns.matmul(self, other)
+
+
+def _rmatmul(self, other):
+    return ns.matmul(other, self)
+
+
+def _imatmul(self, other):
+    self[...] = ns.matmul(self, other)
+    return self
+
+
+def _divmod(self, other):
+    return UFUNCS["divmod"](self, other)
+
+
+def _rdivmod(self, other):
+    return UFUNCS["divmod"](other, self)
+
+
+def _getfield(self, dtype, offset=0):
+    return ns.asarray(self._value().getfield(dtype, offset))
+
+
+def _put(self, indices, values, mode="raise"):
+    from .fallback import call_numpy
+    call_numpy(np.put, "put", (self, indices, values), {"mode": mode})
+
+
+def _tofile(self, fid, sep="", format="%s"):
+    self._value().tofile(fid, sep, format)
+
+
+def _dump(self, file):
+    np.asarray(self._value()).dump(file)
+
+
+def install(cls, skip=frozenset()) -> None:
+    """Set the dunders and methods on ``cls``, except those named in ``skip`` (the ones
+    its core type implements itself)."""
+    from ..array.ndarray import graph as _g
+    members = {}
+    for dunder, name in _BINARY.items():
+        uf = UFUNCS[name]
+        members[f"__{dunder}__"] = _binary_dunder(uf, reflected=False)
+        members[f"__r{dunder}__"] = _binary_dunder(uf, reflected=True)
+        members[f"__i{dunder}__"] = _inplace(uf)
+    members["__pow__"] = _power_dunder(UFUNCS["power"])
+    members["__ipow__"] = _power_inplace(UFUNCS["power"])
+    for dunder, name in _COMPARE.items():
+        members[f"__{dunder}__"] = _compare(UFUNCS[name])
+    for dunder, name in _UNARY.items():
+        members[f"__{dunder}__"] = _unary(UFUNCS[name])
+    members.update(
+        __matmul__=_matmul, __rmatmul__=_rmatmul, __imatmul__=_imatmul, __divmod__=_divmod,
+        __rdivmod__=_rdivmod, __round__=_python_round, reshape=_reshape, transpose=_transpose,
+        astype=_astype, copy=_copy, flatten=_flatten, ravel=_ravel, sort=_sort, view=_view,
+        conj=_conj, conjugate=_conj, dot=_dot, round=_round, nonzero=_nonzero,
+        getfield=_getfield, compress=_compress, partition=_partition, resize=_resize,
+        byteswap=_byteswap, put=_put, tofile=_tofile, dump=_dump)
+    for name in _DELEGATED:
+        members[name] = _item_method(name)
+    if _g.speedups is not None:
+        from .shortcuts import METHODS
+        _g.speedups.configure_methods({n: members[n] for n in _g.speedups.METHOD_NAMES},
+                                      METHODS)
+    setter = _g.speedups.install_member if _g.speedups is not None else setattr
+    for name, value in members.items():
+        if name not in skip:
+            setter(cls, name, value)
+    if _g.speedups is not None and "__add__" in skip:
+        # The C type's own dunders try NumPy at once and fall back to these recorded paths.
+        dunder_names = {**{k: k for k in _BINARY}, "matmul": "matmul", "divmod": "divmod"}
+        _g.speedups.configure_dunders(
+            forward={k: members[f"__{d}__"] for k, d in dunder_names.items()},
+            reflected={k: members[f"__r{d}__"] for k, d in dunder_names.items()},
+            inplace={k: members.get(f"__i{d}__") for k, d in dunder_names.items()},
+            compare=[members[f"__{d}__"] for d in ("lt", "le", "eq", "ne", "gt", "ge")],
+            unary=[members[f"__{d}__"] for d in ("neg", "pos", "abs", "invert")])

@@ -1,0 +1,2289 @@
+"""The gradient rule table: one VJP rule per op name, written with lazynp ops.
+
+Rules build lazy graphs (so gradients fuse, run on the engine and can be differentiated
+again).  A rule gets the output cotangent ``g`` (a lazynp array), the op's answer ``ans``
+(the node wrapped as a lazynp array: its value is computed, or computed in the same flush)
+and the op's arguments wrapped as lazynp arrays (constants stay as they are).  It returns one
+cotangent per argument (``None``: no gradient, i.e. zero); the caller sums over broadcast
+dimensions (:func:`fit`) and casts to the argument's dtype, so elementwise rules may return
+broadcast-shaped cotangents.
+
+Conventions (documented once here and in the rule docstrings):
+
+* ``maximum``/``minimum``/``fmax``/``fmin``: on ties the gradient is split evenly between the
+  two arguments (as HIPS autograd and JAX do); ``max``/``min``/``ptp`` reductions split the
+  gradient evenly among all tied maxima.
+* ``clip``: ``a`` gets the gradient where ``a_min <= a <= a_max`` (bounds included), ``a_min``
+  where ``a < a_min`` and ``a_max`` where ``a > a_max``.
+* ``abs``/``sign``-like kinks use ``sign(x)`` (0 at 0); piecewise-constant functions
+  (``floor``, ``ceil``, ``rint``, ``trunc``, ``sign``, ``round``, ``floor_divide``,
+  comparisons...) have zero gradient.
+* ``prod``/``cumprod`` use ``ans / x`` (like autograd): inputs containing exact zeros give
+  non-finite gradients.
+* ``eigh``/``eigvalsh``/``cholesky`` read one triangle of their input (NumPy's ``UPLO``); the
+  gradient is the exact derivative w.r.t. the raw input, so it lives in that triangle
+  (off-diagonal entries carry both symmetric contributions).
+* ``a[idx] = v`` with repeated advanced indices sends the cotangent of each written element to
+  every ``v`` entry aimed at it (NumPy does not define which write wins).
+
+Helper ops registered here (``ad.*``) are the transposes needed by the rules (scatter-add
+through a view geometry or an index, zeroing a written region) and have rules themselves,
+so higher-order derivatives work.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ops.registry import Op, register
+from ..core import graph
+from ..core.graph import Node
+
+# --- helper ops ------------------------------------------------------------------------------
+
+
+def _fill(template, vals):
+    from ..array.indexing import _fill as fill
+    return fill(template, vals)
+
+
+def _target(buf, geom):
+    if geom is None:
+        return buf
+    return graph._view_impl(np.ascontiguousarray(buf), *geom)
+
+
+def _overlaps(shape, strides, itemsize) -> bool:
+    """True unless the geometry provably maps distinct indices to distinct elements."""
+    dims = sorted((abs(st), n) for n, st in zip(shape, strides) if n > 1)
+    extent = itemsize
+    for st, n in dims:
+        if st < extent:
+            return True
+        extent = st * (n - 1) + extent
+    return False
+
+
+def _region_get_impl(x, *idx, geom, index):
+    t = _target(x, geom)
+    if index is not None:
+        t = t[_fill(index, idx)]
+    return np.array(t, copy=True, order="C")
+
+
+def _region_add_impl(g, *idx, shape, dtype, geom, index):
+    z = np.zeros(shape, dtype)
+    t = _target(z, geom)
+    if index is None:
+        if geom is not None and _overlaps(geom[1], geom[2], np.dtype(geom[3]).itemsize):
+            np.add.at(t, Ellipsis, g)
+        else:
+            t += g
+    else:
+        ix = _fill(index, idx)
+        if ix is Ellipsis:
+            if geom is not None and _overlaps(geom[1], geom[2], np.dtype(geom[3]).itemsize):
+                np.add.at(t, Ellipsis, g)
+            else:
+                t[...] += g
+        else:
+            np.add.at(t, ix, g)
+    return z
+
+
+def _region_zero_impl(g, *idx, geom, index):
+    c = np.array(g, copy=True, order="C")
+    t = c if geom is None else graph._view_impl(c, *geom)
+    if index is None:
+        t[...] = 0
+    else:
+        t[_fill(index, idx)] = 0
+    return c
+
+
+def _tal_add_impl(g, idx, *, shape, dtype, axis):
+    z = np.zeros(shape, dtype)
+    if axis is None:
+        np.add.at(z.reshape(-1), idx, g)
+        return z
+    nd = len(shape)
+    ax = axis % nd
+    fancy = []
+    for d in range(nd):
+        if d == ax:
+            fancy.append(idx)
+        else:
+            sh = [1] * nd
+            sh[d] = idx.shape[d]
+            fancy.append(np.arange(idx.shape[d]).reshape(sh))
+    np.add.at(z, tuple(fancy), g)
+    return z
+
+
+REGION_GET = register(Op("ad.region_get", "index", _region_get_impl))
+REGION_ADD = register(Op("ad.region_add", "index", _region_add_impl))
+REGION_ZERO = register(Op("ad.region_zero", "index", _region_zero_impl))
+TAL_ADD = register(Op("ad.take_along_axis_add", "index", _tal_add_impl))
+STOP = register(Op("ad.stop_gradient", "opaque", lambda x: np.array(x, copy=True)))
+
+
+def _L():
+    import lazynp
+    return lazynp
+
+
+_ndarray = None
+
+
+def _W(a):
+    """Wrap a node argument as a lazynp array (constants pass through)."""
+    global _ndarray
+    if type(a) is not Node:
+        return a
+    ndarray = _ndarray
+    if ndarray is None:
+        from ..array.ndarray import ndarray
+        _ndarray = ndarray
+    if a.op is graph.VIEW:
+        # a proper view handle on the base (a Var whose head is a view node would be read
+        # as a contiguous base by further view functions)
+        base = ndarray._from_node(a.args[0])
+        p = a.params
+        sh = np.ndarray(p["shape"], p["dtype"], buffer=base._get_shadow(), offset=p["offset"],
+                        strides=p["strides"])
+        return base._view_of(sh)
+    return ndarray._from_node(a)
+
+
+def _nodes_and_template(index, idx_arrays):
+    nodes = [a._node() if hasattr(a, "_node") else a for a in idx_arrays]
+    return tuple(nodes), index
+
+
+def region_get(x, idx_args, geom, index, shape, dtype):
+    """``view(x, geom)[index]`` as a fresh array (lazy)."""
+    from ..array.ndarray import ndarray
+    x = _L().asarray(x)
+    n = graph.record(REGION_GET, (x._node(),) + tuple(idx_args), {"geom": geom, "index": index},
+                     tuple(shape), np.dtype(dtype))
+    return ndarray._from_node(n)
+
+
+def region_add(g, idx_args, geom, index, shape, dtype):
+    """zeros(shape) with ``g`` added into ``view(., geom)[index]`` (lazy scatter-add)."""
+    from ..array.ndarray import ndarray
+    g = _L().asarray(g)
+    n = graph.record(REGION_ADD, (g._node(),) + tuple(idx_args),
+                     {"shape": tuple(shape), "dtype": np.dtype(dtype), "geom": geom,
+                      "index": index}, tuple(shape), np.dtype(dtype))
+    return ndarray._from_node(n)
+
+
+def region_zero(g, idx_args, geom, index):
+    from ..array.ndarray import ndarray
+    g = _L().asarray(g)
+    n = graph.record(REGION_ZERO, (g._node(),) + tuple(idx_args), {"geom": geom, "index": index},
+                     g.shape, g.dtype)
+    return ndarray._from_node(n)
+
+
+def _region_shape(shape, dtype, geom, index, idx_nodes):
+    base = np.broadcast_to(np.zeros((), dtype), shape if geom is None else tuple(geom[1]))
+    if index is None:
+        return base.shape
+    vals = [np.zeros(n.shape, np.intp) for n in idx_nodes]
+    return base[_fill(index, vals)].shape
+
+
+# --- rule tables -------------------------------------------------------------------------------
+
+RULES: dict = {}        # op name -> rule(g, ans, args, params, node, need) -> list
+CALL_RULES: dict = {}   # lazy_call function name -> rule(g, ans, A, K, node) -> cot pytree of A
+UNARY: dict = {}        # ufunc name -> f(g, ans, x)
+BINARY: dict = {}       # ufunc name -> f(g, ans, x, y) -> (gx, gy)
+ZERO = object()
+#: a call rule's cotangent for an argument it cannot differentiate: an error when that
+#: argument depends on a differentiated input, else no gradient
+NO_GRADIENT = type("NoGradient", (), {"__repr__": lambda self: "NO_GRADIENT"})()
+
+
+def _unary(names, fn):
+    for n in names.split():
+        UNARY[n] = fn
+
+
+def _binary(names, fn):
+    for n in names.split():
+        BINARY[n] = fn
+
+
+_LN2, _LN10 = math.log(2.0), math.log(10.0)
+
+
+def _np_():
+    return _L()
+
+
+# elementwise math (one line each, like autograd's numpy_vjps)
+_unary("negative", lambda g, ans, x: -g)
+_unary("positive", lambda g, ans, x: g)
+_unary("conjugate", lambda g, ans, x: _np_().conjugate(g))
+
+
+def _abs_rule(g, ans, x):
+    """``abs``: ``sign(x)`` for real ``x``; ``conj(x) / |x|`` (0 at 0) for complex ``x``
+    (autograd's and JAX's convention for real functions of complex inputs)."""
+    lnp = _np_()
+    if getattr(x, "dtype", np.dtype(float)).kind == "c":
+        return g * lnp.conjugate(x) / lnp.where(ans == 0, 1.0, ans)
+    return g * lnp.sign(x)
+
+
+_unary("absolute fabs", _abs_rule)
+_unary("reciprocal", lambda g, ans, x: -g * ans * ans)
+_unary("exp", lambda g, ans, x: g * ans)
+_unary("exp2", lambda g, ans, x: g * ans * _LN2)
+_unary("expm1", lambda g, ans, x: g * (ans + 1.0))
+_unary("log", lambda g, ans, x: g / x)
+_unary("log2", lambda g, ans, x: g / (x * _LN2))
+_unary("log10", lambda g, ans, x: g / (x * _LN10))
+_unary("log1p", lambda g, ans, x: g / (x + 1.0))
+_unary("sqrt", lambda g, ans, x: g * 0.5 / ans)
+_unary("cbrt", lambda g, ans, x: g / (3.0 * ans * ans))
+_unary("square", lambda g, ans, x: g * 2.0 * x)
+_unary("sin", lambda g, ans, x: g * _np_().cos(x))
+_unary("cos", lambda g, ans, x: -g * _np_().sin(x))
+_unary("tan", lambda g, ans, x: g * (1.0 + ans * ans))
+_unary("arcsin", lambda g, ans, x: g / _np_().sqrt(1.0 - x * x))
+_unary("arccos", lambda g, ans, x: -g / _np_().sqrt(1.0 - x * x))
+_unary("arctan", lambda g, ans, x: g / (1.0 + x * x))
+_unary("sinh", lambda g, ans, x: g * _np_().cosh(x))
+_unary("cosh", lambda g, ans, x: g * _np_().sinh(x))
+_unary("tanh", lambda g, ans, x: g * (1.0 - ans * ans))
+_unary("arcsinh", lambda g, ans, x: g / _np_().sqrt(x * x + 1.0))
+_unary("arccosh", lambda g, ans, x: g / _np_().sqrt(x * x - 1.0))
+_unary("arctanh", lambda g, ans, x: g / (1.0 - x * x))
+_unary("deg2rad radians", lambda g, ans, x: g * (math.pi / 180.0))
+_unary("rad2deg degrees", lambda g, ans, x: g * (180.0 / math.pi))
+_unary("floor ceil rint trunc sign spacing", lambda g, ans, x: None)
+
+
+def _minmax(g, ans, x, y):
+    """maximum/minimum/fmax/fmin: the gradient goes to the argument equal to the answer; on
+    ties it is split evenly (autograd's and JAX's convention)."""
+    lnp = _np_()
+    mx = lnp.equal(x, ans) if not _is_const(x) else None
+    my = lnp.equal(y, ans) if not _is_const(y) else None
+    if mx is None or my is None:
+        m = mx if mx is not None else my
+        gm = lnp.where(m, g, 0.0)
+        return (gm, None) if mx is not None else (None, gm)
+    tot = mx.astype(g.dtype) + my.astype(g.dtype)
+    w = g / lnp.where(tot == 0, 1.0, tot)
+    return lnp.where(mx, w, 0.0), lnp.where(my, w, 0.0)
+
+
+def _is_const(v):
+    return not hasattr(v, "_node")
+
+
+def _power(g, ans, x, y):
+    lnp = _np_()
+    gx = g * y * x ** (y - 1) if not _is_const(x) else None
+    gy = None
+    if not _is_const(y):
+        safe = lnp.where(x == 0, 1.0, x)
+        gy = g * ans * lnp.log(safe)
+    return gx, gy
+
+
+def _fmod_like(trunc_name):
+    def rule(g, ans, x, y):
+        lnp = _np_()
+        q = getattr(lnp, trunc_name)(x / y) if not _is_const(y) else None
+        return g, (None if q is None else -g * q)
+    return rule
+
+
+_binary("add", lambda g, ans, x, y: (g, g))
+_binary("subtract", lambda g, ans, x, y: (g, -g))
+_binary("multiply", lambda g, ans, x, y: (g * y, g * x))
+_binary("divide true_divide", lambda g, ans, x, y: (g / y, -g * x / (y * y)))
+_binary("power float_power", _power)
+_binary("maximum minimum fmax fmin", _minmax)
+_binary("arctan2", lambda g, ans, x, y: (g * y / (x * x + y * y), -g * x / (x * x + y * y)))
+_binary("hypot", lambda g, ans, x, y: (g * x / ans, g * y / ans))
+_binary("copysign", lambda g, ans, x, y: (
+    _np_().where(_np_().signbit(x) == _np_().signbit(ans), g, -g), None))
+_binary("logaddexp", lambda g, ans, x, y: (g * _np_().exp(x - ans), g * _np_().exp(y - ans)))
+_binary("logaddexp2", lambda g, ans, x, y: (g * _np_().exp2(x - ans),
+                                            g * _np_().exp2(y - ans)))
+_binary("ldexp", lambda g, ans, x, y: (g * _np_().exp2(y), None))
+_binary("remainder mod", _fmod_like("floor"))
+_binary("fmod", _fmod_like("trunc"))
+_binary("floor_divide heaviside", lambda g, ans, x, y: (None, None))
+_binary("nextafter", lambda g, ans, x, y: (g, None))     # the next float: slope 1 in x
+
+
+def _elementwise(name, g, ans, xs):
+    if len(xs) == 1:
+        f = UNARY.get(name)
+        if f is None:
+            raise NotImplementedError(f"lazynp.autograd: no gradient rule for ufunc {name!r}")
+        return [f(g, ans, xs[0])]
+    f = BINARY.get(name)
+    if f is None:
+        raise NotImplementedError(f"lazynp.autograd: no gradient rule for ufunc {name!r}")
+    return list(f(g, ans, xs[0], xs[1]))
+
+
+class Multi:
+    """Cotangent of a multi-output node: ``g[i]`` is None when output i has none."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self):
+        self.parts = {}
+
+    def __getitem__(self, i):
+        return self.parts.get(i)
+
+
+def _power_x(g, ans, x, y):
+    return g * y * x ** (y - 1)
+
+
+def _power_y(g, ans, x, y):
+    return g * ans * _np_().log(_np_().where(x == 0, 1.0, x))
+
+
+#: binary rules split in two (the cotangent of x, of y), used when one operand's cotangent
+#: is not needed (a constant operand): the other one alone is recorded
+BINARY_PARTS = {
+    "subtract": (lambda g, ans, x, y: g, lambda g, ans, x, y: -g),
+    "multiply": (lambda g, ans, x, y: g * y, lambda g, ans, x, y: g * x),
+    "divide": (lambda g, ans, x, y: g / y, lambda g, ans, x, y: -g * x / (y * y)),
+    "power": (_power_x, _power_y),
+}
+BINARY_PARTS["true_divide"] = BINARY_PARTS["divide"]
+
+
+def vjp(node: Node, args: tuple, params, g, need: list):
+    """Cotangents of ``node``'s args (list aligned with args; None = zero)."""
+    op = node.op
+    name = op.name
+    ufunc = op.ufunc
+    if ufunc is not None and op.kind == "elementwise":
+        xs = [_W(a) for a in args]
+        if len(xs) == 2 and not (need[0] and need[1]):
+            parts = BINARY_PARTS.get(ufunc.__name__)
+            if parts is not None:
+                ans = _W(node)
+                return [parts[k](g, ans, xs[0], xs[1]) if need[k] else None
+                        for k in (0, 1)]
+        return _elementwise(ufunc.__name__, g, _W(node), xs)
+    rule = RULES.get(name)
+    if rule is not None:
+        return rule(g, node, args, params, need)
+    if params and "tpl" in params:
+        return _call_vjp(name, g, node, args, params, need)
+    raise NotImplementedError(f"lazynp.autograd: no gradient rule for op {name!r}")
+
+
+def _registrar(table: dict):
+    """A decorator factory: ``@reg("a", "b")`` enters the function in ``table`` under each name."""
+    def names(*keys):
+        def deco(f):
+            for n in keys:
+                table[n] = f
+            return f
+        return deco
+    return names
+
+
+_rule = _registrar(RULES)
+
+
+@_rule("copy", "element", "ad.copy")
+def _copy_vjp(g, node, args, params, need):
+    return [g]
+
+
+@_rule("astype")
+def _astype_vjp(g, node, args, params, need):
+    return [g]
+
+
+@_rule("ad.stop_gradient")
+def _stop_vjp(g, node, args, params, need):
+    return [None]
+
+
+@_rule("ufunc_call")
+def _ufunc_call_vjp(g, node, args, params, need):
+    lnp = _np_()
+    uf = params["ufunc"]
+    xs = [_W(a) for a in args]
+    if params["has_where"]:
+        w = xs[-1]
+        xs = xs[:-1]
+    if uf.nout > 1:
+        return _multi_ufunc(uf.__name__, g, node, xs) + ([None] if params["has_where"] else [])
+    if params["has_where"]:
+        g = lnp.where(w, g, 0.0)
+    res = _elementwise(uf.__name__, g, _W(node), xs)
+    return res + ([None] if params["has_where"] else [])
+
+
+def _multi_ufunc(name, g, node, xs):
+    lnp = _np_()
+    if name == "modf":
+        return [g[0]]
+    if name == "divmod":
+        gr = g[1]
+        if gr is None:
+            return [None, None]
+        return [gr, -gr * lnp.floor_divide(xs[0], xs[1])]
+    if name == "frexp":
+        if g[0] is None:
+            return [None]
+        return [g[0] * lnp.exp2(-lnp.frexp(xs[0])[1].astype(g[0].dtype))]
+    raise NotImplementedError(f"lazynp.autograd: no gradient rule for ufunc {name!r}")
+
+
+@_rule("where")
+def _where_vjp(g, node, args, params, need):
+    lnp = _np_()
+    c = _W(args[0])
+    return [None, lnp.where(c, g, 0.0) if need[1] else None,
+            lnp.where(c, 0.0, g) if need[2] else None]
+
+
+@_rule("clip")
+def _clip_vjp(g, node, args, params, need):
+    return _clip_cots(g, [_W(a) for a in args], need)
+
+
+def _clip_cots(g, xs, need):
+    """clip(a, lo, hi): ``a`` gets g where lo <= a <= hi (bounds included), ``lo`` where
+    a < lo, ``hi`` where a > hi."""
+    lnp = _np_()
+    a, lo, hi = xs
+    inside = None
+    out = [None, None, None]
+    below = above = None
+    if lo is not None:
+        below = lnp.less(a, lo)
+    if hi is not None:
+        above = lnp.greater(a, hi)
+        if below is not None:
+            above = lnp.logical_and(above, lnp.logical_not(below))  # NumPy: min(max(a,lo),hi)
+            # when lo > hi NumPy returns hi everywhere
+    if below is not None and above is not None:
+        inside = lnp.logical_not(lnp.logical_or(below, above))
+    else:
+        inside = lnp.logical_not(below if below is not None else above) \
+            if (below is not None or above is not None) else None
+    if need[0]:
+        out[0] = g if inside is None else lnp.where(inside, g, 0.0)
+    if len(need) > 1 and need[1] and below is not None:
+        out[1] = lnp.where(below, g, 0.0)
+    if len(need) > 2 and need[2] and above is not None:
+        out[2] = lnp.where(above, g, 0.0)
+    return out
+
+
+@_rule("tuple_get")
+def _tuple_get_vjp(g, node, args, params, need):   # handled by the walker (Multi)
+    raise AssertionError
+
+
+# --- views, indexing, writes -----------------------------------------------------------------
+
+@_rule("view")
+def _view_vjp(g, node, args, params, need):
+    base = args[0]
+    p = params
+    geom = (p["offset"], tuple(p["shape"]), tuple(p["strides"]), p["dtype"])
+    vdt = np.dtype(p["dtype"])
+    if vdt != base.dtype:
+        if base.dtype.kind == "c" and vdt.kind == "f" and 2 * vdt.itemsize == \
+                base.dtype.itemsize:
+            # .real/.imag of a complex array: scatter into its (re, im) pairs, then
+            # re - 1j*im (autograd's convention: d/dx - i d/dy)
+            pairs = region_add(g, (), geom, None, base.shape + (2,), vdt)
+            return [pairs[..., 0] - 1j * pairs[..., 1]]
+        raise NotImplementedError("lazynp.autograd: cannot differentiate through a view that "
+                                  "reinterprets the dtype")
+    return [region_add(g, (), geom, None, base.shape, base.dtype)]
+
+
+@_rule("ad.region_get")
+def _region_get_vjp(g, node, args, params, need):
+    x = args[0]
+    return [region_add(g, args[1:], params["geom"], params["index"], x.shape, x.dtype)] + \
+        [None] * (len(args) - 1)
+
+
+@_rule("ad.region_add")
+def _region_add_vjp(g, node, args, params, need):
+    gi = args[0]
+    return [region_get(g, args[1:], params["geom"], params["index"], gi.shape, gi.dtype)] + \
+        [None] * (len(args) - 1)
+
+
+@_rule("ad.region_zero")
+def _region_zero_vjp(g, node, args, params, need):
+    return [region_zero(g, args[1:], params["geom"], params["index"])] + [None] * (len(args) - 1)
+
+
+@_rule("ad.take_along_axis_add")
+def _tal_vjp(g, node, args, params, need):
+    lnp = _np_()
+    idx = _W(args[1])
+    if params["axis"] is None:
+        return [lnp.take(lnp.reshape(g, -1), idx), None]
+    return [lnp.take_along_axis(g, idx, params["axis"]), None]
+
+
+@_rule("getitem")
+def _getitem_vjp(g, node, args, params, need):
+    base = args[0]
+    return [region_add(g, args[1:], None, params["index"], base.shape, base.dtype)] + \
+        [None] * (len(args) - 1)
+
+
+def _geom_shape(node, geom):
+    return node.shape if geom is None else tuple(geom[1])
+
+
+@_rule("setitem")
+def _setitem_vjp(g, node, args, params, need):
+    old, val = args[0], args[1]
+    idx = args[2:]
+    geom, index = params["geom"], params["index"]
+    out = [None] * len(args)
+    if need[0]:
+        out[0] = region_zero(g, idx, geom, index)
+    if need[1]:
+        shp = _region_shape(old.shape, old.dtype, geom, index, idx)
+        out[1] = region_get(g, idx, geom, index, shp, g.dtype)
+    return out
+
+
+@_rule("ufunc_out")
+def _ufunc_out_vjp(g, node, args, params, need):
+    lnp = _np_()
+    geom, uf = params["geom"], params["ufunc"]
+    has_where = params["has_where"]
+    ops = list(args[1:])
+    w = None
+    if has_where:
+        w = _W(ops.pop())
+    tshape = _geom_shape(node, geom)
+    gr = region_get(g, (), geom, None, tshape, g.dtype)
+    out = [None] * len(args)
+    if need[0]:
+        if w is None:
+            out[0] = region_zero(g, (), geom, None)
+        else:
+            out[0] = region_zero(g, (), geom, None) + \
+                region_add(lnp.where(w, 0.0, gr), (), geom, None, node.shape, g.dtype)
+    if w is not None:
+        gr = lnp.where(w, gr, 0.0)
+    if not any(need[1:1 + len(ops)]):
+        return out
+    ans = _W(node) if geom is None else _W(graph.view_node(node, *geom))
+    if uf.nout > 1:
+        raise NotImplementedError(f"lazynp.autograd: no gradient for {uf.__name__} with out=")
+    res = _elementwise(uf.__name__, gr, ans, [_W(a) for a in ops])
+    for i, c in enumerate(res):
+        out[1 + i] = c
+    return out
+
+
+@_rule("ufunc_at")
+def _ufunc_at_vjp(g, node, args, params, need):
+    uf = params["ufunc"]
+    has_b = params["has_b"]
+    idx = args[1:-1] if has_b else args[1:]
+    geom, index = params["geom"], params["index"]
+    out = [None] * len(args)
+    name = uf.__name__
+    if name not in ("add", "subtract"):
+        if any(need):
+            raise NotImplementedError(f"lazynp.autograd: no gradient rule for {name}.at")
+        return out
+    out[0] = g
+    if has_b and need[-1]:
+        old = args[0]
+        shp = _region_shape(old.shape, old.dtype, geom, index, idx)
+        gb = region_get(g, idx, geom, index, shp, g.dtype)
+        out[-1] = gb if name == "add" else -gb
+    return out
+
+
+# --- reductions and scans -----------------------------------------------------------------
+
+def _axes(shape, axis):
+    from numpy.lib.array_utils import normalize_axis_tuple
+    nd = len(shape)
+    if axis is None or nd == 0:
+        return tuple(range(nd))
+    return normalize_axis_tuple(axis, nd)
+
+
+def _expand(g, shape, axis, keepdims):
+    """Broadcast a reduction's cotangent back to the input shape."""
+    lnp = _np_()
+    axes = _axes(shape, axis)
+    kshape = tuple(1 if i in axes else s for i, s in enumerate(shape))
+    if not keepdims:
+        g = lnp.reshape(g, kshape)
+    return lnp.broadcast_to(g, shape)
+
+
+def _red_info(args, params):
+    p = params or {}
+    x = _W(args[0])
+    w = _W(args[1]) if p.get("_where") else None
+    return x, p.get("axis"), bool(p.get("keepdims", False)), w
+
+
+@_rule("sum", "add.reduce", "nansum")
+def _sum_vjp(g, node, args, params, need):
+    lnp = _np_()
+    x, axis, kd, w = _red_info(args, params)
+    gb = _expand(g, x.shape, axis, kd)
+    if w is not None:
+        gb = lnp.where(w, gb, 0.0)
+    if node.op.name == "nansum":
+        gb = lnp.where(lnp.isnan(x), 0.0, gb)
+    return [gb] + [None] * (len(args) - 1)
+
+
+@_rule("mean", "nanmean")
+def _mean_vjp(g, node, args, params, need):
+    lnp = _np_()
+    x, axis, kd, w = _red_info(args, params)
+    gb = _expand(g, x.shape, axis, kd)
+    axes = _axes(x.shape, axis)
+    if w is None and node.op.name == "mean":
+        n = 1
+        for a in axes:
+            n *= x.shape[a]
+        return [gb / n] + [None] * (len(args) - 1)
+    mask = lnp.broadcast_to(w, x.shape) if w is not None else lnp.ones(x.shape, bool)
+    if node.op.name == "nanmean":
+        mask = lnp.logical_and(mask, lnp.logical_not(lnp.isnan(x)))
+    cnt = lnp.sum(mask, axis=axes, keepdims=True).astype(gb.dtype)
+    return [lnp.where(mask, gb / cnt, 0.0)] + [None] * (len(args) - 1)
+
+
+@_rule("prod", "multiply.reduce")
+def _prod_vjp(g, node, args, params, need):
+    lnp = _np_()
+    x, axis, kd, w = _red_info(args, params)
+    gb = _expand(g * _W(node), x.shape, axis, kd) / x
+    if w is not None:
+        gb = lnp.where(w, gb, 0.0)
+    return [gb] + [None] * (len(args) - 1)
+
+
+def _max_cot(g, ans, x, axis, kd, w=None):
+    lnp = _np_()
+    ab = _expand(ans, x.shape, axis, kd)
+    mask = lnp.equal(x, ab)
+    if w is not None:
+        mask = lnp.logical_and(mask, w)
+    cnt = lnp.sum(mask, axis=_axes(x.shape, axis), keepdims=True).astype(g.dtype)
+    return lnp.where(mask, _expand(g, x.shape, axis, kd) / cnt, 0.0)
+
+
+@_rule("max", "min", "maximum.reduce", "minimum.reduce", "nanmax", "nanmin", "amax", "amin")
+def _max_vjp(g, node, args, params, need):
+    """max/min reductions: the gradient is split evenly among tied extrema."""
+    x, axis, kd, w = _red_info(args, params)
+    return [_max_cot(g, _W(node), x, axis, kd, w)] + [None] * (len(args) - 1)
+
+
+@_rule("ptp")
+def _ptp_vjp(g, node, args, params, need):
+    lnp = _np_()
+    x, axis, kd, w = _red_info(args, params)
+    mx = lnp.max(x, axis=axis, keepdims=kd)
+    mn = lnp.min(x, axis=axis, keepdims=kd)
+    return [_max_cot(g, mx, x, axis, kd) - _max_cot(g, mn, x, axis, kd)]
+
+
+def _var_cot(g, x, axis, kd, ddof):
+    lnp = _np_()
+    axes = _axes(x.shape, axis)
+    n = 1
+    for a in axes:
+        n *= x.shape[a]
+    m = lnp.mean(x, axis=axes, keepdims=True)
+    return _expand(g, x.shape, axis, kd) * (2.0 / (n - ddof)) * (x - m)
+
+
+def _ddof(params):
+    p = params or {}
+    return p.get("correction", p.get("ddof", 0))
+
+
+@_rule("var")
+def _var_vjp(g, node, args, params, need):
+    x, axis, kd, w = _red_info(args, params)
+    if w is not None:
+        raise NotImplementedError("lazynp.autograd: var(where=) gradient")
+    return [_var_cot(g, x, axis, kd, _ddof(params))]
+
+
+@_rule("std")
+def _std_vjp(g, node, args, params, need):
+    x, axis, kd, w = _red_info(args, params)
+    if w is not None:
+        raise NotImplementedError("lazynp.autograd: std(where=) gradient")
+    return [_var_cot(g * 0.5 / _W(node), x, axis, kd, _ddof(params))]
+
+
+def _rev_cumsum(g, axis):
+    lnp = _np_()
+    return lnp.flip(lnp.cumsum(lnp.flip(g, axis), axis=axis), axis)
+
+
+@_rule("cumsum", "add.accumulate", "nancumsum")
+def _cumsum_vjp(g, node, args, params, need):
+    lnp = _np_()
+    x = _W(args[0])
+    axis = (params or {}).get("axis")
+    if axis is None:
+        c = lnp.reshape(_rev_cumsum(g, 0), x.shape)
+    else:
+        c = _rev_cumsum(g, axis)
+    if node.op.name == "nancumsum":
+        c = lnp.where(lnp.isnan(x), 0.0, c)
+    return [c]
+
+
+@_rule("cumprod", "multiply.accumulate")
+def _cumprod_vjp(g, node, args, params, need):
+    lnp = _np_()
+    x = _W(args[0])
+    axis = (params or {}).get("axis")
+    ans = _W(node)
+    if axis is None:
+        return [lnp.reshape(_rev_cumsum(g * ans, 0), x.shape) / x]
+    return [_rev_cumsum(g * ans, axis) / x]
+
+
+# --- lazy_call ops (generic NumPy functions) -----------------------------------------------
+
+def _slots(tpl, out):
+    """Yield (slot index, cotangent) pairs walking a template and a cotangent structure."""
+    from ..array.indexing import _Slot
+    if type(tpl) is _Slot:
+        if out is not None:
+            yield tpl.k, out
+        return
+    if type(tpl) in (tuple, list) and isinstance(out, (tuple, list)):
+        for t, o in zip(tpl, out):
+            yield from _slots(t, o)
+
+
+def _slot_ids(tpl):
+    from ..array.indexing import _Slot
+    if type(tpl) is _Slot:
+        yield tpl.k
+    elif type(tpl) in (tuple, list):
+        for t in tpl:
+            yield from _slot_ids(t)
+    elif type(tpl) is dict:
+        for t in tpl.values():
+            yield from _slot_ids(t)
+
+
+def _plain_tpl(tpl_a, tpl_k, n) -> bool:
+    """True when a call's template is ``f(arg0, arg1, ...)`` (no constants, no keywords)."""
+    from ..array.indexing import _Slot
+    if tpl_k or len(tpl_a) != n:
+        return False
+    for i, t in enumerate(tpl_a):
+        if type(t) is not _Slot or t.k != i:
+            return False
+    return True
+
+
+#: ids of the wrapped arguments of the call rule running now whose cotangent is not needed
+#: (a constant operand): :func:`_needs` says False for them, so the rule does not record
+#: a cotangent graph nobody reads
+_NOT_NEEDED: frozenset = frozenset()
+
+
+def _call_vjp(name, g, node, args, params, need):
+    global _NOT_NEEDED
+    from ..array.calls import _fill_deep
+    fname = name[5:] if name.startswith("call:") else name
+    rule = CALL_RULES.get(fname)
+    tpl_a, tpl_k = params["tpl"]
+    if rule is None:
+        raise NotImplementedError(f"lazynp.autograd: no gradient rule for numpy.{fname}")
+    vals = [_W(a) for a in args]
+    plain = _plain_tpl(tpl_a, tpl_k, len(args))
+    if plain:
+        A, K = tuple(vals), {}
+    else:
+        A = _fill_deep(tpl_a, vals)
+        K = _fill_deep(tpl_k, vals)
+    saved = _NOT_NEEDED
+    _NOT_NEEDED = frozenset([id(v) for v, nd in zip(vals, need) if not nd])
+    try:
+        res = rule(g, _W(node), A, K, node)
+    finally:
+        _NOT_NEEDED = saved
+    out = [None] * len(args)
+    pairs = zip(range(len(args)), res) if plain and isinstance(res, (tuple, list)) else \
+        _slots(tpl_a, res)
+    for k, c in pairs:
+        if c is None:
+            continue
+        if c is NO_GRADIENT:
+            if need[k]:
+                raise NotImplementedError(f"lazynp.autograd: no gradient of numpy.{fname} "
+                                          f"with respect to its argument {k}")
+            continue
+        out[k] = c if out[k] is None else out[k] + c
+    for k in _slot_ids(tpl_k):
+        if need[k] and out[k] is None:
+            raise NotImplementedError(f"lazynp.autograd: no gradient of numpy.{fname} with "
+                                      "respect to a keyword array argument")
+    return out
+
+
+_call = _registrar(CALL_RULES)
+
+
+def _T(x):
+    return _np_().swapaxes(x, -1, -2)
+
+
+def _arg(A, K, i, name, default=None):
+    if len(A) > i:
+        return A[i]
+    return K.get(name, default)
+
+
+@_call("matmul")
+def _matmul_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a, b = A[0], A[1]
+    a2 = a if a.ndim >= 2 else lnp.reshape(a, (1, -1))
+    b2 = b if b.ndim >= 2 else lnp.reshape(b, (-1, 1))
+    g2 = lnp.asarray(g)
+    if a.ndim == 1:
+        g2 = lnp.reshape(g2, g2.shape[:-1] + (1,) + g2.shape[-1:]) if g2.ndim else \
+            lnp.reshape(g2, (1,))
+    if b.ndim == 1:
+        g2 = lnp.reshape(g2, g2.shape + (1,))
+    ga = lnp.matmul(g2, _T(b2)) if _needs(a) else None
+    gb = lnp.matmul(_T(a2), g2) if _needs(b) else None
+    if ga is not None and a.ndim == 1:
+        ga = lnp.squeeze(ga, -2)
+    if gb is not None and b.ndim == 1:
+        gb = lnp.squeeze(gb, -1)
+    return (ga, gb)
+
+
+def _needs(x):
+    """Whether a call rule should build the cotangent of operand ``x`` (a lazy array whose
+    cotangent the backward pass needs)."""
+    return hasattr(x, "_node") and id(x) not in _NOT_NEEDED
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+@_call("dot")
+def _dot_rule(g, ans, A, K, node):
+    a, b = A[0], A[1]
+    if a.ndim <= 2 and b.ndim <= 2:
+        return _matmul_rule(g, ans, (a, b), {}, node)
+    la = _LETTERS[:a.ndim - 1] + "z"
+    lb = _LETTERS[a.ndim - 1:a.ndim - 1 + b.ndim - 2]
+    lb = lb + "z" + "y" if b.ndim >= 2 else "z"
+    out = la[:-1] + lb.replace("z", "")
+    return _einsum_cots(g, [la, lb], out, [a, b])
+
+
+@_call("vdot")
+def _vdot_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a, b = A[0], A[1]
+    return (lnp.reshape(g * lnp.ravel(b), a.shape) if _needs(a) else None,
+            lnp.reshape(g * lnp.ravel(a), b.shape) if _needs(b) else None)
+
+
+def _inner_rule(g, ans, A, K, node):
+    a, b = A[0], A[1]
+    if a.ndim == 0 or b.ndim == 0:
+        raise NotImplementedError("lazynp.autograd: inner with a 0-d operand")
+    la = _LETTERS[:a.ndim - 1] + "z"
+    lb = _LETTERS[a.ndim - 1:a.ndim - 1 + b.ndim - 1] + "z"
+    return _einsum_cots(g, [la, lb], la[:-1] + lb[:-1], [a, b])
+
+
+@_call("outer")
+def _outer_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a, b = A[0], A[1]
+    fa, fb = lnp.ravel(a), lnp.ravel(b)
+    return (lnp.reshape(lnp.matmul(g, fb), a.shape) if _needs(a) else None,
+            lnp.reshape(lnp.matmul(fa, g), b.shape) if _needs(b) else None)
+
+
+@_call("tensordot")
+def _tensordot_rule(g, ans, A, K, node):
+    a, b = A[0], A[1]
+    axes = _arg(A, K, 2, "axes", 2)
+    try:
+        iter(axes)
+    except TypeError:
+        n = int(axes)
+        axes_a = list(range(a.ndim - n, a.ndim))
+        axes_b = list(range(0, n))
+    else:
+        axes_a, axes_b = axes
+        axes_a = [axes_a] if isinstance(axes_a, (int, np.integer)) else list(axes_a)
+        axes_b = [axes_b] if isinstance(axes_b, (int, np.integer)) else list(axes_b)
+    axes_a = [i % a.ndim for i in axes_a]
+    axes_b = [i % b.ndim for i in axes_b]
+    la = list(_LETTERS[:a.ndim])
+    lb = list(_LETTERS[a.ndim:a.ndim + b.ndim])
+    for i, j in zip(axes_a, axes_b):
+        lb[j] = la[i]
+    out = "".join(c for i, c in enumerate(la) if i not in axes_a) + \
+        "".join(c for j, c in enumerate(lb) if j not in axes_b)
+    return _einsum_cots(g, ["".join(la), "".join(lb)], out, [a, b])
+
+
+def _einsum_cots(g, specs, out, ops, only=None):
+    """Cotangents of ``einsum(",".join(specs) + "->" + out, *ops)`` (of operand ``only``
+    alone when given)."""
+    lnp = _np_()
+    res = []
+    for i, (spec, x) in enumerate(zip(specs, ops)):
+        if not _needs(x) or (only is not None and i != only):
+            res.append(None)
+            continue
+        if len(set(spec)) != len(spec):
+            res.append(_einsum_diag_cot(g, specs, out, ops, i))
+            continue
+        others = [(s, o) for j, (s, o) in enumerate(zip(specs, ops)) if j != i]
+        avail = set(out) | set("".join(s for s, _ in others))
+        keep = "".join(c for c in spec if c in avail)
+        sub = ",".join([out] + [s for s, _ in others]) + "->" + keep
+        c = lnp.einsum(sub, g, *[o for _, o in others])
+        if keep != spec:
+            kshape = tuple(x.shape[k] if ch in avail else 1 for k, ch in enumerate(spec))
+            c = lnp.broadcast_to(lnp.reshape(c, kshape), x.shape)
+        elif c.shape != x.shape:
+            # size-1 (broadcast) dimensions of this operand: sum them
+            axes = tuple(k for k, (s1, s2) in enumerate(zip(x.shape, c.shape)) if s1 != s2)
+            c = lnp.sum(c, axis=axes, keepdims=True)
+        res.append(c)
+    return res
+
+
+def _einsum_diag_cot(g, specs, out, ops, i):
+    """Cotangent of operand ``i`` whose subscripts repeat a letter (einsum reads a
+    diagonal): the cotangent of its distinct letters, put back on that diagonal."""
+    lnp = _np_()
+    spec, x = specs[i], ops[i]
+    first = {}
+    for p, ch in enumerate(spec):
+        first.setdefault(ch, p)
+    uniq = "".join(first)
+    sizes = {ch: x.shape[p] for ch, p in first.items()}
+    specs2 = list(specs)
+    specs2[i] = uniq
+    ux = lnp.zeros(tuple(sizes[ch] for ch in uniq), x.dtype)    # a stand-in of its shape
+    c = _einsum_cots(g, specs2, out, [ops[j] if j != i else _Needed(ux)
+                                      for j in range(len(ops))], only=i)[i]
+    c = lnp.reshape(c, tuple(x.shape[p] if first[ch] == p else 1 for p, ch in enumerate(spec)))
+    for p, ch in enumerate(spec):
+        q = first[ch]
+        if q != p:
+            n = sizes[ch]
+            shp = [1] * len(spec)
+            shp[q] = shp[p] = n
+            c = c * lnp.reshape(lnp.eye(n, dtype=bool), shp)
+    return lnp.broadcast_to(c, x.shape) if c.shape != x.shape else c
+
+
+class _Needed:
+    """A stand-in operand that :func:`_needs` accepts (only its shape is read)."""
+
+    def __init__(self, like):
+        self._like = like
+        self.shape, self.ndim, self.dtype = like.shape, like.ndim, like.dtype
+
+    def _node(self):
+        return self._like._node()
+
+
+def _sublist_subscripts(A):
+    """``einsum(op0, sub0, op1, sub1, ..., [out])`` as ``(subscripts, operands)``."""
+    def letters(sub):
+        return "".join("..." if t is Ellipsis else _LETTERS[int(t)] for t in sub)
+    items = list(A)
+    ops, specs = items[0::2], items[1::2]
+    out = None
+    if len(items) % 2 == 1:
+        out = items[-1]
+        ops = ops[:-1]
+    subs = ",".join(letters(sp) for sp in specs)
+    if out is not None:
+        subs += "->" + letters(out)
+    return subs, ops
+
+
+@_call("einsum")
+def _einsum_rule(g, ans, A, K, node):
+    subs = A[0]
+    if not isinstance(subs, str):
+        subs, ops = _sublist_subscripts(A)
+        res = _einsum_rule(g, ans, [subs] + list(ops), K, node)[1:]
+        out = []
+        for c in res:                 # back to (op, sublist, op, sublist, ...)
+            out += [c, None]
+        if len(A) % 2 == 1:
+            out.append(None)
+        return out
+    ops = list(A[1:])
+    subs = subs.replace(" ", "")
+    ins, arrow, out = subs.partition("->")
+    specs = ins.split(",")
+    if "..." in subs:
+        used = set(subs)
+        free = [c for c in _LETTERS if c not in used]
+        nell = 0
+        for s, x in zip(specs, ops):
+            if "..." in s:
+                nell = max(nell, x.ndim - (len(s) - 3))
+        ell = "".join(free[:nell])
+        new = []
+        for s, x in zip(specs, ops):
+            if "..." in s:
+                k = x.ndim - (len(s) - 3)
+                s = s.replace("...", ell[nell - k:] if k else "")
+            new.append(s)
+        specs = new
+        if arrow:
+            out = out.replace("...", ell)
+        else:
+            counts: dict = {}
+            for c in "".join(specs):
+                counts[c] = counts.get(c, 0) + 1
+            out = ell + "".join(sorted(c for c, n in counts.items()
+                                       if n == 1 and c not in ell))
+    elif not arrow:
+        counts = {}
+        for c in "".join(specs):
+            counts[c] = counts.get(c, 0) + 1
+        out = "".join(sorted(c for c, n in counts.items() if n == 1))
+    return [None] + _einsum_cots(g, specs, out, ops)
+
+
+@_call("concatenate")
+def _concatenate_rule(g, ans, A, K, node):
+    lnp = _np_()
+    arrs = A[0]
+    axis = _arg(A, K, 1, "axis", 0)
+    cuts = []
+    acc = 0
+    for a in arrs[:-1]:
+        acc += a.shape[axis]
+        cuts.append(acc)
+    parts = lnp.split(g, cuts, axis=axis)
+    return (list(parts),)
+
+
+@_call("reshape")
+def _reshape_rule(g, ans, A, K, node):
+    a = A[0]
+    order = K.get("order", "C")
+    return (_np_().reshape(g, a.shape, order=order),)
+
+
+@_call("ravel")
+def _ravel_rule(g, ans, A, K, node):
+    a = A[0]
+    order = _arg(A, K, 1, "order", "C")
+    return (_np_().reshape(g, a.shape, order=order),)
+
+
+@_call("sort")
+def _sort_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a = A[0]
+    axis = _arg(A, K, 1, "axis", -1)
+    if axis is None:
+        perm = lnp.argsort(lnp.ravel(a), kind="stable")
+        inv = lnp.argsort(perm, kind="stable")
+        return (lnp.reshape(lnp.take(g, inv), a.shape),)
+    perm = lnp.argsort(a, axis=axis, kind="stable")
+    inv = lnp.argsort(perm, axis=axis, kind="stable")
+    return (lnp.take_along_axis(g, inv, axis),)
+
+
+@_call("take_along_axis")
+def _take_along_axis_rule(g, ans, A, K, node):
+    from ..array.ndarray import ndarray
+    a, idx = A[0], A[1]
+    axis = _arg(A, K, 2, "axis", -1)
+    idxn = idx._node() if hasattr(idx, "_node") else graph.leaf(np.asarray(idx))
+    gn = _L().asarray(g)._node()
+    n = graph.record(TAL_ADD, (gn, idxn), {"shape": a.shape, "dtype": a.dtype, "axis": axis},
+                     a.shape, a.dtype)
+    return (ndarray._from_node(n), None)
+
+
+@_rule("roll1")
+def _roll1_vjp(g, node, args, params, need):
+    return [_np_().roll(g, -params["shift"], axis=params["axis"])]
+
+
+@_call("roll")
+def _roll_rule(g, ans, A, K, node):
+    shift = _arg(A, K, 1, "shift")
+    axis = _arg(A, K, 2, "axis", None)
+    neg = tuple(-s for s in shift) if isinstance(shift, (tuple, list)) else -shift
+    return (_np_().roll(g, neg, axis=axis),)
+
+
+@_call("pad")
+def _pad_rule(g, ans, A, K, node):
+    a = A[0]
+    pw = _arg(A, K, 1, "pad_width")
+    mode = _arg(A, K, 2, "mode", "constant")
+    if mode != "constant":
+        raise NotImplementedError(f"lazynp.autograd: no gradient for pad(mode={mode!r})")
+    pw = np.broadcast_to(np.asarray(pw, dtype=np.intp), (a.ndim, 2))
+    sl = tuple(slice(int(b), g.shape[i] - int(e)) for i, (b, e) in enumerate(pw))
+    return (g[sl],)
+
+
+@_call("take")
+def _take_rule(g, ans, A, K, node):
+    lnp = _np_()
+    from ..array.indexing import _Slot
+    a, idx = A[0], A[1]
+    axis = _arg(A, K, 2, "axis", None)
+    mode = _arg(A, K, 4, "mode", "raise")
+    if mode != "raise":
+        raise NotImplementedError(f"lazynp.autograd: no gradient for take(mode={mode!r})")
+    if hasattr(idx, "_node"):
+        ia, it = (idx._node(),), _Slot(0)
+    else:
+        ia, it = (), np.asarray(idx)
+    if axis is None:
+        c = region_add(g, ia, None, (it,), (a.size,), a.dtype)
+        return (lnp.reshape(c, a.shape), None)
+    ax = axis % a.ndim
+    index = (slice(None),) * ax + (it,)
+    return (region_add(g, ia, None, index, a.shape, a.dtype), None)
+
+
+@_call("tril")
+def _tril_rule(g, ans, A, K, node):
+    return (_np_().tril(g, k=_arg(A, K, 1, "k", 0)),)
+
+
+@_call("triu")
+def _triu_rule(g, ans, A, K, node):
+    return (_np_().triu(g, k=_arg(A, K, 1, "k", 0)),)
+
+
+@_call("diag")
+def _diag_rule(g, ans, A, K, node):
+    lnp = _np_()
+    v = A[0]
+    k = _arg(A, K, 1, "k", 0)
+    if v.ndim == 1:
+        return (lnp.diagonal(g, k),)
+    L = g.shape[0]
+    rows = np.arange(L) + (max(-k, 0))
+    cols = np.arange(L) + (max(k, 0))
+    return (region_add(g, (), None, (rows, cols), v.shape, v.dtype),)
+
+
+@_call("tile")
+def _tile_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a = A[0]
+    reps = _arg(A, K, 1, "reps")
+    reps = tuple(reps) if isinstance(reps, (tuple, list)) else (int(reps),)
+    nd = max(a.ndim, len(reps))
+    reps = (1,) * (nd - len(reps)) + reps
+    shp = (1,) * (nd - a.ndim) + a.shape
+    inter = []
+    for r, s in zip(reps, shp):
+        inter += [r, s]
+    c = lnp.sum(lnp.reshape(g, inter), axis=tuple(range(0, 2 * nd, 2)))
+    return (lnp.reshape(c, a.shape),)
+
+
+@_call("repeat")
+def _repeat_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a = A[0]
+    r = _arg(A, K, 1, "repeats")
+    axis = _arg(A, K, 2, "axis", None)
+    if not isinstance(r, (int, np.integer)):
+        r = np.asarray(r)
+        if r.size != 1:
+            raise NotImplementedError("lazynp.autograd: repeat with an array of repeats")
+        r = int(r.reshape(-1)[0])
+    if axis is None:
+        return (lnp.reshape(lnp.sum(lnp.reshape(g, (a.size, r)), axis=1), a.shape),)
+    ax = axis % a.ndim
+    shp = a.shape[:ax] + (a.shape[ax], r) + a.shape[ax + 1:]
+    return (lnp.sum(lnp.reshape(g, shp), axis=ax + 1),)
+
+
+@_call("nan_to_num")
+def _nan_to_num_rule(g, ans, A, K, node):
+    lnp = _np_()
+    return (lnp.where(lnp.isfinite(A[0]), g, 0.0),)
+
+
+@_call("round", "around", "fix")
+def _round_rule(g, ans, A, K, node):
+    return (None,)
+
+
+@_call("clip")
+def _clip_call_rule(g, ans, A, K, node):
+    xs = [A[0], _arg(A, K, 1, "a_min"), _arg(A, K, 2, "a_max")]
+    need = [_needs(x) for x in xs]
+    return tuple(_clip_cots(g, xs, need))
+
+
+@_call("broadcast_to")
+def _broadcast_to_rule(g, ans, A, K, node):
+    return (g,)   # the caller sums over broadcast dimensions
+
+
+for _n in ("transpose", "swapaxes", "moveaxis", "squeeze", "expand_dims", "flip",
+           "atleast_2d", "atleast_3d", "rot90", "diagonal", "fliplr", "flipud", "rollaxis"):
+    def _empty_rule(g, ans, A, K, node):   # only recorded as copies for empty arrays
+        a = A[0]
+        return (_np_().zeros(a.shape, a.dtype),)
+    CALL_RULES[_n] = _empty_rule
+
+
+# --- linalg -------------------------------------------------------------------------------------
+
+@_call("linalg.inv")
+def _inv_rule(g, ans, A, K, node):
+    lnp = _np_()
+    return (-lnp.matmul(lnp.matmul(_T(ans), g), _T(ans)),)
+
+
+@_call("linalg.solve")
+def _solve_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a, b = A[0], A[1]
+    gb = lnp.linalg.solve(_T(a), g)
+    if b.ndim == 1:
+        ga = -lnp.expand_dims(gb, -1) * lnp.expand_dims(ans, -2)
+    else:
+        ga = -lnp.matmul(gb, _T(ans))
+    return (ga if _needs(a) else None, gb if _needs(b) else None)
+
+
+@_call("linalg.det")
+def _det_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a = A[0]
+    return (lnp.expand_dims(lnp.expand_dims(g * ans, -1), -1) * _T(lnp.linalg.inv(a)),)
+
+
+@_call("linalg.slogdet")
+def _slogdet_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a = A[0]
+    gl = g[1]
+    if gl is None:
+        return (None,)
+    return (lnp.expand_dims(lnp.expand_dims(gl, -1), -1) * _T(lnp.linalg.inv(a)),)
+
+
+def _one_triangle(G, lower):
+    """Gradient w.r.t. a matrix of which only one triangle is read, from the gradient ``G``
+    w.r.t. the symmetric matrix it stands for."""
+    lnp = _np_()
+    n = G.shape[-1]
+    S = G + _T(G)
+    half = 1.0 - 0.5 * lnp.eye(n, dtype=G.dtype)
+    return (lnp.tril(S) if lower else lnp.triu(S)) * half
+
+
+@_call("linalg.cholesky")
+def _cholesky_rule(g, ans, A, K, node):
+    lnp = _np_()
+    upper = K.get("upper", False)
+    L = _T(ans) if upper else ans
+    gL = _T(g) if upper else g
+    n = L.shape[-1]
+    P = lnp.matmul(_T(L), gL)
+    phi = lnp.tril(P) * (1.0 - 0.5 * lnp.eye(n, dtype=P.dtype))
+    Li = lnp.linalg.inv(L)
+    S = lnp.matmul(lnp.matmul(_T(Li), phi), Li)
+    G = 0.5 * (S + _T(S))          # gradient w.r.t. the symmetric matrix
+    return (_one_triangle(G, not upper),)
+
+
+def _eigh_G(wg, vg, w, v):
+    lnp = _np_()
+    n = w.shape[-1]
+    inner = None
+    if wg is not None:
+        inner = lnp.expand_dims(wg, -1) * lnp.eye(n, dtype=w.dtype)
+    if vg is not None:
+        diff = lnp.expand_dims(w, -2) - lnp.expand_dims(w, -1)      # w_j - w_i
+        off = 1.0 - lnp.eye(n, dtype=w.dtype)
+        F = off / (diff + lnp.eye(n, dtype=w.dtype))
+        t = F * lnp.matmul(_T(v), vg)
+        inner = t if inner is None else inner + t
+    return lnp.matmul(lnp.matmul(v, inner), _T(v))
+
+
+def _eigh_raw_cot(gw, gv, w, v, lower):
+    """Cotangent of the raw input of ``eigh`` (one triangle read; a complex Hermitian's
+    diagonal read as real) from its outputs' cotangents: with
+    ``N = V [diag(gw) + (F o V^T gv)^T] V^H`` (``dV = V (F o V^H dH V)``: eigenvectors in
+    the gauge with ``v_i^H dv_i = 0``), the triangle of ``N^T + conj(N)``, halved on the
+    diagonal."""
+    lnp = _np_()
+    n = w.shape[-1]
+    eye = lnp.eye(n, dtype=w.dtype)
+    inner = 0.0 * eye
+    if gw is not None:
+        inner = lnp.expand_dims(gw, -1) * eye
+    if gv is not None:
+        diff = lnp.expand_dims(w, -2) - lnp.expand_dims(w, -1)      # w_j - w_i
+        F = (1.0 - eye) / (diff + eye)
+        inner = inner + _T(F * lnp.matmul(_T(v), gv))
+    N = lnp.matmul(lnp.matmul(v, inner), _H(v) if _is_complex(v) else _T(v))
+    S = _T(N) + (lnp.conjugate(N) if _is_complex(N) else N)
+    half = 1.0 - 0.5 * eye
+    return (lnp.tril(S) if lower else lnp.triu(S)) * half
+
+
+def _eigh_parts(node, a):
+    wdt = np.dtype(node.dtype)
+    vdt = np.result_type(wdt, a.dtype) if a.dtype.kind == "c" else wdt
+    return _tuple_parts(node, [(a.shape[:-1], wdt), (a.shape, vdt)])
+
+
+def _eigh_rule_impl(g, node, A, K, any_gauge):
+    uplo = _arg(A, K, 1, "UPLO", "L")
+    a = A[0]
+    if g[0] is None and g[1] is None:
+        return (None,)
+    if g[1] is None and _is_complex(a) and not any_gauge:
+        # eigenvalues only: through an eigh whose eigenvector phases may be any (so that
+        # this rule can be differentiated again)
+        w, v = _eigh_inside_rule(a, uplo)
+    else:
+        w, v = _eigh_parts(node, a)
+    if g[1] is not None and _is_complex(v) and not any_gauge:
+        raise NotImplementedError("lazynp.autograd: no gradient of linalg.eigh through the "
+                                  "eigenvectors of a complex matrix (their phase is "
+                                  "arbitrary); eigenvalues and gauge-invariant uses only")
+    return (_eigh_raw_cot(g[0], g[1], w, v, uplo.upper() == "L"),)
+
+
+@_call("linalg.eigh")
+def _eigh_rule(g, ans, A, K, node):
+    return _eigh_rule_impl(g, node, A, K, False)
+
+
+@_call("ad.eigh_any_gauge")
+def _eigh_any_gauge_rule(g, ans, A, K, node):
+    """eigh inside gradient rules whose result does not depend on the eigenvectors' phases."""
+    return _eigh_rule_impl(g, node, A, K, True)
+
+
+def _eigh_inside_rule(a, uplo):
+    from ..array.calls import lazy_call
+    a = _L().asarray(a)
+    r = np.linalg.eigh(np.eye(1, dtype=a.dtype))
+    return lazy_call("ad.eigh_any_gauge", np.linalg.eigh, (a,), {"UPLO": uplo},
+                     meta=lambda n, t: [(a.shape[:-1], r[0].dtype), (a.shape, r[1].dtype)],
+                     nout=2)
+
+
+@_call("linalg.eigvalsh")
+def _eigvalsh_rule(g, ans, A, K, node):
+    uplo = _arg(A, K, 1, "UPLO", "L")
+    w, v = _eigh_inside_rule(A[0], uplo)
+    return (_eigh_raw_cot(g, None, w, v, uplo.upper() == "L"),)
+
+
+# --- issue 15: more rules (complex-aware: autograd's convention, see _abs_rule) -------------
+
+def _is_complex(x):
+    return getattr(x, "dtype", np.dtype(float)).kind == "c"
+
+
+def _H(x):
+    """Conjugate transpose of the last two axes."""
+    return _np_().conjugate(_T(x))
+
+
+def _sgn(x):
+    """``d|x|/dx`` in autograd's convention: ``sign(x)``, or ``conj(x)/|x|`` (0 at 0)."""
+    lnp = _np_()
+    if _is_complex(x):
+        ax = lnp.abs(x)
+        return lnp.conjugate(x) / lnp.where(ax == 0, 1.0, ax)
+    return lnp.sign(x)
+
+
+@_call("angle")
+def _angle_rule(g, ans, A, K, node):
+    lnp = _np_()
+    z = A[0]
+    if not _is_complex(z):
+        return (None,)
+    deg = _arg(A, K, 1, "deg", False)
+    if deg:
+        g = g * (180.0 / math.pi)
+    a2 = lnp.real(z * lnp.conjugate(z))
+    return (g * lnp.conjugate(z * 1j) / lnp.where(a2 == 0, 1.0, a2),)
+
+
+@_call("sinc")
+def _sinc_rule(g, ans, A, K, node):
+    lnp = _np_()
+    x = A[0]
+    px = math.pi * x
+    safe = lnp.where(lnp.abs(px) < 1e-3, 1.0, px)
+    d = (lnp.cos(px) * math.pi - ans * math.pi) / safe    # (cos(pi x) - sinc x) / x
+    small = lnp.abs(px) < 1e-3                  # Taylor: sinc'(x) = -pi^2 x / 3 + O(x^3)
+    return (g * lnp.where(small, x * (-math.pi ** 2 / 3.0), d),)
+
+
+@_call("inner")
+def _inner_rule_0d(g, ans, A, K, node):
+    lnp = _np_()
+    a, b = A[0], A[1]
+    if a.ndim == 0 or b.ndim == 0:         # a scalar operand: a product
+        ga = lnp.sum(g * b) if a.ndim == 0 else g * b
+        gb = lnp.sum(g * a) if b.ndim == 0 else g * a
+        return (ga if _needs(a) else None, gb if _needs(b) else None)
+    return _inner_rule(g, ans, A, K, node)
+
+
+@_call("kron")
+def _kron_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a, b = A[0], A[1]
+    nd = max(a.ndim, b.ndim)
+    sa = (1,) * (nd - a.ndim) + a.shape
+    sb = (1,) * (nd - b.ndim) + b.shape
+    inter = []
+    for p, q in zip(sa, sb):
+        inter += [p, q]
+    g2 = lnp.reshape(g, inter)
+    la = _LETTERS[:nd]
+    lb = _LETTERS[nd:2 * nd]
+    gl = "".join(x + y for x, y in zip(la, lb))
+    out = []
+    if _needs(a):
+        out.append(lnp.reshape(lnp.einsum(f"{gl},{lb}->{la}", g2, lnp.reshape(b, sb)), a.shape))
+    else:
+        out.append(None)
+    if _needs(b):
+        out.append(lnp.reshape(lnp.einsum(f"{gl},{la}->{lb}", g2, lnp.reshape(a, sa)), b.shape))
+    else:
+        out.append(None)
+    return tuple(out)
+
+
+@_call("cross")
+def _cross_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a, b = A[0], A[1]
+    axis = _arg(A, K, 5, "axis", None)
+    axa, axb, axc = (axis, axis, axis) if axis is not None else \
+        (_arg(A, K, 2, "axisa", -1), _arg(A, K, 3, "axisb", -1), _arg(A, K, 4, "axisc", -1))
+    am = lnp.moveaxis(a, axa, -1)
+    bm = lnp.moveaxis(b, axb, -1)
+    if am.shape[-1] == 3 and bm.shape[-1] == 3:
+        gm = lnp.moveaxis(g, axc, -1)
+        ga = lnp.cross(bm, gm)            # d<g, a x b>/da = b x g
+        gb = lnp.cross(gm, am)
+    else:
+        if am.shape[-1] == 3 or bm.shape[-1] == 3:     # a 2-vector is read as (x, y, 0)
+            gm = lnp.moveaxis(g, axc, -1)
+            a3 = am if am.shape[-1] == 3 else lnp.concatenate(
+                [am, lnp.zeros(am.shape[:-1] + (1,), am.dtype)], axis=-1)
+            b3 = bm if bm.shape[-1] == 3 else lnp.concatenate(
+                [bm, lnp.zeros(bm.shape[:-1] + (1,), bm.dtype)], axis=-1)
+            ga = lnp.cross(b3, gm)[..., :am.shape[-1]]
+            gb = lnp.cross(gm, a3)[..., :bm.shape[-1]]
+        else:                                   # 2-vectors: a0 b1 - a1 b0
+            ge = lnp.expand_dims(g, -1)
+            ga = ge * lnp.stack([bm[..., 1], -bm[..., 0]], axis=-1)
+            gb = ge * lnp.stack([-am[..., 1], am[..., 0]], axis=-1)
+    ga = _unbroadcast_to(ga, am.shape)
+    gb = _unbroadcast_to(gb, bm.shape)
+    return (lnp.moveaxis(ga, -1, axa) if _needs(a) else None,
+            lnp.moveaxis(gb, -1, axb) if _needs(b) else None)
+
+
+def _unbroadcast_to(c, shape):
+    lnp = _np_()
+    shape = tuple(shape)
+    if c.ndim > len(shape):
+        c = lnp.sum(c, axis=tuple(range(c.ndim - len(shape))))
+    axes = tuple(i for i, s in enumerate(shape) if s == 1 and c.shape[i] != 1)
+    if axes:
+        c = lnp.sum(c, axis=axes, keepdims=True)
+    return c
+
+
+@_call("diagflat")
+def _diagflat_rule(g, ans, A, K, node):
+    lnp = _np_()
+    v = A[0]
+    k = _arg(A, K, 1, "k", 0)
+    return (lnp.reshape(lnp.diagonal(g, k), v.shape),)
+
+
+@_call("partition")
+def _partition_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a = A[0]
+    kth = _arg(A, K, 1, "kth")
+    axis = _arg(A, K, 2, "axis", -1)
+    if axis is None:
+        perm = lnp.argpartition(lnp.ravel(a), kth)
+        c = region_add(g, (perm._node(),), None, (_slot0(),), (a.size,), a.dtype)
+        return (lnp.reshape(c, a.shape),)
+    perm = lnp.argpartition(a, kth, axis=axis)
+    return (_take_along_axis_cot(g, perm, a, axis),)
+
+
+def _slot0():
+    from ..array.indexing import _Slot
+    return _Slot(0)
+
+
+def _take_along_axis_cot(g, idx, a, axis):
+    from ..array.ndarray import ndarray
+    n = graph.record(TAL_ADD, (_L().asarray(g)._node(), idx._node()),
+                     {"shape": a.shape, "dtype": a.dtype, "axis": axis}, a.shape, a.dtype)
+    return ndarray._from_node(n)
+
+
+@_call("select")
+def _select_rule(g, ans, A, K, node):
+    lnp = _np_()
+    condlist = A[0]
+    choicelist = A[1]
+    taken = None
+    cots = []
+    for c in condlist:
+        c = lnp.asarray(c)
+        here = c if taken is None else lnp.logical_and(c, lnp.logical_not(taken))
+        cots.append(here)
+        taken = c if taken is None else lnp.logical_or(taken, c)
+    res = [lnp.where(m, g, 0.0) if _needs(ch) else None for m, ch in zip(cots, choicelist)]
+    default = _arg(A, K, 2, "default", 0)
+    gd = lnp.where(taken, 0.0, g) if _needs(default) else None
+    return (None, res, gd)
+
+
+@_call("diff")
+def _diff_rule_ext(g, ans, A, K, node):
+    """diff (also with constant ``prepend``/``append``): the transpose of the differences,
+    restricted to ``a``'s part."""
+    lnp = _np_()
+    a = A[0]
+    n = _arg(A, K, 1, "n", 1)
+    axis = _arg(A, K, 2, "axis", -1)
+    pre = _arg(A, K, 3, "prepend", np._NoValue)
+    nd = g.ndim
+    ax = axis % nd
+    c = g
+    for _ in range(n):
+        pw = [(0, 0)] * nd
+        pw[ax] = (1, 1)
+        c = -lnp.diff(lnp.pad(c, pw), axis=ax)
+    if c.shape == a.shape:
+        return (c,)
+    npre = 0 if pre is np._NoValue else (np.shape(pre)[ax] if np.ndim(pre) else 1)
+    sl = [slice(None)] * nd
+    sl[ax] = slice(npre, npre + a.shape[ax])
+    return (c[tuple(sl)],)
+
+
+@_call("ediff1d")
+def _ediff1d_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a = A[0]
+    to_end = _arg(A, K, 1, "to_end", None)
+    to_begin = _arg(A, K, 2, "to_begin", None)
+    nb = 0 if to_begin is None else int(np.size(to_begin))
+    ne = 0 if to_end is None else int(np.size(to_end))
+    core = g[nb:g.shape[0] - ne]
+    c = -lnp.diff(lnp.pad(core, [(1, 1)]))
+    return (lnp.reshape(c, a.shape),)
+
+
+@_call("trapezoid")
+def _trapezoid_rule(g, ans, A, K, node):
+    lnp = _np_()
+    y = A[0]
+    x = _arg(A, K, 1, "x", None)
+    dx = _arg(A, K, 2, "dx", 1.0)
+    axis = _arg(A, K, 3, "axis", -1)
+    ym = lnp.moveaxis(y, axis, -1)
+    gx = None
+    if x is not None and _needs(x):
+        if x.ndim != 1:
+            raise NotImplementedError("lazynp.autograd: no gradient of numpy.trapezoid "
+                                      "w.r.t. an n-d x")
+        avg = (ym[..., 1:] + ym[..., :-1]) * 0.5          # d/dx_i: avg[i-1] - avg[i]
+        pad0 = [(0, 0)] * (avg.ndim - 1)
+        dx_ = lnp.pad(avg, pad0 + [(1, 0)]) - lnp.pad(avg, pad0 + [(0, 1)])
+        gx = lnp.sum(lnp.expand_dims(g, -1) * dx_, axis=tuple(range(dx_.ndim - 1)))
+    n = ym.shape[-1]
+    if x is None:
+        d = lnp.full((n - 1,), 1.0) * dx
+    else:
+        d = lnp.diff(lnp.asarray(x))
+        if d.ndim > 1:
+            d = lnp.moveaxis(d, axis, -1)
+    w = lnp.pad(d, [(0, 0)] * (d.ndim - 1) + [(0, 1)]) * 0.5 + \
+        lnp.pad(d, [(0, 0)] * (d.ndim - 1) + [(1, 0)]) * 0.5
+    ge = lnp.expand_dims(g, -1) * w
+    gy = lnp.moveaxis(_unbroadcast_to(ge, ym.shape), -1, axis) if _needs(y) else None
+    return (gy, gx) if len(A) > 1 else (gy,)
+
+
+@_call("polyval")
+def _polyval_rule(g, ans, A, K, node):
+    lnp = _np_()
+    p, x = A[0], A[1]
+    n = p.shape[0]
+    gp = gx = None
+    if _needs(p):
+        pw = lnp.stack([lnp.ones_like(x) if k == 0 else x ** k for k in range(n - 1, -1, -1)])
+        gp = lnp.sum(lnp.reshape(g, (1,) + g.shape) * pw,
+                     axis=tuple(range(1, pw.ndim)))
+    if _needs(x):
+        dp = lnp.polyval(p[:-1] * lnp.arange(n - 1, 0, -1), x) if n > 1 else 0.0 * x
+        gx = g * dp
+    return (gp, gx)
+
+
+@_call("vander")
+def _vander_rule(g, ans, A, K, node):
+    lnp = _np_()
+    x = A[0]
+    N = _arg(A, K, 1, "N", None)
+    incr = _arg(A, K, 2, "increasing", False)
+    n = x.shape[0] if N is None else N
+    pw = np.arange(n) if incr else np.arange(n - 1, -1, -1)
+    d = lnp.where(pw > 0, pw * lnp.expand_dims(x, -1) ** lnp.asarray(np.maximum(pw - 1, 0)),
+                  0.0)
+    return (lnp.sum(g * d, axis=-1),)
+
+
+@_call("convolve", "correlate")
+def _convolve_rule(g, ans, A, K, node):
+    """Through the full convolution: ``ga[i] = sum_j gf[i + j] w[j]`` (a correlation)."""
+    lnp = _np_()
+    a, v = A[0], A[1]
+    corr = node.op.name.endswith("correlate")
+    mode = _arg(A, K, 2, "mode", "valid" if corr else "full")
+    if _is_complex(a) or _is_complex(v):
+        raise NotImplementedError(f"lazynp.autograd: no gradient of numpy."
+                                  f"{'correlate' if corr else 'convolve'} on complex input")
+    w = lnp.flip(v) if corr else v          # correlate(a, v) == convolve(a, v[::-1])
+    n, m = a.shape[0], w.shape[0]
+    full = n + m - 1
+    L = ans.shape[0]
+    start = {"full": 0, "same": (min(n, m) - 1) // 2, "valid": min(n, m) - 1}[mode]
+    gf = lnp.pad(g, [(start, full - start - L)])
+    ga = lnp.correlate(gf, w, "valid") if _needs(a) else None
+    gw = lnp.correlate(gf, a, "valid") if _needs(v) else None
+    if gw is not None and corr:
+        gw = lnp.flip(gw)
+    return (ga, gw)
+
+
+# --- linalg: norm of every ord, svd, pinv, eig ------------------------------------------------
+
+def _tuple_parts(node, shapes_dtypes):
+    from ..array.ndarray import ndarray
+    from .._numpy.ufunc import TUPLE_GET
+    return [ndarray._from_node(graph.record(TUPLE_GET, (node, i), None, tuple(sh), np.dtype(dt)))
+            for i, (sh, dt) in enumerate(shapes_dtypes)]
+
+
+def _svals_cot(gs, u, vh):
+    """d(sum(gs * singular values)) / dA = conj(U diag(gs) Vh) (autograd's convention)."""
+    lnp = _np_()
+    r = lnp.matmul(u * lnp.expand_dims(gs, -2), vh)
+    return lnp.conjugate(r) if _is_complex(r) else r
+
+
+def _even_split(mask, axis):
+    lnp = _np_()
+    m = mask.astype(float)
+    return m / lnp.sum(m, axis=axis, keepdims=True)
+
+
+@_call("linalg.norm")
+def _norm_rule(g, ans, A, K, node):
+    lnp = _np_()
+    x = A[0]
+    ordv = _arg(A, K, 1, "ord", None)
+    axis = _arg(A, K, 2, "axis", None)
+    kd = _arg(A, K, 3, "keepdims", False)
+    if axis is None:
+        axes = tuple(range(x.ndim))
+        matrix = x.ndim == 2 and ordv is not None
+    else:
+        axes = _axes(x.shape, axis)
+        matrix = len(axes) == 2
+    gb = _expand(g, x.shape, axes, kd)
+    ab = _expand(ans, x.shape, axes, kd)
+    if ordv is None or ordv == "fro" or (not matrix and ordv == 2):
+        c = lnp.conjugate(x) if _is_complex(x) else x
+        return (gb * c / lnp.where(ab == 0, 1.0, ab),)
+    if not matrix:
+        ax = lnp.abs(x)
+        if ordv == 0:
+            return (None,)
+        if ordv == 1:
+            return (gb * _sgn(x),)
+        if ordv in (np.inf, -np.inf):
+            return (gb * _even_split(ax == ab, axes) * _sgn(x),)
+        p = float(ordv)
+        ratio = ax / lnp.where(ab == 0, 1.0, ab)
+        return (gb * ratio ** (p - 1.0) * _sgn(x),)
+    r, c = axes
+    xm = lnp.moveaxis(x, (r, c), (-2, -1))
+    gm = lnp.moveaxis(gb, (r, c), (-2, -1))[..., :1, :1]
+    am = lnp.moveaxis(ab, (r, c), (-2, -1))[..., :1, :1]
+    if ordv == "nuc" or ordv in (2, -2):
+        u, sv, vh = _svd_inside_rule(xm)
+        if ordv == "nuc":
+            w = lnp.ones_like(sv)
+        else:       # (the extreme of these singular values: LAPACK drivers differ in ulps)
+            ext = (lnp.max if ordv == 2 else lnp.min)(sv, axis=-1, keepdims=True)
+            w = _even_split(sv == ext, -1)
+        res = _svals_cot(w, u, vh) * gm
+    elif ordv in (1, -1):
+        colsum = lnp.sum(lnp.abs(xm), axis=-2, keepdims=True)
+        res = _sgn(xm) * _even_split(colsum == am, -1) * gm
+    elif ordv in (np.inf, -np.inf):
+        rowsum = lnp.sum(lnp.abs(xm), axis=-1, keepdims=True)
+        res = _sgn(xm) * _even_split(rowsum == am, -2) * gm
+    else:
+        raise NotImplementedError(f"lazynp.autograd: no gradient for linalg.norm(ord={ordv!r})")
+    return (lnp.moveaxis(res, (-2, -1), (r, c)),)
+
+
+@_call("linalg.svd", "ad.svd_any_gauge")
+def _svd_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a = A[0]
+    full = _arg(A, K, 1, "full_matrices", True)
+    compute_uv = _arg(A, K, 2, "compute_uv", True)
+    if not compute_uv:
+        u, _s, vh = _svd_inside_rule(a)
+        return (_svals_cot(g, u, vh),)
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    gu, gs, gvh = g[0], g[1], g[2]
+    dt = np.dtype(node.dtype)
+    u, s, vh = _tuple_parts(node, [(a.shape[:-2] + (m, m if full else k), dt),
+                                   (a.shape[:-2] + (k,), np.dtype(dt.char.lower()) if
+                                    dt.kind == "c" else dt),
+                                   (a.shape[:-2] + (n if full else k, n), dt)])
+    if gu is None and gvh is None:
+        if _is_complex(a):          # (through an SVD whose rule accepts any phases)
+            u, _s, vh = _svd_inside_rule(a)
+        return (_svals_cot(gs, u[..., :k], vh[..., :k, :]),)
+    if full and m != n:
+        raise NotImplementedError("lazynp.autograd: no gradient of linalg.svd("
+                                  "full_matrices=True) of a non-square matrix through U or Vh "
+                                  "(their extra columns are not unique; use "
+                                  "full_matrices=False)")
+    if _is_complex(a):
+        if node.op.name.endswith("ad.svd_any_gauge"):
+            return (_complex_svd_cot(gu, gs, gvh, u, s, vh, m, n),)
+        raise NotImplementedError("lazynp.autograd: no gradient of a complex linalg.svd "
+                                  "through U or Vh (their phases are arbitrary); singular "
+                                  "values only")
+    # Townsend (2016): A = U S V^T, reduced
+    v = _T(vh)
+    gv = None if gvh is None else _T(gvh)
+    eye = lnp.eye(k, dtype=a.dtype)
+    s2 = s * s
+    F = (1.0 - eye) / (lnp.expand_dims(s2, -2) - lnp.expand_dims(s2, -1) + eye)
+    inner = 0.0
+    if gs is not None:
+        inner = lnp.expand_dims(gs, -1) * eye
+    Sd = lnp.expand_dims(s, -1) * eye
+    sinv = 1.0 / s
+    res = 0.0
+    if gu is not None:
+        J = F * (lnp.matmul(_T(u), gu) - lnp.matmul(_T(gu), u))
+        inner = inner + lnp.matmul(J, Sd)
+        if m > k:
+            proj = lnp.eye(m, dtype=a.dtype) - lnp.matmul(u, _T(u))
+            res = res + lnp.matmul(lnp.matmul(proj, gu) * lnp.expand_dims(sinv, -2), vh)
+    if gv is not None:
+        Kv = F * (lnp.matmul(_T(v), gv) - lnp.matmul(_T(gv), v))
+        inner = inner + lnp.matmul(Sd, Kv)
+        if n > k:
+            proj = lnp.eye(n, dtype=a.dtype) - lnp.matmul(v, vh)
+            res = res + lnp.matmul(u * lnp.expand_dims(sinv, -2), lnp.matmul(_T(gv), proj))
+    res = res + lnp.matmul(lnp.matmul(u, inner), vh)
+    return (res,)
+
+
+@_call("linalg.pinv")
+def _pinv_rule(g, ans, A, K, node):
+    """d pinv(A) for constant rank (Golub and Pereyra): -P dA P + P P^T dA^T (I - A P)
+    + (I - P A) dA^T P^T P, transposed."""
+    lnp = _np_()
+    a = A[0]
+    if _is_complex(a):
+        raise NotImplementedError("lazynp.autograd: no gradient of linalg.pinv of a complex "
+                                  "matrix")
+    P = ans
+    m, n = a.shape[-2:]
+    Q = lnp.eye(m, dtype=a.dtype) - lnp.matmul(a, P)
+    R = lnp.eye(n, dtype=a.dtype) - lnp.matmul(P, a)
+    gT = _T(g)
+    return (-lnp.matmul(lnp.matmul(_T(P), g), _T(P))
+            + lnp.matmul(lnp.matmul(Q, gT), lnp.matmul(P, _T(P)))
+            + lnp.matmul(lnp.matmul(_T(P), P), lnp.matmul(gT, R)),)
+
+
+def _eigvals_cot(gw, v):
+    """w = eigvals(A) (holomorphic in A): dA = V^-T diag(gw) V^T."""
+    lnp = _np_()
+    return lnp.matmul(_T(lnp.linalg.inv(v)) * lnp.expand_dims(gw, -2), _T(v))
+
+
+@_call("linalg.eigvals")
+def _eigvals_rule(g, ans, A, K, node):
+    """(The eigenvectors inside: V^-T diag(g) V^T does not depend on their scaling.)"""
+    from ..array.calls import lazy_call
+    a = _L().asarray(A[0])
+    wdt = np.dtype(node.dtype)
+    vdt = wdt if wdt.kind == "c" else a.dtype
+    _w, v = lazy_call("ad.eig_any_scale", np.linalg.eig, (a,), {},
+                      meta=lambda n, t: [(a.shape[:-1], wdt), (a.shape, vdt)], nout=2)
+    return (_eigvals_cot(g, v),)
+
+
+@_call("linalg.eig", "ad.eig_any_scale")
+def _eig_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a = A[0]
+    gw, gv = g[0], g[1]
+    w, v = _tuple_parts(node, [(a.shape[:-1], node.dtype), (a.shape, node.dtype)])
+    if gv is None:
+        return (_eigvals_cot(gw, v),)
+    any_scale = node.op.name.endswith("ad.eig_any_scale")
+    if _is_complex(v) and not any_scale:
+        raise NotImplementedError("lazynp.autograd: no gradient of linalg.eig through complex "
+                                  "eigenvectors (LAPACK's phase convention); eigenvalues only")
+    # real eigenvectors of unit length: dV = V (F o E) - V diag(V^T V (F o E)),
+    # E = V^-1 dA V; transposed
+    n = a.shape[-1]
+    eye = lnp.eye(n, dtype=v.dtype)
+    vinv = lnp.linalg.inv(v)
+    F = (1.0 - eye) / (lnp.expand_dims(w, -2) - lnp.expand_dims(w, -1) + eye)
+    gv2 = gv if any_scale else gv - v * lnp.sum(v * gv, axis=-2, keepdims=True)
+    inner = F * lnp.matmul(_T(v), gv2)
+    if gw is not None:
+        inner = inner + lnp.expand_dims(gw, -1) * eye
+    return (lnp.matmul(lnp.matmul(_T(vinv), inner), _T(v)),)
+
+
+
+# --- fft (autograd's convention: a holomorphic linear map's VJP is its transpose; the DFT
+# matrix is symmetric, so fft's VJP is fft and ifft's is ifft) -------------------------------
+
+def _fit_len(c, ax, length):
+    """``c`` cropped or zero-padded along ``ax`` to ``length``."""
+    lnp = _np_()
+    n = c.shape[ax]
+    if n == length:
+        return c
+    if n > length:
+        sl = [slice(None)] * c.ndim
+        sl[ax] = slice(0, length)
+        return c[tuple(sl)]
+    pw = [(0, 0)] * c.ndim
+    pw[ax] = (0, length - n)
+    return lnp.pad(c, pw)
+
+
+def _half_weights(n, m, ax, nd, dtype):
+    """irfft's weights of the half spectrum: 1 for DC (and Nyquist when n is even), else 2."""
+    w = np.full(m, 2.0)
+    w[0] = 1.0
+    if n % 2 == 0 and n // 2 < m:
+        w[n // 2] = 1.0
+    shp = [1] * nd
+    shp[ax] = m
+    return _L().asarray(w.reshape(shp).astype(np.dtype(dtype).char.lower() if
+                                               np.dtype(dtype).kind == "c" else dtype))
+
+
+def _fft_axes_args(name, A, K, x):
+    from .. import fft as lfft
+    if name in ("fft", "ifft", "rfft", "irfft"):
+        n = _arg(A, K, 1, "n", None)
+        ax = _arg(A, K, 2, "axis", -1) % x.ndim
+        m = x.shape[ax]
+        length = (2 * (m - 1) if name == "irfft" else m) if n is None else n
+        return [length], [ax], _arg(A, K, 3, "norm", None)
+    default = (-2, -1) if name.endswith("2") else None
+    s = _arg(A, K, 1, "s", None)
+    axes = _arg(A, K, 2, "axes", default)
+    ss, axs = lfft._cook_nd(x.shape, s, axes, name.startswith("irfft"))
+    return ss, [a % x.ndim for a in axs], _arg(A, K, 3, "norm", None)
+
+
+def _fft_rule(g, ans, A, K, node):
+    lnp = _np_()
+    name = node.op.name[len("fft."):]
+    x = A[0]
+    s, axes, norm = _fft_axes_args(name, A, K, x)
+    base = name.rstrip("n2")
+    inverse = base.startswith("i")
+    if base in ("fft", "ifft"):
+        c = (lnp.fft.ifftn if inverse else lnp.fft.fftn)(g, axes=axes, norm=norm)
+    elif base == "rfft":
+        gp = _fit_len(g, axes[-1], s[-1])          # R^T: the dropped half is zero
+        c = lnp.real(lnp.fft.fftn(gp, axes=axes, norm=norm)) if not _is_complex(x) else \
+            lnp.fft.fftn(gp, axes=axes, norm=norm).real + 0j
+    else:                                          # irfft: weights * ifft(g), half spectrum
+        c = lnp.fft.ifftn(g, axes=axes, norm=norm)
+        m = s[-1] // 2 + 1
+        c = _fit_len(c, axes[-1], m) * _half_weights(s[-1], m, axes[-1], c.ndim, c.dtype)
+    for ax in axes:
+        c = _fit_len(c, ax, x.shape[ax])
+    return (c,)
+
+
+for _n in ("fft", "ifft", "rfft", "irfft", "fftn", "ifftn", "rfftn", "irfftn", "fft2", "ifft2",
+           "rfft2", "irfft2"):
+    CALL_RULES["fft." + _n] = _fft_rule
+
+
+# --- nan reductions, median, cov, unwrap ------------------------------------------------------
+
+@_rule("nanprod")
+def _nanprod_vjp(g, node, args, params, need):
+    lnp = _np_()
+    x, axis, kd, w = _red_info(args, params)
+    nan = lnp.isnan(x)
+    gb = _expand(g * _W(node), x.shape, axis, kd) / lnp.where(nan, 1.0, x)
+    gb = lnp.where(nan, 0.0, gb)
+    if w is not None:
+        gb = lnp.where(w, gb, 0.0)
+    return [gb] + [None] * (len(args) - 1)
+
+
+@_rule("nanvar", "nanstd")
+def _nanvar_vjp(g, node, args, params, need):
+    lnp = _np_()
+    x, axis, kd, w = _red_info(args, params)
+    if w is not None:
+        raise NotImplementedError(f"lazynp.autograd: {node.op.name}(where=) gradient")
+    if node.op.name == "nanstd":
+        g = g * 0.5 / _W(node)
+    axes = _axes(x.shape, axis)
+    ok = lnp.logical_not(lnp.isnan(x))
+    n = lnp.sum(ok, axis=axes, keepdims=True).astype(g.dtype)
+    m = lnp.nanmean(x, axis=axes, keepdims=True)
+    d = lnp.where(ok, x - m, 0.0)
+    return [_expand(g, x.shape, axis, kd) * 2.0 * d / (n - _ddof(params))] + \
+        [None] * (len(args) - 1)
+
+
+@_rule("nancumprod")
+def _nancumprod_vjp(g, node, args, params, need):
+    lnp = _np_()
+    x = _W(args[0])
+    axis = (params or {}).get("axis")
+    nan = lnp.isnan(x)
+    xf = lnp.where(nan, 1.0, x)
+    ans = _W(node)
+    c = lnp.reshape(_rev_cumsum(g * ans, 0), x.shape) if axis is None else \
+        _rev_cumsum(g * ans, axis)
+    return [lnp.where(nan, 0.0, c / xf)]
+
+
+@_rule("median")
+def _median_vjp(g, node, args, params, need):
+    """The gradient goes to the middle element (split between the two middle ones for an
+    even count), located by a stable sort."""
+    lnp = _np_()
+    x, axis, kd, _w = _red_info(args, params)
+    axes = _axes(x.shape, axis)
+    if len(axes) != 1 and not (axis is None):
+        raise NotImplementedError("lazynp.autograd: median over several axes")
+    xs = lnp.reshape(x, (-1,)) if axis is None else x
+    ax = 0 if axis is None else axes[0]
+    n = xs.shape[ax]
+    wts = np.zeros(n)
+    wts[(n - 1) // 2] += 0.5
+    wts[n // 2] += 0.5
+    shp = [1] * xs.ndim
+    shp[ax] = n
+    gx = _expand(g, x.shape, axis, kd)
+    gx = lnp.reshape(gx, (-1,)) if axis is None else gx
+    perm = lnp.argsort(xs, axis=ax, kind="stable")
+    sorted_cot = gx * lnp.asarray(wts.reshape(shp))
+    c = _take_along_axis_cot(sorted_cot, perm, xs, ax)
+    return [lnp.reshape(c, x.shape)] + [None] * (len(args) - 1)
+
+
+@_call("cov")
+def _cov_rule(g, ans, A, K, node):
+    lnp = _np_()
+    m = A[0]
+    extra = [k for k in ("y", "fweights", "aweights") if K.get(k) is not None] + \
+        (["y"] if len(A) > 1 and A[1] is not None else [])
+    if extra or K.get("ddof") is not None:
+        raise NotImplementedError("lazynp.autograd: no gradient of numpy.cov with y, weights "
+                                  "or ddof")
+    rowvar = _arg(A, K, 2, "rowvar", True)
+    bias = _arg(A, K, 3, "bias", False)
+    X = lnp.reshape(m, (1, -1)) if m.ndim == 1 else (m if rowvar else _T(m))
+    N = X.shape[1]
+    Xc = X - lnp.mean(X, axis=1, keepdims=True)
+    G = lnp.reshape(g, (X.shape[0], X.shape[0]))
+    gXc = lnp.matmul(G + _T(G), Xc) / (N - (0 if bias else 1))
+    gX = gXc - lnp.mean(gXc, axis=1, keepdims=True)
+    gm = lnp.reshape(gX, m.shape) if m.ndim == 1 else (gX if rowvar else _T(gX))
+    return (gm,)
+
+
+@_call("unwrap")
+def _unwrap_rule(g, ans, A, K, node):
+    """unwrap adds multiples of ``period`` that are constant almost everywhere: slope 1."""
+    return (g,)
+
+
+@_call("quantile", "percentile")
+def _quantile_rule(g, ans, A, K, node):
+    """Linear interpolation between the two order statistics around ``(n - 1) q`` (NumPy's
+    default method): their weights ``1 - t`` and ``t`` carry the gradient back through a
+    stable sort."""
+    lnp = _np_()
+    a = A[0]
+    q = _arg(A, K, 1, "q")
+    axis = _arg(A, K, 2, "axis", None)
+    method = _arg(A, K, 5, "method", "linear")
+    if method != "linear" or (axis is not None and np.ndim(axis) != 0 and len(axis) != 1):
+        raise NotImplementedError(f"lazynp.autograd: no gradient of numpy."
+                                  f"{node.op.name[5:]}(method={method!r}) or over several axes")
+    if np.ndim(axis) == 1:
+        axis = axis[0]
+    qv = np.asarray(q, dtype=float) / (100.0 if node.op.name.endswith("percentile") else 1.0)
+    xs = lnp.reshape(a, (-1,)) if axis is None else lnp.moveaxis(a, axis, -1)
+    n = xs.shape[-1]
+    h = (n - 1) * qv
+    lo = np.floor(h).astype(int)
+    hi = np.minimum(lo + 1, n - 1)
+    t = h - lo
+    W = np.zeros(qv.shape + (n,))
+    idx = np.indices(qv.shape) if qv.ndim else ()
+    W[tuple(idx) + (lo,)] += 1.0 - t
+    W[tuple(idx) + (hi,)] += t
+    # g: q.shape + reduced shape (keepdims: size-1 axes kept)
+    rshape = xs.shape[:-1]
+    gq = lnp.reshape(g, qv.shape + rshape)
+    Wb = lnp.asarray(W.reshape(qv.shape + (1,) * len(rshape) + (n,)))
+    sorted_cot = lnp.sum(lnp.expand_dims(gq, -1) * Wb, axis=tuple(range(qv.ndim))) \
+        if qv.ndim else lnp.expand_dims(gq, -1) * Wb
+    perm = lnp.argsort(xs, axis=-1, kind="stable")
+    c = _take_along_axis_cot(sorted_cot, perm, xs, -1)
+    c = lnp.reshape(c, a.shape) if axis is None else lnp.moveaxis(c, -1, axis)
+    return (c, NO_GRADIENT)
+
+
+@_call("corrcoef")
+def _corrcoef_rule(g, ans, A, K, node):
+    """R = C / (s s^T), s = sqrt(diag C): dR/dC_ij = 1/(s_i s_j) off the diagonal terms,
+    and -R/2 (1/C_ii + 1/C_jj) through the diagonal; then cov's rule."""
+    lnp = _np_()
+    x = A[0]
+    if (len(A) > 1 and A[1] is not None) or K.get("y") is not None:
+        raise NotImplementedError("lazynp.autograd: no gradient of numpy.corrcoef with y")
+    if _is_complex(x):
+        raise NotImplementedError("lazynp.autograd: no gradient of a complex numpy.corrcoef")
+    rowvar = _arg(A, K, 2, "rowvar", True)
+    if x.ndim < 2 or (x.shape[0] if rowvar else x.shape[1]) == 1:
+        return (lnp.zeros_like(x),)          # a single variable: R is the constant 1
+    C = lnp.cov(x, rowvar=rowvar)
+    d = lnp.diagonal(C)
+    s = lnp.sqrt(d)
+    R = C / lnp.outer(s, s)
+    G = lnp.reshape(g, R.shape)
+    GR = G * R
+    v = -(lnp.sum(GR, axis=1) + lnp.sum(GR, axis=0)) / (2.0 * d)
+    gC = G / lnp.outer(s, s) + lnp.eye(d.shape[0], dtype=R.dtype) * v
+    return _cov_rule(gC, C, (x,), {"rowvar": rowvar}, node)
+
+
+def _order_stat_cot(g, a, axis, kd, qv, nan):
+    """Cotangent of linear-interpolated order statistics at fractions ``qv`` (a NumPy array;
+    the result has ``qv.shape`` in front) along ``axis`` of ``a``; with ``nan``, NaNs are
+    skipped (they sort last, and the count is per row)."""
+    lnp = _np_()
+    xs = lnp.reshape(a, (-1,)) if axis is None else lnp.moveaxis(a, axis, -1)
+    n_len = xs.shape[-1]
+    rshape = xs.shape[:-1]
+    if nan:
+        n = lnp.sum(lnp.logical_not(lnp.isnan(xs)), axis=-1, keepdims=True).astype(float)
+    else:
+        n = lnp.full(rshape + (1,), float(n_len))
+    k = lnp.asarray(np.arange(n_len, dtype=float))
+    gq = lnp.reshape(g, qv.shape + rshape)
+    sorted_cot = None
+    for i in np.ndindex(qv.shape):
+        h = (n - 1.0) * float(qv[i])
+        lo = lnp.floor(h)
+        hi = lnp.minimum(lo + 1.0, lnp.maximum(n - 1.0, 0.0))
+        t = h - lo
+        w = lnp.where(k == lo, 1.0 - t, 0.0) + lnp.where(k == hi, t, 0.0)
+        term = lnp.expand_dims(gq[i], -1) * w
+        sorted_cot = term if sorted_cot is None else sorted_cot + term
+    perm = lnp.argsort(xs, axis=-1, kind="stable")
+    c = _take_along_axis_cot(sorted_cot, perm, xs, -1)
+    c = lnp.reshape(c, a.shape) if axis is None else lnp.moveaxis(c, -1, axis)
+    return lnp.where(lnp.isnan(a), 0.0, c) if nan else c
+
+
+@_rule("nanmedian")
+def _nanmedian_vjp(g, node, args, params, need):
+    x, axis, kd, _w = _red_info(args, params)
+    if axis is not None and len(_axes(x.shape, axis)) != 1:
+        raise NotImplementedError("lazynp.autograd: nanmedian over several axes")
+    ax = None if axis is None else _axes(x.shape, axis)[0]
+    gg = g if not kd else _np_().squeeze(g, axis=ax) if ax is not None else _np_().reshape(g, ())
+    return [_order_stat_cot(gg, x, ax, False, np.asarray(0.5), True)] + \
+        [None] * (len(args) - 1)
+
+
+@_call("nanquantile", "nanpercentile")
+def _nanquantile_rule(g, ans, A, K, node):
+    lnp = _np_()
+    a = A[0]
+    q = _arg(A, K, 1, "q")
+    axis = _arg(A, K, 2, "axis", None)
+    method = _arg(A, K, 5, "method", "linear")
+    kd = _arg(A, K, 6, "keepdims", False)
+    if method != "linear" or (axis is not None and np.ndim(axis) != 0 and len(axis) != 1):
+        raise NotImplementedError(f"lazynp.autograd: no gradient of numpy."
+                                  f"{node.op.name[5:]}(method={method!r}) or over several axes")
+    if np.ndim(axis) == 1:
+        axis = axis[0]
+    qv = np.asarray(q, dtype=float) / (100.0 if node.op.name.endswith("percentile") else 1.0)
+    if kd:
+        ax = tuple(range(qv.ndim, g.ndim)) if axis is None else (qv.ndim + axis % a.ndim,)
+        g = lnp.squeeze(g, axis=ax)
+    return (_order_stat_cot(g, a, None if axis is None else axis % a.ndim, False, qv, True),
+            NO_GRADIENT)
+
+
+@_call("linalg.qr")
+def _qr_rule(g, ans, A, K, node):
+    """Reduced QR of a tall matrix (JAX's QR JVP, transposed): with
+    ``M = gR R^T - Q^T gQ``, ``gA = (gQ + Q (M - tril(M - M^T, -1))) R^-T``."""
+    lnp = _np_()
+    a = A[0]
+    if _is_complex(a):
+        raise NotImplementedError("lazynp.autograd: no gradient of a complex linalg.qr")
+    m, n = a.shape[-2:]
+    q, r = _tuple_parts(node, [(a.shape[:-2] + (m, n), node.dtype),
+                               (a.shape[:-2] + (n, n), node.dtype)])
+    gq = g[0] if g[0] is not None else lnp.zeros_like(q)
+    gr = g[1] if g[1] is not None else lnp.zeros_like(r)
+    M = lnp.matmul(gr, _T(r)) - lnp.matmul(_T(q), gq)
+    N = gq + lnp.matmul(q, M - lnp.tril(M - _T(M), -1))
+    # N R^-T = solve(R, N^T)^T
+    return (_T(lnp.linalg.solve(r, _T(N))),)
+
+
+def _svd_inside_rule(a):
+    """A reduced SVD for use inside rules whose result does not depend on the singular
+    vectors' phases (its own rule then accepts complex U/Vh cotangents)."""
+    from ..array.calls import lazy_call
+    a = _L().asarray(a)
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    tw = np.linalg.svd(np.eye(1, dtype=a.dtype))
+    b = a.shape[:-2]
+    return lazy_call("ad.svd_any_gauge", np.linalg.svd, (a,), {"full_matrices": False},
+                     meta=lambda nd, t: [(b + (m, k), tw[0].dtype), (b + (k,), tw[1].dtype),
+                                         (b + (k, n), tw[2].dtype)], nout=3)
+
+
+def _complex_svd_cot(gu, gs, gvh, u, s, vh, m, n):
+    """JAX's complex SVD JVP (its gauge), transposed: with H = conj(cotangent),
+    ``H_A = U Z V^H`` (+ the parts outside the span for non-square A), where
+    ``Z = diag(gs) + Wu S + (E - E^H) / 2 + S Wv``, ``Wu = F o Ju + (F o Ju)^H``,
+    ``Ju = U^H conj(gU)``, ``E = diag(Ju) / s``; the cotangent is ``conj(H_A)``."""
+    lnp = _np_()
+    k = min(m, n)
+    eye = lnp.eye(k, dtype=s.dtype)
+    s_row = lnp.expand_dims(s, -2)
+    F = 1.0 / ((s_row + _T(s_row)) * (s_row - _T(s_row)) + eye) - eye
+    sinv = 1.0 / s
+    v = _H(vh)
+    Z = 0.0 * eye + 0j
+    if gs is not None:
+        Z = Z + lnp.expand_dims(gs, -1) * eye
+    extra = 0.0
+    if gu is not None:
+        HU = lnp.conjugate(gu)
+        Ju = lnp.matmul(_H(u), HU)
+        FJ = F * Ju
+        Wu = FJ + _H(FJ)
+        E = Ju * eye * lnp.expand_dims(sinv, -2)
+        Z = Z + Wu * s_row + 0.5 * (E - _H(E))
+        if m > n:
+            proj = lnp.eye(m, dtype=u.dtype) - lnp.matmul(u, _H(u))
+            extra = extra + lnp.matmul(lnp.matmul(proj, HU) * s_row ** -1.0, _H(v))
+    if gvh is not None:
+        HV = _T(gvh)                 # conj-transpose of conj(gVh)
+        Jv = lnp.matmul(_H(v), HV)
+        FJ = F * Jv
+        Wv = FJ + _H(FJ)
+        Z = Z + _T(s_row) * Wv
+        if n > m:
+            proj = lnp.eye(n, dtype=v.dtype) - lnp.matmul(v, _H(v))
+            extra = extra + lnp.matmul(u * s_row ** -1.0, lnp.matmul(_H(HV), proj))
+    HA = lnp.matmul(lnp.matmul(u, Z), _H(v)) + extra
+    return lnp.conjugate(HA)

@@ -1,0 +1,347 @@
+"""The execution policy: for every call, run it now on NumPy or record it.
+
+Laziness is a means, not the goal: lazynp must never be slower than NumPy.  This module is
+the one place that decides when work runs.  An operation is
+
+* **recorded** (lazy) when its work is large enough for fusion and threads to pay
+  (elementwise, reduction and write ops of at least :data:`EAGER_MAX_ELEMS` elements,
+  counting the largest operand: it joins the graph of its pending inputs), and always
+  while a transform records (``grad``, ``vjp``, ``jvp``, ``jit``,
+  ``trace``, ``autograd.record()``: they need the graph), or under ``set_policy("lazy")``;
+* **recorded into a tree kernel** (kernels/tree.py) when it is elementwise work from
+  :data:`TREE_MIN_ELEMS` elements that joins one (:func:`decide` answers ``TREE``; the
+  recorder runs it at once when it does not);
+* **run at once** on NumPy otherwise: small work, and every operation that fusion cannot
+  improve (matmul, linalg, sorting, creation...).  Pending inputs of such an op are
+  computed first (one flush: a small op gains nothing from joining their graph).  Its result is a computed array, errors and warnings come from NumPy at the
+  call, and where NumPy returns a scalar the result is NumPy's scalar.
+
+The decision itself is a few comparisons; the C fast paths (``lazynp._speedups``) make the
+same decision from the same numbers, pushed to them by :func:`_sync`.
+
+One more rule keeps NumPy's errors and warnings where the user handles them: an op that can
+raise or warn on its values (``Op.raises_on_values``) and would be recorded **runs at the
+call** (:func:`run_at_call`) when the user's line calling it lies inside a ``try`` or
+``with`` block (``except LinAlgError``, ``np.errstate``, ``warnings.catch_warnings``,
+``pytest.raises``...; not while a transform records), or when the ``np.errstate`` in force
+raises or calls back on an error, or a warnings filter makes RuntimeWarning an error.
+"""
+from __future__ import annotations
+
+import contextlib
+import dis
+import os
+import sys
+
+import numpy as _np
+from numpy._core.umath import _extobj_contextvar as _extobj_var
+
+#: Kinds of op whose work fusion or threads can speed up: below the size bound they run
+#: at once (when their inputs are computed), from it they are recorded.
+SIZED_KINDS = frozenset(("elementwise", "reduction", "write"))
+
+#: Elementwise/reduction/write work of fewer elements than this runs at once on NumPy.
+#: Measured on the 2-core reference machine (benchmarks/policy_threshold.py, 2026-12-04):
+#: recording a 5-op chain pays from about 2^19 elements, a stencil from 2^15, a softmax row
+#: not up to 2^21 (geometric mean about 2^18.6); on 41 ordinary programs (dropin.py) 2^19
+#: beat 2^16.  2026-12-05, after large temporaries stopped page-faulting (_malloc.py) and
+#: large eager ufuncs use two threads (_split.py), NumPy-at-once got faster at large sizes:
+#: policy_threshold.py's crossing moved to about 2^21.3 (the stencil pays from 2^20, the
+#: chain and the softmax row not up to 2^21), but on dropin.py 2^19 still beats 2^21
+#: (geometric mean 0.945x vs 0.910x at the 10x sizes, equal at the small ones): kept.
+EAGER_MAX_ELEMS = int(os.environ.get("LAZYNP_EAGER_MAX_ELEMS", str(1 << 19)))
+
+#: Elementwise ufunc work from this many elements (and below :data:`EAGER_MAX_ELEMS`) is
+#: recorded when it joins a *tree kernel* (kernels/tree.py: a chain of same-shape
+#: elementwise ops on computed arrays and views, one loop, computed in the calling thread
+#: when read); an op that cannot join one runs at once.  Below it NumPy's calls cost less
+#: than a tree's ~20-30 us of recording, flush and kernel dispatch.  Measured 2026-12-06 on
+#: the 2-core machine (float64, NumPy's time / at once / as a tree, us): a 1-D stencil
+#: assigned to a region 50/48/50 at 2^15, 122/97/82 at 2^16, 284/270/136 at 2^18; a 5-op
+#: chain then max 80/68/67 at 2^15, 177/143/126 at 2^16; a 2-op chain then sum 27/23/45 at
+#: 2^15, 70/66/86 at 2^16, 88/84/85 at 2^17, 152/146/138 at 2^18.  dropin.py: 2^16 and 2^17
+#: equal within noise (small sizes 1.17-1.18x / 1.16x, 10x 1.38x / 1.43x), but at 2^16 the
+#: backward pass of autodiff.py's MLP (256x256 activations, short trees read at once by a
+#: matmul) ran 1.08-1.16x the hand-written gradient's time against 1.05-1.07x at 2^17.
+TREE_MIN_ELEMS = int(os.environ.get("LAZYNP_TREE_MIN_ELEMS", str(1 << 17)))
+
+#: Recorded work of fewer elements than this that forms a tree kernel runs as one (in the
+#: calling thread); larger work goes to the fusion pass and the engine's threads.  Above
+#: :data:`EAGER_MAX_ELEMS` trees still pay: no pass, no engine, a stencil's kernel writing
+#: the assigned region itself (dropin.py at 10x, 2026-12-06: heat-3d 2.3x -> 3.8x, game of
+#: life 1.8x -> 2.3x NumPy's speed with trees up to 2^21).
+TREE_MAX_ELEMS = int(os.environ.get("LAZYNP_TREE_MAX_ELEMS", str(1 << 21)))
+
+MODES = ("auto", "lazy")
+_mode = os.environ.get("LAZYNP_POLICY", "auto").strip().lower() or "auto"
+if _mode not in MODES:
+    raise ValueError(f"LAZYNP_POLICY={_mode!r}: expected one of {MODES}")
+
+#: > 0 while something must record every operation (transforms, lazy mode).  Read by the
+#: recorder on every call: kept as a module global (and mirrored in C) for speed.
+record_all = 1 if _mode == "lazy" else 0
+_transforms = 0
+_scopes = 0         # open ``policy(...)`` blocks
+_c = None          # lazynp._speedups, once graph.py has loaded it
+_run_eager = None  # graph.run_eager (the C recorder calls it)
+_run_now = None    # graph.run_now (the C recorder's path for pending arguments)
+_value_for_eager = None   # graph.value_for_eager (the C fast paths' pending operands)
+
+
+def _sync() -> None:
+    global record_all
+    record_all = (_mode == "lazy") + _transforms
+    if _c is not None:
+        _c.set_policy(record_all, EAGER_MAX_ELEMS, min(TREE_MIN_ELEMS, EAGER_MAX_ELEMS),
+                      TREE_MAX_ELEMS, SIZED_KINDS, _run_eager, _run_now, _value_for_eager)
+        _c.set_transforms(_transforms + _scopes)
+
+
+def attach_speedups(mod, run_eager, run_now, value_for_eager) -> None:
+    """Called by graph.py with the C extension (or None), which mirrors the policy, the
+    function that runs an op at once, the decision for ops on pending arguments and the
+    value of a pending operand."""
+    global _c, _run_eager, _run_now, _value_for_eager
+    _c = mod
+    _run_eager = run_eager
+    _run_now = run_now
+    _value_for_eager = value_for_eager
+    _sync()
+
+
+def enter_transform() -> None:
+    """A transform starts recording (``graph.keeping_graph``): record everything."""
+    global _transforms
+    _transforms += 1
+    _sync()
+
+
+def exit_transform() -> None:
+    global _transforms
+    _transforms -= 1
+    _sync()
+
+
+def get_policy() -> str:
+    """The current policy: ``"auto"`` (run small work at once) or ``"lazy"``."""
+    return _mode
+
+
+def set_policy(mode: str) -> None:
+    """Choose when work runs.
+
+    Parameters
+    ----------
+    mode : {"auto", "lazy"}
+        ``"auto"`` (the default): small work on computed arrays runs at once on NumPy,
+        large or pending work is recorded and fused.  ``"lazy"``: every operation is
+        recorded (lazynp's behaviour before the policy existed; useful to study graphs).
+    """
+    global _mode
+    mode = str(mode).strip().lower()
+    if mode not in MODES:
+        raise ValueError(f"lazynp policy must be one of {MODES}, not {mode!r}")
+    _mode = mode
+    _sync()
+
+
+@contextlib.contextmanager
+def policy(mode: str):
+    """Context manager form of :func:`set_policy`."""
+    global _scopes
+    old = _mode
+    set_policy(mode)
+    # a recording scope the user opened: like a transform, its with block does not make
+    # ops run at the call (errstate and error-filter rules still apply: run_at_call)
+    _scopes += 1
+    _sync()
+    try:
+        yield
+    finally:
+        _scopes -= 1
+        set_policy(old)
+
+
+def set_eager_max_elems(n: int) -> None:
+    """Change :data:`EAGER_MAX_ELEMS` (measurement scripts and tests)."""
+    global EAGER_MAX_ELEMS
+    EAGER_MAX_ELEMS = int(n)
+    _sync()
+
+
+def set_tree_min_elems(n: int) -> None:
+    """Change :data:`TREE_MIN_ELEMS` (measurement scripts and tests)."""
+    global TREE_MIN_ELEMS
+    TREE_MIN_ELEMS = int(n)
+    _sync()
+
+
+def permuted(a: _np.ndarray) -> bool:
+    """Whether NumPy array ``a``'s axes are out of memory order (a transposed view, an
+    F-ordered array: a later axis of length > 1 has a larger stride than an earlier one;
+    broadcast axes do not count)."""
+    return permuted_layout(a.shape, a.strides)
+
+
+def permuted_layout(shape: tuple, strides: tuple) -> bool:
+    """:func:`permuted` for an array of this shape and these strides."""
+    last = -1
+    for n, s in zip(shape, strides):
+        if n < 2 or s == 0:
+            continue
+        s = abs(s)
+        if last >= 0 and s > last:
+            return True
+        last = s
+    return False
+
+
+def counted_size(a) -> int:
+    """How many elements array ``a`` (NumPy or lazynp, or a graph node) counts for against
+    the size bound: 0 for arrays of Python objects, whose work always runs at once on
+    NumPy's object loops (fusion, kernels, pooled buffers and dtype probes do not take
+    references; NumPy's object reductions return the elements' own type), and 0 for a
+    computed NumPy value whose axes are out of memory order (:func:`permuted`): NumPy's
+    result keeps that order and the next op reads it along memory (a CNN's
+    ``conv.transpose(0, 3, 1, 2) + b`` then its max-pool), where a fused kernel writes C order
+    and reads the input across cache lines (cnn_inference at 10x: 0.45x NumPy's speed)."""
+    dt = a.dtype
+    if dt.hasobject:
+        return 0
+    if type(a) is _np.ndarray and permuted(a):
+        return 0
+    n = 1
+    for s in a.shape:
+        n *= s
+    return n
+
+
+#: elementwise ops that run at once at any size (their pending inputs computed first)
+AT_ONCE_OPS = frozenset(("copy",))
+
+#: :func:`decide`'s answers
+RECORD, NOW, TREE = 0, 1, 2
+
+
+def decide(op, size: int) -> int:
+    """For an op whose node arguments are computed (or pending) and whose largest operand
+    or result has ``size`` elements: :data:`NOW` (run at once), :data:`RECORD`, or
+    :data:`TREE` (record it if it joins a tree kernel, else run at once)."""
+    kind = op.kind
+    if kind not in SIZED_KINDS:
+        return NOW
+    if size >= EAGER_MAX_ELEMS:
+        # (a copy runs at once at any size: ``A = np.asarray(A).copy()`` is then written
+        # in place, so it must be materialized; recorded, it kept the work after it waiting)
+        return NOW if op.name in AT_ONCE_OPS else RECORD
+    if size < TREE_MIN_ELEMS:
+        return NOW
+    return TREE if tree_op(op) else NOW
+
+
+def tree_op(op) -> bool:
+    """Does medium work of ``op`` join tree kernels?  Elementwise ufuncs but those whose
+    kernel form calls libm (exp, sin...): NumPy's math loops may give other bits.  (Powers
+    do: the tree takes those by a scalar 2, squares, and leaves the others to NumPy.)"""
+    if op.kind != "elementwise" or op.ufunc is None:
+        return False
+    from ..kernels.tree import libm_names
+    return op.name not in libm_names() or op.name == "power"
+
+
+def sized_ok(kind: str, size: int) -> bool:
+    """May an op of ``kind`` whose largest operand or result has ``size`` elements run at
+    once (its inputs being computed)?"""
+    return kind not in SIZED_KINDS or size < EAGER_MAX_ELEMS
+
+
+# --- errors and warnings at the call ----------------------------------------------------------
+
+_protected: dict = {}         # code object -> offsets (start, end, start, end...) of try/with
+
+
+def protected_ranges(code) -> tuple:
+    """Byte offsets ``(start0, end0, start1, end1, ...)`` of the instructions of ``code``
+    inside a ``try`` or ``with`` block (an except/finally body too): the ranges of its
+    exception table (Python >= 3.11; before, none are known).  A generator's whole-body
+    entry (3.12: StopIteration -> RuntimeError) is no user handler and is left out."""
+    hit = _protected.get(code)
+    if hit is not None:
+        return hit
+    ranges: list = []
+    if sys.version_info >= (3, 11):
+        bc = dis.Bytecode(code)
+        entries = bc.exception_entries
+        if entries:
+            targets = {i.offset: i for i in bc}
+            for e in entries:
+                t = targets.get(e.target)
+                if t is not None and t.opname == "CALL_INTRINSIC_1" and \
+                        "STOPITERATION" in str(t.argrepr):
+                    continue
+                ranges += (e.start, e.end)
+    if len(_protected) > 4096:     # (code made at run time, by exec: keep the cache bounded)
+        _protected.clear()
+    hit = _protected[code] = tuple(ranges)
+    return hit
+
+
+def in_handler_block(code, lasti: int) -> bool:
+    """True when bytecode offset ``lasti`` of ``code`` lies inside a try/with block."""
+    r = _protected.get(code)
+    if r is None:
+        r = protected_ranges(code)
+    for i in range(0, len(r), 2):
+        if r[i] <= lasti < r[i + 1]:
+            return True
+    return False
+
+
+_errstates: dict = {}   # np.errstate object -> (traps, ignores all)
+
+
+def _classify_errstate(ext) -> tuple:
+    hit = _errstates.get(ext)
+    if hit is None:
+        token = _extobj_var.set(ext)
+        try:
+            modes = set(_np.geterr().values())
+        finally:
+            _extobj_var.reset(token)
+        hit = (bool(modes - {"ignore", "warn"}), modes == {"ignore"})
+        if len(_errstates) > 256:       # (each ``with np.errstate`` makes a new object)
+            _errstates.clear()
+        _errstates[ext] = hit
+    return hit
+
+
+def errstate_traps(ext) -> bool:
+    """True when the ``np.errstate`` object ``ext`` makes an error raise, call a function or
+    log (anything but ignore and warn): NumPy acts at the call, so lazynp runs there."""
+    return _classify_errstate(ext)[0]
+
+
+def errstate_ignores(ext) -> bool:
+    """True when the ``np.errstate`` object ``ext`` ignores every floating-point error."""
+    return _classify_errstate(ext)[1]
+
+
+def run_at_call(op, site, ext, wstate) -> bool:
+    """Must ``op``, about to be recorded at ``site`` (``(code, bytecode offset)`` of the
+    user's line) under the errstate object ``ext`` (None: NumPy's default) and the warnings
+    state ``wstate`` (``_late_warnings.WarningsState``), run at once?  True for an op that
+    can raise or warn on values, called inside a try/with block, under an errstate that
+    raises or a warnings filter that makes RuntimeWarning an error: its error or warning
+    must reach the user's handler (or stop the program at the user's line)."""
+    if not op.raises_on_values:
+        return False
+    if wstate.traps or (ext is not None and errstate_traps(ext)):
+        return True
+    if _transforms or _scopes or site is None or not in_handler_block(site[0], site[1]):
+        # (a transform records its function's graph, and its own ops name the user's line
+        # calling it: run when the transform's result is read, as before)
+        return False
+    # in a try/with block: nothing to see when only floating-point errors can arise and
+    # they are ignored (``np.errstate(all="ignore")``, ``simplefilter("ignore")``): recorded
+    return not (op.fp_errors_only and
+                (wstate.ignores or (ext is not None and errstate_ignores(ext))))

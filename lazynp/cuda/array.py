@@ -1,0 +1,715 @@
+"""Arrays on a CUDA device: ``lazynp.asarray(x, device="cuda")``.
+
+A :class:`DeviceArray` is a handle on a device storage Var plus a view geometry, like
+``lazynp.ndarray`` on the CPU, and as lazy: operators, lazynp's ufuncs and reductions
+*record* device nodes (:mod:`lazynp.cuda.runtime`) that run as fused Numba CUDA
+kernels on the device's streams when a value is needed.  It is its own class (as CuPy's
+array is not NumPy's): ``isinstance(a, lazynp.ndarray)`` is False for it.
+
+Printing, ``numpy.asarray``, ``float()``, ``tolist()`` copy to the host (forcing points).
+An op whose array operands live on two devices raises ``ValueError`` naming both
+(:func:`lazynp.devices.placement`).
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from .. import devices
+from ..devices import Device
+from ..core.graph import VIEW
+from ..ops import elementwise as ew
+from ..ops import reductions as R
+from ..ops.registry import OPS, Op, register
+
+
+def _rt():
+    from . import runtime
+    return runtime
+
+
+def _mem():
+    from . import memory
+    return memory
+
+
+_SCALARS = (bool, int, float, complex)
+
+
+class DeviceArray:
+    """A lazy array on a CUDA device (``device``: ``"cuda:N"``)."""
+
+    _lazynp_device_array = True
+    __array_priority__ = 200.0
+
+    __slots__ = ("_var", "_geom", "_device", "__weakref__")
+
+    def __init__(self, *a, **k):
+        raise TypeError("lazynp: make device arrays with lazynp.asarray(x, device='cuda') "
+                        "or a creation function's device= argument")
+
+    @classmethod
+    def _from_node(cls, node) -> "DeviceArray":
+        self = object.__new__(cls)
+        self._var = _rt().DVar(node)
+        self._geom = None
+        self._device = node.device
+        return self
+
+    def _view(self, off: int, shape: tuple, strides: tuple, dtype) -> "DeviceArray":
+        v = object.__new__(type(self))
+        v._var = self._var
+        v._geom = (off, tuple(shape), tuple(strides), np.dtype(dtype))
+        v._device = self._device
+        return v
+
+    def _node(self):
+        g = self._geom
+        if g is None:
+            return self._var.head
+        return _rt().view_node(self._var.head, *g)
+
+    # --- metadata ----------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        g = self._geom
+        return self._var.head.shape if g is None else g[1]
+
+    @property
+    def dtype(self) -> np.dtype:
+        g = self._geom
+        return self._var.head.dtype if g is None else g[3]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        s = 1
+        for d in self.shape:
+            s *= d
+        return s
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.itemsize
+
+    @property
+    def strides(self) -> tuple:
+        g = self._geom
+        if g is not None:
+            return g[2]
+        return _rt()._c_strides(self.shape, self.itemsize)
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    # --- moving between devices and libraries ------------------------------------------
+    def to_device(self, device, /, *, stream=None) -> "DeviceArray":
+        """A copy on ``device`` (``"cpu"``: a ``lazynp.ndarray``); self if already there."""
+        d = devices.device(device)
+        if d == self._device:
+            return self
+        host = self._host()
+        if d.kind == "cpu":
+            from ..array.ndarray import ndarray
+            from ..core.graph import leaf
+            return ndarray._from_node(leaf(host))
+        return from_host(host, d)
+
+    def get(self) -> np.ndarray:
+        """The value as a NumPy array (a host copy; CuPy's name)."""
+        return self._host()
+
+    def _host(self) -> np.ndarray:
+        return _rt().download(self._node())
+
+    def __array__(self, dtype=None, copy=None):
+        v = self._host()
+        return v if dtype is None else v.astype(dtype, copy=False)
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        n = self._node()
+        _rt().wait(n)
+        return _mem().interface(_rt().realize(n))
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        n = self._node()
+        _rt().wait(n)
+        buf = _rt().realize(n)
+        if _mem().simulated():
+            return _mem().host_view(buf).__dlpack__()
+        return buf.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self):
+        if _mem().simulated():
+            return (1, 0)                   # (the simulator's memory is the host's)
+        return (2, self._device.index)      # (kDLCUDA, device)
+
+    def block_until_ready(self) -> "DeviceArray":
+        """Run what this array needs and wait for it (JAX's name)."""
+        _rt().wait(self._node())
+        return self
+
+    # --- forcing points ------------------------------------------------------------------
+    def __repr__(self) -> str:
+        r = repr(self._host())
+        return r[:-1] + f", device='{self._device.name}')"
+
+    def __str__(self) -> str:
+        return str(self._host())
+
+    def __format__(self, spec: str) -> str:
+        return format(self._host(), spec) if self.ndim == 0 else format(str(self), spec)
+
+    def __float__(self) -> float:
+        return float(self._host())
+
+    def __int__(self) -> int:
+        return int(self._host())
+
+    def __complex__(self) -> complex:
+        return complex(self._host())
+
+    def __index__(self) -> int:
+        return operator.index(self._host()[()]) if self.ndim == 0 else \
+            operator.index(self._host())
+
+    def __bool__(self) -> bool:
+        return bool(self._host())
+
+    def item(self, *args):
+        return self._host().item(*args)
+
+    def tolist(self):
+        return self._host().tolist()
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        for i in range(self.shape[0]):
+            yield self[i]
+
+    # --- views -------------------------------------------------------------------------
+    def _view_from(self, shadow: np.ndarray, base: np.ndarray) -> "DeviceArray":
+        off = shadow.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+        return self._view(off, shadow.shape, shadow.strides, shadow.dtype)
+
+    def _geometry_op(self, fn) -> "DeviceArray":
+        base = _GeomBase(self._var.head)
+        s = base.view_of(self._geom)
+        out = fn(s)
+        if not isinstance(out, np.ndarray) or not np.shares_memory(out, base.array) and \
+                out.size:
+            return None
+        return self._view_from(out, base.array)
+
+    def __getitem__(self, key):
+        if _basic_index(key):
+            k = key if isinstance(key, tuple) else (key,)
+            if not any(i is Ellipsis for i in k):
+                k = k + (Ellipsis,)          # (integers alone: a 0-d view, not a scalar)
+            v = self._geometry_op(lambda s: s[k])
+            if v is not None:
+                return v
+        return _fallback_call("getitem", lambda x: x[_host_key(key)], (self,))
+
+    def __setitem__(self, key, value):
+        if not _basic_index(key):
+            raise NotImplementedError("lazynp: device arrays take only basic indices in "
+                                      "assignments (integers, slices, ..., None)")
+        target = self if key is Ellipsis or key == () else self[key]
+        if not isinstance(target, DeviceArray) or target._var is not self._var:
+            raise NotImplementedError("lazynp: this assignment needs a view of a device array")
+        _write(target, value)
+
+    @property
+    def T(self) -> "DeviceArray":
+        return self.transpose()
+
+    @property
+    def mT(self) -> "DeviceArray":
+        return self.swapaxes(-1, -2)
+
+    def transpose(self, *axes) -> "DeviceArray":
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+            axes = axes[0]
+        return self._geometry_op(lambda s: s.transpose(axes or None))
+
+    def swapaxes(self, a1: int, a2: int) -> "DeviceArray":
+        return self._geometry_op(lambda s: s.swapaxes(a1, a2))
+
+    def reshape(self, *shape, order="C") -> "DeviceArray":
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        if order != "C":
+            raise NotImplementedError("lazynp: device arrays reshape in C order only")
+
+        def fn(s):
+            r = s.reshape(shape)
+            return r if np.shares_memory(r, s) or not r.size else None
+        v = self._geometry_op(fn)
+        if v is not None:
+            return v
+        return self.copy().reshape(shape)
+
+    def ravel(self) -> "DeviceArray":
+        return self.reshape(-1)
+
+    def flatten(self) -> "DeviceArray":
+        return self.copy().reshape(-1)
+
+    def squeeze(self, axis=None) -> "DeviceArray":
+        return self._geometry_op(lambda s: s.squeeze(axis))
+
+    # --- elementwise -------------------------------------------------------------------
+    def copy(self) -> "DeviceArray":
+        return _unary_op(OPS["copy"], self, self.dtype)
+
+    def astype(self, dtype, copy: bool = True) -> "DeviceArray":
+        dtype = np.dtype(dtype)
+        if dtype == self.dtype and not copy:
+            return self
+        return _record(OPS["astype"], (self._node(),), {"dtype": dtype}, self.shape, dtype,
+                       self._device)
+
+    def __neg__(self):
+        return ufunc_call(np.negative, (self,))
+
+    def __pos__(self):
+        return ufunc_call(np.positive, (self,))
+
+    def __abs__(self):
+        return ufunc_call(np.absolute, (self,))
+
+    def __invert__(self):
+        return ufunc_call(np.invert, (self,))
+
+    def __matmul__(self, other):
+        return matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return matmul(other, self)
+
+    # --- reductions --------------------------------------------------------------------
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False):
+        return reduce("sum", self, axis, dtype, out, keepdims)
+
+    def prod(self, axis=None, dtype=None, out=None, keepdims=False):
+        return reduce("prod", self, axis, dtype, out, keepdims)
+
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False):
+        return reduce("mean", self, axis, dtype, out, keepdims)
+
+    def max(self, axis=None, out=None, keepdims=False):
+        return reduce("max", self, axis, None, out, keepdims)
+
+    def min(self, axis=None, out=None, keepdims=False):
+        return reduce("min", self, axis, None, out, keepdims)
+
+    def any(self, axis=None, out=None, keepdims=False):
+        return reduce("any", self, axis, None, out, keepdims)
+
+    def all(self, axis=None, out=None, keepdims=False):
+        return reduce("all", self, axis, None, out, keepdims)
+
+    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        return reduce("std", self, axis, dtype, out, keepdims, {"ddof": ddof} if ddof else None)
+
+    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        return reduce("var", self, axis, dtype, out, keepdims, {"ddof": ddof} if ddof else None)
+
+    def argmax(self, axis=None, out=None, keepdims=False):
+        return reduce("argmax", self, axis, None, out, keepdims)
+
+    def argmin(self, axis=None, out=None, keepdims=False):
+        return reduce("argmin", self, axis, None, out, keepdims)
+
+
+def _size(shape) -> int:
+    s = 1
+    for d in shape:
+        s *= d
+    return s
+
+
+class _GeomBase:
+    """A C-ordered NumPy array of a head's shape and dtype on a tiny real buffer whose
+    strides pretend to cover it (views of it are never read)."""
+
+    def __init__(self, head):
+        dt = head.dtype
+        n = _size(head.shape)
+        strides = _rt()._c_strides(head.shape, dt.itemsize)
+        self.array = as_strided(np.zeros(1, dt), shape=head.shape, strides=strides) \
+            if n else np.empty(head.shape, dt)
+
+    def view_of(self, geom) -> np.ndarray:
+        if geom is None:
+            return self.array
+        off, shape, strides, dt = geom
+        base = self.array
+        ptr = base.__array_interface__["data"][0] + off
+        return np.asarray(_Interface(ptr, shape, strides, dt, base))
+
+
+class _Interface:
+    def __init__(self, ptr, shape, strides, dt, base):
+        self.__array_interface__ = {"data": (ptr, False), "shape": tuple(shape),
+                                    "strides": tuple(strides), "typestr": dt.str,
+                                    "descr": dt.descr, "version": 3}
+        self._base = base
+
+
+def _basic_index(key) -> bool:
+    items = key if isinstance(key, tuple) else (key,)
+    for k in items:
+        if k is None or k is Ellipsis or isinstance(k, slice):
+            continue
+        if isinstance(k, (bool, np.bool_)):
+            return False
+        if isinstance(k, (int, np.integer)):
+            continue
+        return False
+    return True
+
+
+def _host_key(key):
+    if isinstance(key, DeviceArray):
+        return key._host()
+    if isinstance(key, tuple):
+        return tuple(_host_key(k) for k in key)
+    return key
+
+
+# --- recording ---------------------------------------------------------------------------------
+
+def _record(op, args, params, shape, dtype, device) -> DeviceArray:
+    return DeviceArray._from_node(_rt().record(op, args, params, tuple(shape), dtype, device))
+
+
+def _operand(x, dev: Device):
+    if isinstance(x, DeviceArray):
+        return x._node()
+    if type(x) in _SCALARS or isinstance(x, np.generic):
+        return x
+    raise TypeError(f"lazynp: unsupported operand {type(x).__name__} for a device array")
+
+
+def _unary_op(op, a: DeviceArray, dtype) -> DeviceArray:
+    return _record(op, (a._node(),), None, a.shape, dtype, a._device)
+
+
+def ufunc_call(np_ufunc, args, kwargs=None) -> DeviceArray:
+    """``np_ufunc(*args)`` with an operand on a device (the hook of ``lazynp``'s ufuncs)."""
+    name = np_ufunc.__name__
+    kwargs = {k: v for k, v in (kwargs or {}).items() if v is not None}
+    out = kwargs.pop("out", None)
+    if kwargs:
+        raise NotImplementedError(f"lazynp: {name} on device arrays takes no keyword "
+                                  f"arguments {sorted(kwargs)}")
+    dev = devices.placement(args + ((out,) if isinstance(out, DeviceArray) else ()), name)
+    op = ew.UFUNC_OPS.get(name)
+    if op is None or np_ufunc.nout != 1:
+        raise NotImplementedError(f"lazynp: {name} is not implemented on device arrays")
+    if len(args) != np_ufunc.nin:
+        raise TypeError(f"{name}() takes {np_ufunc.nin} positional arguments but "
+                        f"{len(args)} were given")
+    ops = [_operand(a, dev) for a in args]
+    keys = tuple(type(o) if type(o) in _SCALARS else o.dtype for o in ops)
+    ew.check_python_int(np_ufunc, args, keys)
+    dt = ew.result_dtypes(np_ufunc, keys)[0]
+    from ..array.operands import broadcast_shapes
+    shape = broadcast_shapes(*[o.shape if hasattr(o, "shape") and not
+                               isinstance(o, np.generic) else () for o in ops])
+    if np_ufunc is np.power and keys[0] != float and isinstance(keys[0], np.dtype):
+        ew.check_int_power(keys[0], args[1], shape)
+    res = _record(op, tuple(ops), None, shape, dt, dev)
+    if out is not None:
+        if isinstance(out, tuple):
+            out = out[0]
+        if not isinstance(out, DeviceArray):
+            raise ValueError(f"lazynp: {name}: out= must be an array on {dev.name}")
+        out[...] = res
+        return out
+    return res
+
+
+def _binary(np_ufunc, reflected: bool = False):
+    def f(self, other):
+        if not isinstance(other, (DeviceArray, np.ndarray, np.generic) + _SCALARS) and \
+                not hasattr(other, "_node") and not hasattr(other, "__array__"):
+            return NotImplemented
+        return ufunc_call(np_ufunc, (other, self) if reflected else (self, other))
+    return f
+
+
+def _inplace(np_ufunc):
+    def f(self, other):
+        res = ufunc_call(np_ufunc, (self, other))
+        if res.dtype != self.dtype and not np.can_cast(res.dtype, self.dtype, "same_kind"):
+            probe = [np.empty(0, self.dtype),
+                     other if type(other) in _SCALARS else np.empty(0, other.dtype)]
+            np_ufunc(*probe, out=np.empty(0, self.dtype))   # NumPy's UFuncTypeError
+        _write(self, res)
+        return self
+    return f
+
+
+_DUNDERS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
+            "floordiv": np.floor_divide, "mod": np.remainder, "pow": np.power,
+            "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
+            "lshift": np.left_shift, "rshift": np.right_shift}
+for _n, _u in _DUNDERS.items():
+    setattr(DeviceArray, f"__{_n}__", _binary(_u))
+    setattr(DeviceArray, f"__r{_n}__", _binary(_u, True))
+    setattr(DeviceArray, f"__i{_n}__", _inplace(_u))
+for _n, _u in {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+               "gt": np.greater, "ge": np.greater_equal}.items():
+    setattr(DeviceArray, f"__{_n}__", _binary(_u))
+DeviceArray.__hash__ = None
+
+
+def _write(target: DeviceArray, value) -> None:
+    """``target[...] = value`` (target: an array or a view of one)."""
+    dev = devices.placement((target, value), "setitem")
+    v = _operand(value, dev) if not isinstance(value, (list, tuple, np.ndarray)) else None
+    if v is None:
+        raise ValueError(f"lazynp: setitem: a host value on {dev.name}; move it with "
+                         f"lazynp.asarray(value, device='{dev.name}')")
+    from ..array.operands import broadcast_shapes
+    vs = v.shape if not isinstance(v, (np.generic,) + _SCALARS) else ()
+    if broadcast_shapes(target.shape, vs) != target.shape:
+        raise ValueError(f"could not broadcast input array from shape {vs} into shape "
+                         f"{target.shape}")
+    var = target._var
+    old = var.head
+    if target._geom is None:
+        geom = (0, old.shape, _rt()._c_strides(old.shape, old.dtype.itemsize), old.dtype)
+    else:
+        geom = target._geom
+    node = _rt().record(_SETITEM, (old, v), {"offset": geom[0], "shape": geom[1],
+                                             "strides": geom[2], "dtype": geom[3]},
+                        old.shape, old.dtype, dev)
+    var.set_head(node)
+
+
+def _setitem_impl(base, value, offset, shape, strides, dtype):  # the NumPy reference
+    np.ndarray(shape, dtype, buffer=base, offset=offset, strides=strides)[...] = value
+    return base
+
+
+_SETITEM = OPS.get("device_setitem") or register(Op("device_setitem", "write", _setitem_impl,
+                                                     inplace=(0,), raises_on_values=False))
+
+
+def reduce(name: str, a: DeviceArray, axis=None, dtype=None, out=None, keepdims=False,
+           kw=None, where=True) -> DeviceArray:
+    """``numpy.<name>(a, axis, dtype, keepdims)`` on a device array (recorded)."""
+    if where is not True:
+        raise NotImplementedError(f"lazynp: {name}(where=...) is not implemented on device "
+                                  f"arrays")
+    fn = getattr(np, name)
+    args_kw = dict(kw or {})
+    if axis is not None:
+        args_kw["axis"] = axis if not isinstance(axis, list) else tuple(axis)
+    if dtype is not None:
+        args_kw["dtype"] = np.dtype(dtype)
+    if keepdims:
+        args_kw["keepdims"] = True
+    dt = R.probe_dtype(name, fn, a.shape, a.dtype, args_kw)      # NumPy's errors
+    shape = R.reduced_shape(a.shape, args_kw.get("axis"), keepdims)
+    res = _record(R.generic_op(name, fn), (a._node(),), args_kw or None, shape, dt, a._device)
+    if out is not None:
+        out[...] = res
+        return out
+    return res
+
+
+def _matmul_impl(a, b):
+    return np.matmul(a, b)
+
+
+_MATMUL = OPS.get("device_matmul") or register(Op("device_matmul", "contraction", _matmul_impl,
+                                                   raises_on_values=False))
+
+
+def matmul(a, b) -> DeviceArray:
+    dev = devices.placement((a, b), "matmul")
+    if not isinstance(a, DeviceArray) or not isinstance(b, DeviceArray):
+        raise ValueError("matmul: scalar operands are not allowed")
+    from .._numpy.namespace import _matmul_meta
+    shape, dt = _matmul_meta(a, b, {})
+    return _record(_MATMUL, (a._node(), b._node()), None, shape, dt, dev)
+
+
+def where(condition, x, y) -> DeviceArray:
+    """``numpy.where(condition, x, y)`` on device arrays (an elementwise op: it fuses)."""
+    dev = devices.placement((condition, x, y), "where")
+    ops = [_operand(v, dev) for v in (condition, x, y)]
+    from ..array.operands import broadcast_shapes
+    shape = broadcast_shapes(*[o.shape if isinstance(o, _rt().DNode) else () for o in ops])
+    dt = np.result_type(*[o.dtype if isinstance(o, _rt().DNode) else o for o in ops[1:]])
+    return _record(OPS["where"], tuple(ops), None, shape, dt, dev)
+
+
+def call_at_once(name: str, np_fn, args, kwargs):
+    """NumPy's ``np_fn`` (sort, linalg, fft, concatenate...) on device arrays, run now: on
+    a real GPU on CuPy arrays (NumPy's functions dispatch to CuPy's), under the simulator
+    on host copies (counted in ``device_host_fallbacks``).  Array results stay on the
+    device."""
+    flat = []
+
+    def collect(x):
+        if isinstance(x, DeviceArray):
+            flat.append(x)
+        elif type(x) in (list, tuple):
+            for v in x:
+                collect(v)
+    collect(args)
+    collect(tuple(kwargs.values()))
+    dev = devices.placement(tuple(flat), name)
+    rt = _rt()
+    mem = _mem()
+    sim = mem.simulated()
+    if sim:
+        rt.STATS["device_host_fallbacks"] += 1
+    else:
+        rt.STATS["device_cupy_ops"] += 1
+
+    def value(x):
+        if isinstance(x, DeviceArray):
+            if sim:
+                return x._host()
+            n = x._node()
+            rt.wait(n)
+            return rt.realize(n)
+        if type(x) in (list, tuple):
+            return type(x)(value(v) for v in x)
+        if isinstance(x, np.ndarray) or hasattr(x, "_node"):
+            raise ValueError(f"lazynp: {name}: operands are on two devices, cpu and "
+                             f"{dev.name}; move one with .to_device(...)")
+        return x
+
+    res = np_fn(*value(tuple(args)), **{k: value(v) for k, v in kwargs.items()})
+    return _wrap_result(res, dev, sim)
+
+
+def _wrap_result(res, dev, sim: bool):
+    if isinstance(res, tuple):
+        return type(res)(*[_wrap_result(r, dev, sim) for r in res]) if hasattr(res, "_fields") \
+            else tuple(_wrap_result(r, dev, sim) for r in res)
+    if isinstance(res, list):
+        return [_wrap_result(r, dev, sim) for r in res]
+    if sim:
+        return from_host(res, dev) if isinstance(res, np.ndarray) else res
+    cp = _mem()._load()["cupy"]
+    if isinstance(res, cp.ndarray):
+        if not res.flags.c_contiguous:
+            res = cp.ascontiguousarray(res)
+        return DeviceArray._from_node(_rt().leaf(res, dev))
+    return res
+
+
+def _fallback_call(name: str, fn, arrays) -> DeviceArray:
+    """A computation without a device implementation: its values on the host, NumPy, the
+    result back on the device (counted in ``stats()['device_host_fallbacks']``)."""
+    _rt().STATS["device_host_fallbacks"] += 1
+    dev = devices.placement(arrays, name)
+    res = np.asarray(fn(*[x._host() for x in arrays]))
+    return from_host(res, dev)
+
+
+def evaluate(arrays) -> None:
+    """Run what the device arrays need (one flush: independent work overlaps on the
+    streams), then wait for them."""
+    if arrays:
+        rt = _rt()
+        nodes = [a._node() for a in arrays]
+        rt.flush(nodes)
+        for n in nodes:
+            rt.wait(n)
+
+
+# --- creation ------------------------------------------------------------------------------
+
+def from_host(value, dev: Device, dtype=None) -> DeviceArray:
+    """A device array holding a copy of ``value`` (uploaded on the copy stream)."""
+    arr = np.array(value, dtype=dtype, order="C", copy=True)
+    return DeviceArray._from_node(_rt().upload(arr, dev))
+
+
+def asarray(a, dev: Device, dtype=None, copy=None) -> DeviceArray:
+    """``lazynp.asarray(a, device=dev)`` for a CUDA device."""
+    if isinstance(a, DeviceArray):
+        if a._device != dev:
+            a = a.to_device(dev)
+        elif copy:
+            a = a.copy()
+        if dtype is not None and np.dtype(dtype) != a.dtype:
+            a = a.astype(dtype)
+        return a
+    if devices.is_foreign_gpu_array(a) or (hasattr(a, "__dlpack_device__") and
+                                                   not isinstance(a, np.ndarray) and
+                                                   _is_cuda_dlpack(a)):
+        buf = _mem().from_foreign(a, dev)
+        if not _contiguous_buffer(buf):
+            buf = None
+        if buf is not None:
+            node = _rt().leaf(buf, dev, exported=True)
+            out = DeviceArray._from_node(node)
+            if copy:
+                out = out.copy()
+            if dtype is not None and np.dtype(dtype) != out.dtype:
+                out = out.astype(dtype)
+            return out
+    if hasattr(a, "_value") and hasattr(a, "_node"):       # a lazynp CPU array
+        a = a._value()
+    if copy is False:
+        raise ValueError("lazynp.asarray(copy=False): a copy to the device is needed")
+    return from_host(a, dev, dtype)
+
+
+def _is_cuda_dlpack(a) -> bool:
+    try:
+        return a.__dlpack_device__()[0] in (2, 3, 13)
+    except Exception:
+        return False
+
+
+def _contiguous_buffer(buf) -> bool:
+    f = getattr(buf, "flags", None)
+    if f is not None and hasattr(f, "c_contiguous"):
+        return bool(f.c_contiguous)
+    try:
+        return bool(buf.is_c_contiguous())
+    except Exception:
+        return False
+
+
+def full(shape, fill_value, dtype, dev: Device) -> DeviceArray:
+    dtype = np.dtype(dtype)
+    with np.errstate(all="ignore"):
+        np.copyto(np.empty((), dtype), fill_value, casting="unsafe")
+    return _record(_FULL, (), {"fill_value": fill_value}, shape, dtype, dev)
+
+
+def empty(shape, dtype, dev: Device) -> DeviceArray:
+    return _record(OPS["empty"], (), None, shape, np.dtype(dtype), dev)
+
+
+_FULL = OPS["full"]

@@ -1,0 +1,247 @@
+"""Numba CUDA code generation for fused groups (the CUDA twin of :mod:`lazynp.kernels.cpu`).
+
+The member statements ``t<k> = <expression>`` come from the same layout and scalar
+templates as the CPU kernels (:class:`lazynp.kernels.fused.Layout`, which expands the op
+table's templates with :mod:`lazynp.kernels.exprs`); only the loop around them differs:
+
+* elementwise: a grid-stride loop over the flat index (inputs of the group's shape and
+  C-contiguous are read as 1-D; otherwise the index is unravelled and every input is read
+  through its own strides, broadcast dimensions at index 0);
+* a trailing reduction: a block reduction.  Each block reduces a slice of one output
+  element's reduced elements into shared memory (tree), writing one partial; a second
+  small kernel combines the partials of each output element (and divides for ``mean``).
+
+Kernels are compiled once per source and argument types and kept (in memory, and on disk
+through Numba's cache where the CUDA target has one).
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..kernels import exprs
+
+_CONST = re.compile(r"kc_(\w+?)\[(\d+)\]")
+
+_PRELUDE = """import math
+import numpy as np
+import numba as nb
+from numba import cuda
+
+
+@cuda.jit(device=True, inline="always")
+def _fexp(x):
+    return math.exp(x)
+
+"""
+
+_COMBINE = {"sum": "a + b", "mean": "a + b", "prod": "a * b",
+            "max": "b if (b > a or b != b) else a", "min": "b if (b < a or b != b) else a",
+            "any": "a | b", "all": "a & b"}
+
+
+def _nb(dt: np.dtype) -> str:
+    return "nb.boolean" if dt.kind == "b" else f"nb.{dt.name}"
+
+
+def acc_dtype(kind: str, src: np.dtype, out: np.dtype) -> np.dtype:
+    """The accumulator of a reduction (float32 sums accumulate in float64, as the CPU
+    kernels do: a long float32 chain drifts, NumPy sums pairwise)."""
+    if kind in ("any", "all"):
+        return np.dtype(np.int32)
+    if kind in ("sum", "mean", "prod") and out == np.float32:
+        return np.dtype(np.float64)
+    if kind in ("sum", "mean", "prod") and out == np.complex64:
+        return np.dtype(np.complex128)
+    return out
+
+
+def _init(kind: str, acc: np.dtype) -> str:
+    if kind == "max":
+        if acc.kind == "f":
+            return f"np.{acc.name}(-np.inf)"
+        return f"np.{acc.name}({np.iinfo(acc).min})"
+    if kind == "min":
+        if acc.kind == "f":
+            return f"np.{acc.name}(np.inf)"
+        return f"np.{acc.name}({np.iinfo(acc).max})"
+    if kind == "any":
+        return "np.int32(0)"
+    if kind == "all":
+        return "np.int32(1)"
+    return f"np.{acc.name}({1 if kind == 'prod' else 0})"
+
+
+def _step(kind: str, v: str, indent: str) -> list:
+    if kind in ("sum", "mean"):
+        return [f"{indent}acc = acc + {v}"]
+    if kind == "prod":
+        return [f"{indent}acc = acc * {v}"]
+    if kind == "max":
+        return [f"{indent}vv = {v}", f"{indent}acc = vv if (vv > acc or vv != vv) else acc"]
+    if kind == "min":
+        return [f"{indent}vv = {v}", f"{indent}acc = vv if (vv < acc or vv != vv) else acc"]
+    if kind == "any":
+        return [f"{indent}if {v} != 0:", f"{indent}    acc = np.int32(1)"]
+    return [f"{indent}if {v} == 0:", f"{indent}    acc = np.int32(0)"]
+
+
+def scalar_lines(lines: list) -> tuple:
+    """The layout's statements with packed constants ``kc_<dtype>[i]`` turned into scalar
+    kernel arguments ``kc_<dtype>_i`` (a launch passes scalars, no constant upload); and
+    the argument names in order."""
+    names: list = []
+
+    def sub(m):
+        name = f"kc_{m.group(1)}_{m.group(2)}"
+        if name not in names:
+            names.append(name)
+        return name
+    out = [_CONST.sub(sub, line) for line in lines]
+    return out, names
+
+
+def const_names(layout) -> list:
+    """The scalar constant argument names for ``layout``, in the order of
+    :func:`const_values`."""
+    return [f"kc_{n}_{i}" for n, arr in zip(layout.const_names, layout.const_arrays)
+            for i in range(len(arr))]
+
+
+def const_values(layout) -> list:
+    return [arr[i] for arr in layout.const_arrays for i in range(len(arr))]
+
+
+def _loads(n_in: int, bcast, flat: bool, indent: str, flat_idx: str, nd: int) -> list:
+    out = []
+    for k in range(n_in):
+        if flat:
+            out.append(f"{indent}v{k} = x{k}[{flat_idx}]")
+        else:
+            ix = ", ".join("0" if bcast[k][d] else f"i{d}" for d in range(nd))
+            out.append(f"{indent}v{k} = x{k}[{ix}]")
+    return out
+
+
+def _unravel(dims: list, flat: str, indent: str) -> list:
+    """Statements setting ``i<d>`` for ``d`` in ``dims`` (C order) from index ``flat``."""
+    if not dims:
+        return []
+    if len(dims) == 1:
+        return [f"{indent}i{dims[0]} = {flat}"]
+    out = [f"{indent}r_ = {flat}"]
+    for d in reversed(dims[1:]):
+        out += [f"{indent}i{d} = r_ % s{d}", f"{indent}r_ = r_ // s{d}"]
+    out.append(f"{indent}i{dims[0]} = r_")
+    return out
+
+
+def elementwise_source(lines: list, consts: list, n_in: int, out_idx: tuple, ndim: int,
+                       flat: bool, bcast) -> str:
+    """A grid-stride kernel storing members ``out_idx`` (their ``t<k>``) into ``o0..``."""
+    lines, _ = scalar_lines(lines)
+    ins = [f"x{k}" for k in range(n_in)]
+    outs = [f"o{j}" for j in range(len(out_idx))]
+    dims = [] if flat else [f"s{d}" for d in range(1, ndim)]
+    params = ins + consts + outs + ["n"] + dims
+    idx = "i" if flat else ", ".join(f"i{d}" for d in range(ndim))
+    b = [f"def kernel({', '.join(params)}):",
+         "    i = cuda.grid(1)",
+         "    step = cuda.gridsize(1)",
+         "    while i < n:"]
+    ind = " " * 8
+    if not flat:
+        b += _unravel(list(range(ndim)), "i", ind)
+    b += _loads(n_in, bcast, flat, ind, "i", ndim)
+    b += [ind + line for line in lines]
+    b += [f"{ind}o{j}[{idx}] = t{k}" for j, k in enumerate(out_idx)]
+    b.append(f"{ind}i += step")
+    return _PRELUDE + "\n@cuda.jit\n" + "\n".join(b) + "\n"
+
+
+def reduction_source(lines: list, consts: list, n_in: int, out_idx: tuple, ndim: int,
+                     flat: bool, bcast, kind: str, red_axes: tuple, src: int,
+                     src_dtype: np.dtype, acc: np.dtype, block: int) -> str:
+    """Block reduction of member ``src`` over ``red_axes``: partials ``part[m, p]``."""
+    lines, _ = scalar_lines(lines)
+    ins = [f"x{k}" for k in range(n_in)]
+    outs = [f"o{j}" for j in range(len(out_idx))]
+    dims = [f"s{d}" for d in range(ndim)]
+    params = ins + consts + outs + ["part", "M", "L", "P"] + dims
+    kept = [d for d in range(ndim) if d not in red_axes]
+    idx = "j" if flat else ", ".join(f"i{d}" for d in range(ndim))
+    v = exprs.cast(f"t{src}", src_dtype, acc) if kind not in ("max", "min", "any", "all") \
+        else f"t{src}"
+    b = [f"def kernel({', '.join(params)}):",
+         f"    sm = cuda.shared.array({block}, {_nb(acc)})",
+         "    tid = cuda.threadIdx.x",
+         "    bb = cuda.blockIdx.x",
+         "    while bb < M * P:",
+         "        m = bb // P",
+         "        p = bb - m * P"]
+    b += _unravel(kept, "m", " " * 8)
+    b += [f"        acc = {_init(kind, acc)}",
+          f"        j = p * {block} + tid",
+          "        while j < L:"]
+    ind = " " * 12
+    if not flat:
+        b += _unravel(list(red_axes), "j", ind)
+    b += _loads(n_in, bcast, flat, ind, "j", ndim)
+    b += [ind + line for line in lines]
+    b += [f"{ind}o{j}[{idx}] = t{k}" for j, k in enumerate(out_idx)]
+    b += _step(kind, v, ind)
+    b += [f"{ind}j += P * {block}",
+          "        sm[tid] = acc",
+          "        cuda.syncthreads()",
+          f"        s = {block // 2}",
+          "        while s > 0:",
+          "            if tid < s:",
+          "                a = sm[tid]",
+          "                b = sm[tid + s]",
+          f"                sm[tid] = {_COMBINE[kind]}",
+          "            cuda.syncthreads()",
+          "            s //= 2",
+          "        if tid == 0:",
+          "            part[m, p] = sm[0]",
+          "        cuda.syncthreads()",
+          "        bb += cuda.gridDim.x"]
+    return _PRELUDE + "\n@cuda.jit\n" + "\n".join(b) + "\n"
+
+
+def finish_source(kind: str, acc: np.dtype, out: np.dtype) -> str:
+    """Combine each output element's partials; ``mean`` divides by the count."""
+    if kind == "mean":
+        final = exprs.cast("(acc / L)", None, out)
+    elif kind in ("any", "all"):
+        final = "(acc != 0)"
+    else:
+        final = exprs.cast("acc", acc, out)
+    b = ["def kernel(part, r0, M, P, L):",
+         "    m = cuda.grid(1)",
+         "    step = cuda.gridsize(1)",
+         "    while m < M:",
+         "        acc = part[m, 0]",
+         "        for q in range(1, P):",
+         "            a = acc",
+         "            b = part[m, q]",
+         f"            acc = {_COMBINE[kind]}",
+         f"        r0[m] = {final}",
+         "        m += step"]
+    return _PRELUDE + "\n@cuda.jit\n" + "\n".join(b) + "\n"
+
+
+_kernels: dict = {}
+STATS = {"cuda_kernel_compiles": 0}
+
+
+def compile_source(source: str):
+    """The Numba CUDA dispatcher for ``source`` (each source compiled once per process;
+    Numba specializes it per argument types on first launch)."""
+    k = _kernels.get(source)
+    if k is None:
+        namespace: dict = {}
+        exec(compile(source, "<lazynp cuda kernel>", "exec"), namespace)
+        k = _kernels[source] = namespace["kernel"]
+        STATS["cuda_kernel_compiles"] += 1
+    return k

@@ -1,0 +1,727 @@
+"""Device execution: the pending device graph, its flush, and launches on the stream engine.
+
+A device array's values are *device nodes* (:class:`DNode`): op, arguments, shape, dtype,
+like the CPU graph's nodes, on one device.  A flush collects the pending nodes behind its
+targets, runs the same fusion pass as the CPU (:func:`lazynp.core.fusion.fuse`), and
+launches each item on the device's :class:`lazynp.engine.streams.StreamEngine`:
+
+* fused elementwise groups and trailing reductions as Numba CUDA kernels
+  (:mod:`lazynp.cuda.codegen`);
+* writes (``a[i] = v``, ``a += b``) in place when nothing pending still reads the old
+  version, else on a copy (copy-on-write);
+* other ops (matmul, linalg, sorting, ...) with CuPy on a real GPU; under the simulator
+  on the host, counted in :data:`STATS` (``device_host_fallbacks``).
+
+Stream choice: an item continues the stream of the first input produced in this flush
+(a chain stays on one stream: no event needed), otherwise takes the next compute stream
+round robin (independent work overlaps).  Inputs produced on another stream are waited
+for with events; an in-place write also waits for the kernels still reading the old
+version (write after read).  Uploads and downloads run on the copy stream.  The host
+blocks only in :func:`wait` (forcing points).  A failing item marks its nodes; the error,
+with the line that recorded the op, is raised at the next wait on them.
+"""
+from __future__ import annotations
+
+import math
+import sys
+import threading
+import weakref
+
+import numpy as np
+
+from .._base import site as _site
+from .. import devices
+from ..engine import streams
+from ..core.graph import PENDING, VIEW, _add_site_note, pending_order
+from ..ops.registry import OPS, Op, register
+from ..core import fusion
+from ..kernels import fused
+from . import codegen, memory
+
+LAUNCHED = 1        # (after PENDING, the host graph's first state: pending_order tests it)
+_PKG = _site.PACKAGE_DIR
+STATS = {"device_flushes": 0, "device_kernels": 0, "device_host_fallbacks": 0,
+         "device_cupy_ops": 0, "device_inplace_writes": 0, "device_copy_on_write": 0,
+         "device_buffer_reuse": 0}
+_lock = threading.RLock()
+MAX_PENDING = 2000
+#: > 0 while a gradient is taken: launched nodes keep their arguments (the backward walk)
+KEEP_GRAPH = [0]
+
+
+class DNode:
+    """One recorded value on a device."""
+
+    __slots__ = ("op", "args", "params", "shape", "dtype", "device", "value", "state",
+                 "error", "site", "ext", "event", "readers", "pending_readers", "nuse",
+                 "fl", "needed", "uses", "fx", "__weakref__")
+
+    def __init__(self, op, args: tuple, params, shape: tuple, dtype, device):
+        self.op = op
+        self.args = args
+        self.params = params
+        self.shape = shape
+        self.dtype = np.dtype(dtype)
+        self.device = device
+        self.value = None
+        self.state = PENDING
+        self.error = None
+        self.site = None
+        self.ext = None         # (the fusion pass compares the errstate of members)
+        self.event = None       # recorded after the kernel that wrote ``value``
+        self.readers = []       # events of launched kernels that read ``value``
+        self.pending_readers = weakref.WeakSet()
+        self.nuse = 0
+        self.fl = 0
+        self.needed = False
+        self.uses = 0
+        self.fx = None
+
+    def __repr__(self) -> str:
+        st = ("pending", "launched")[self.state]
+        return f"<DNode {self.op.name} {self.shape} {self.dtype} {self.device} {st}>"
+
+
+class DVar:
+    """A device storage resource; ``head`` holds its current contents."""
+
+    __slots__ = ("head", "__weakref__")
+
+    def __init__(self, head: DNode):
+        self.head = head
+        if head.state == PENDING:
+            _pending_vars.append(weakref.ref(self))
+
+    def set_head(self, node: DNode) -> None:
+        self.head = node
+        if node.state == PENDING:
+            _pending_vars.append(weakref.ref(self))
+
+
+_pending_vars: list = []
+_n_pending = [0]
+
+
+def _user_site():
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename.startswith(_PKG):
+        f = f.f_back
+    return None if f is None else (f.f_code, f.f_lasti)
+
+
+def record(op, args: tuple, params, shape: tuple, dtype, device) -> DNode:
+    """Add a node to the device's pending graph (nothing runs)."""
+    n = DNode(op, args, params, shape, dtype, device)
+    n.site = _user_site()
+    for a in args:
+        if type(a) is DNode:
+            a.nuse += 1
+            a.pending_readers.add(n)
+    _n_pending[0] += 1
+    if _n_pending[0] >= MAX_PENDING:
+        flush_live()
+    return n
+
+
+def leaf(buf, device, exported: bool = False, shape=None) -> DNode:
+    """A node holding a device buffer that is ready (or becomes ready at ``event``)."""
+    n = DNode(_LEAF, (), None, tuple(buf.shape) if shape is None else tuple(shape),
+              buf.dtype, device)
+    n.value = buf
+    n.state = LAUNCHED
+    n.needed = exported
+    return n
+
+
+def view_node(base: DNode, offset: int, shape: tuple, strides: tuple, dtype) -> DNode:
+    return record(VIEW, (base,), {"offset": offset, "shape": shape, "strides": strides,
+                                  "dtype": np.dtype(dtype)}, shape, dtype, base.device)
+
+
+# --- engines -------------------------------------------------------------------------------
+
+_engines: dict = {}
+
+
+def engine_for(dev) -> streams.StreamEngine:
+    eng = _engines.get(dev.name)
+    if eng is None:
+        memory.check_device(dev)
+        backend = streams.SimBackend() if memory.simulated() else \
+            streams.CupyBackend(dev.index)
+        eng = _engines[dev.name] = streams.StreamEngine(backend)
+    return eng
+
+
+def _launch_config() -> tuple:
+    """(threads per block, blocks for a grid-stride loop): tiny under the simulator (each
+    simulated thread is a Python thread)."""
+    if memory.simulated():
+        return 4, 2
+    dev = memory.cuda().get_current_device()
+    return 256, dev.MULTIPROCESSOR_COUNT * 16
+
+
+# --- flush ---------------------------------------------------------------------------------
+
+_epoch = [0]
+
+
+def _root(n: DNode) -> DNode:
+    return n.args[0] if n.op is VIEW else n
+
+
+def _live_pending_heads() -> list:
+    keep, heads = [], []
+    for r in _pending_vars:
+        v = r()
+        if v is not None and v.head.state == PENDING:
+            keep.append(r)
+            heads.append(v.head)
+    _pending_vars[:] = keep
+    return heads
+
+
+def flush_live() -> None:
+    heads = _live_pending_heads()
+    if heads:
+        flush(heads)
+
+
+def flush(targets) -> None:
+    """Launch the pending work behind ``targets`` (device nodes); the host does not wait."""
+    with _lock:
+        _epoch[0] += 1
+        epoch = _epoch[0]
+        order = pending_order(targets, epoch, DNode)
+        if not order:
+            return
+        STATS["device_flushes"] += 1
+        _n_pending[0] = max(0, _n_pending[0] - len(order))
+        for h in _live_pending_heads():
+            h.needed = True
+        for t in targets:
+            _root(t).needed = True
+        for n in order:
+            n.uses = 0
+        for n in order:
+            for a in n.args:
+                if type(a) is DNode and a.fl == epoch:
+                    a.uses += 1
+        for n in order:
+            if n.nuse > n.uses:
+                n.needed = True
+            if n.op is VIEW and (n.needed or n.nuse > n.uses):
+                n.args[0].needed = True
+        work = [(n, False) for n in order if n.op is not VIEW]
+        items = fusion.fuse(work, DNode, simd_check=False)
+        continued: set = set()
+        here: set = set()
+        for it in items:
+            _launch_item(it, continued, here)
+        for n in order:
+            if n.op is VIEW:
+                n.state = LAUNCHED
+
+
+def wait(n: DNode) -> None:
+    """Block the host until ``n``'s value is ready (flushing it first); raise its error."""
+    if n.state == PENDING or (n.op is VIEW and _root(n).state == PENDING):
+        flush([n])
+    r = _root(n)
+    if r.error is None and r.event is not None:
+        engine_for(r.device).host_wait(r.event)
+    if r.error is not None:
+        raise r.error
+
+
+def realize(a: DNode):
+    """The device buffer an argument node reads (a view realized on its base)."""
+    if a.op is VIEW:
+        b = a.args[0]
+        p = a.params
+        return memory.view(b.value, p["offset"], p["shape"], p["strides"], p["dtype"])
+    return a.value
+
+
+def _c_strides(shape: tuple, itemsize: int) -> tuple:
+    out = []
+    s = itemsize
+    for d in reversed(shape):
+        out.append(s)
+        s *= d
+    return tuple(reversed(out))
+
+
+def _contiguous(a: DNode) -> bool:
+    if a.op is not VIEW:
+        return True
+    p = a.params
+    want = _c_strides(p["shape"], p["dtype"].itemsize)
+    return all(d == 1 or s == w for d, s, w in zip(p["shape"], p["strides"], want))
+
+
+# --- launching one item ----------------------------------------------------------------------
+
+def _item_nodes(it) -> list:
+    return [it[0]] if type(it) is tuple else it.nodes()
+
+
+def _inputs_of(nodes) -> list:
+    ids = {id(n) for n in nodes}
+    out = []
+    seen = set()
+    for n in nodes:
+        for a in n.args:
+            if type(a) is DNode and id(a) not in ids:
+                r = _root(a)
+                if id(r) not in seen:
+                    seen.add(id(r))
+                    out.append(r)
+    return out
+
+
+def _choose_stream(eng, inputs, continued: set, epoch_nodes: set):
+    for r in inputs:
+        if id(r) in epoch_nodes and id(r) not in continued and r.event is not None:
+            continued.add(id(r))
+            return r.event.stream
+    return eng.next_compute_stream()
+
+
+def _launch_item(it, continued: set, here: set) -> None:
+    nodes = _item_nodes(it)
+    first = nodes[0]
+    dev = first.device
+    eng = engine_for(dev)
+    inputs = _inputs_of(nodes)
+    stream = _choose_stream(eng, inputs, continued, here)
+    waits = [r.event for r in inputs]
+    failed = next((r.error for r in inputs if r.error is not None), None)
+    try:
+        if failed is not None:
+            raise failed
+        if type(it) is not tuple:
+            work, keep = _group_work(it, dev, stream, here)
+        else:
+            n = it[0]
+            if n.op.kind == "write":
+                work, keep, extra_waits = _write_work(n, dev, eng, stream)
+                waits += extra_waits
+            elif fusion.fusible(n, simd_check=False) or (n.op.kind == "elementwise" and
+                                                          _fusible_0d(n)):
+                work, keep = _group_work(fusion.FusedGroup(n, 0), dev, stream, here)
+            elif n.op.kind == "reduction" and _reduction_ok(n):
+                work, keep = _group_work(_reduction_group(n), dev, stream)
+            elif n.op.kind == "creation" and n.op.name in _FILLS:
+                work, keep = _fill_work(n, dev, stream)
+            else:
+                work, keep = _fallback_work(n, dev, stream)
+    except BaseException as exc:
+        _fail(nodes, exc)
+        return
+    # (inputs are read: their buffers are held until the work is done)
+    keep = tuple(keep) + tuple(r.value for r in inputs)
+
+    def run():
+        try:
+            bad = next((r.error for r in inputs if r.error is not None), None)
+            if bad is not None:
+                raise bad
+            work()
+        except BaseException as exc:      # stored; raised at the next wait on the nodes
+            _fail(nodes, exc)
+
+    ev = eng.launch(stream, run, waits, keep)
+    for n in nodes:
+        n.event = ev
+        n.state = LAUNCHED
+        here.add(id(n))
+        for a in n.args:
+            if type(a) is DNode:
+                a.pending_readers.discard(n)
+                if a.op is VIEW:
+                    a.args[0].pending_readers.discard(a)
+    for r in inputs:
+        r.readers.append(ev)
+        if len(r.readers) > 64:
+            r.readers = [e for e in r.readers if not eng.backend.query(e)]
+    if not KEEP_GRAPH[0]:
+        for n in nodes:
+            n.args = ()
+            n.params = None if n.op.kind != "write" else n.params
+
+
+def _fail(nodes, exc) -> None:
+    _add_site_note(exc, nodes[0])
+    for n in nodes:
+        n.error = exc
+        n.state = LAUNCHED
+
+
+def _fusible_0d(n: DNode) -> bool:
+    if n.shape != ():
+        return False
+    n.shape = (1,)          # (a 0-d elementwise node: asked as a 1-element one)
+    try:
+        return fusion.fusible(n, simd_check=False)
+    finally:
+        n.shape = ()
+
+
+def _reduction_ok(n: DNode) -> bool:
+    if n.op.name not in ("sum", "prod", "mean", "max", "min", "any", "all"):
+        return False
+    src = n.args[0]
+    if type(src) is not DNode or not src.shape:
+        return False
+    g = fusion.FusedGroup(_copy_of(src), 0)
+    return fusion._epilogue_ok(n, g)
+
+
+_COPY = OPS["copy"]
+
+
+def _copy_of(src: DNode) -> DNode:
+    m = DNode(_COPY, (src,), None, src.shape, src.dtype, src.device)
+    return m
+
+
+def _reduction_group(n: DNode):
+    g = fusion.FusedGroup(_copy_of(n.args[0]), 0)
+    g.reduction = n
+    return g
+
+
+def _red_axes(red, nd: int) -> tuple:
+    axis = (red.params or {}).get("axis")
+    if axis is None:
+        return tuple(range(nd))
+    if not isinstance(axis, tuple):
+        axis = (axis,)
+    return tuple(sorted(a % nd for a in axis))
+
+
+_sources: dict = {}
+
+
+def _group_work(group, dev, stream, here: set = frozenset()):
+    """The launch closure of a fused group (elementwise, with an optional reduction)."""
+    members = group.members
+    shape = group.shape
+    zero_d = shape == ()
+    if zero_d:
+        shape = (1,)
+    ndim = len(shape)
+    layout = fused.Layout(group, DNode)
+    inputs = layout.inputs
+    red = group.reduction
+    if red is not None:
+        src_member = red.args[0] if red.args[0] in members else members[-1]
+        src_idx = next(k for k, m in enumerate(members) if m is src_member)
+        red_axes = _red_axes(red, ndim)
+    else:
+        red_axes = ()
+    full_red = red is not None and len(red_axes) == ndim
+    flat = (red is None or full_red) and \
+        all(a.shape == group.shape and _contiguous(a) for a in inputs)
+    internal: dict = {}
+    for m in group.nodes():
+        for a in m.args:
+            if type(a) is DNode:
+                internal[id(a)] = internal.get(id(a), 0) + 1
+    out_idx = tuple(k for k, m in enumerate(members)
+                    if m.needed or m.nuse > internal.get(id(m), 0))
+    size = math.prod(shape)
+    in_bufs = []
+    bcast = []
+    for a in inputs:
+        buf = realize(a)
+        ash = tuple(a.shape)
+        if flat or zero_d:
+            buf = memory.view(buf, 0, (size,), (a.dtype.itemsize,), a.dtype) \
+                if _contiguous(a) and a.op is not VIEW else \
+                memory.view(_root(a).value, a.params["offset"], (size,), (a.dtype.itemsize,),
+                            a.dtype)
+            bcast.append((False,) * ndim)
+        else:
+            if len(ash) < ndim:
+                pad = ndim - len(ash)
+                st = (0,) * pad + tuple(buf.strides)
+                buf = _restride(a, buf, (1,) * pad + ash, st)
+                ash = (1,) * pad + ash
+            bcast.append(tuple(ash[d] == 1 and shape[d] != 1 for d in range(ndim)))
+        in_bufs.append(buf)
+    bcast = tuple(bcast)
+    flat = flat or zero_d
+    consts = codegen.const_names(layout)
+    cvals = codegen.const_values(layout)
+    block, grid_max = _launch_config()
+    key = (layout.key, flat, ndim, out_idx, bcast, block,
+           None if red is None else (red.op.name, red_axes, red.dtype, src_idx))
+    srcs = _sources.get(key)
+    lines = None
+    if srcs is None:
+        lines = layout.lines(DNode)
+        if red is None:
+            srcs = (codegen.elementwise_source(lines, consts, len(inputs), out_idx, ndim, flat,
+                                               bcast), None)
+        else:
+            acc = codegen.acc_dtype(red.op.name, members[src_idx].dtype, red.dtype)
+            srcs = (codegen.reduction_source(lines, consts, len(inputs), out_idx, ndim, flat,
+                                             bcast, red.op.name, red_axes, src_idx,
+                                             members[src_idx].dtype, acc, block),
+                    codegen.finish_source(red.op.name, acc, red.dtype))
+        _sources[key] = srcs
+    outs = []
+    reusable = _dead_inputs(group, inputs, here) if red is None and not KEEP_GRAPH[0] \
+        else []       # (a gradient being taken may still read the forward's values)
+    for k in out_idx:
+        m = members[k]
+        buf = None
+        for j, a in enumerate(reusable):
+            if a is not None and a.dtype == m.dtype and a.shape == m.shape:
+                buf = a.value           # (memory planning: a dead input's buffer)
+                reusable[j] = None
+                STATS["device_buffer_reuse"] += 1
+                break
+        if buf is None:
+            buf = memory.empty(dev, m.shape, m.dtype)
+        m.value = buf
+        outs.append(memory.view(buf, 0, (size,), (m.dtype.itemsize,), m.dtype)
+                    if flat else buf)
+    kernel = codegen.compile_source(srcs[0])
+    arg = memory.kernel_arg
+    if red is None:
+        args = [arg(b) for b in in_bufs] + cvals + [arg(o) for o in outs] + [size] + \
+            ([] if flat else list(shape[1:]))
+        grid = max(1, min(-(-size // block), grid_max))
+
+        def work():
+            if size:
+                kernel[grid, block, _nb_stream(stream)](*args)
+        STATS["device_kernels"] += 1
+        return work, [b for b in in_bufs] + outs
+
+    kept = [d for d in range(ndim) if d not in red_axes]
+    M = math.prod(shape[d] for d in kept)
+    L = math.prod(shape[d] for d in red_axes)
+    if memory.simulated():
+        P = 2 if L > block else 1
+    else:
+        P = 1 if M >= grid_max else max(1, min(-(-L // (block * 8)), grid_max // max(M, 1)))
+    acc = codegen.acc_dtype(red.op.name, members[src_idx].dtype, red.dtype)
+    part = memory.empty(dev, (M, P), acc)
+    r = memory.empty(dev, (M,), red.dtype)
+    red.value = memory.view(r, 0, red.shape, _c_strides(red.shape, red.dtype.itemsize),
+                            red.dtype)
+    finish = codegen.compile_source(srcs[1])
+    args = [arg(b) for b in in_bufs] + cvals + [arg(o) for o in outs] + \
+        [arg(part), M, L, P] + list(shape)
+    grid = max(1, min(M * P, grid_max if not memory.simulated() else 2))
+    fgrid = max(1, min(-(-M // block), grid_max))
+
+    def work():
+        if M:
+            kernel[grid, block, _nb_stream(stream)](*args)
+            finish[fgrid, block, _nb_stream(stream)](arg(part), arg(r), M, P, L)
+    STATS["device_kernels"] += 2
+    return work, in_bufs + outs + [part, r]
+
+
+def _dead_inputs(group, inputs, here: set) -> list:
+    """Inputs of ``group`` whose buffers an output may take (MXNet's in-place rule): made in
+    this flush, of the group's shape, read by nothing but this group's members, not kept
+    by an array.  Every thread reads such an element before it writes the same element."""
+    uses: dict = {}
+    for m in group.members:
+        for a in m.args:
+            if type(a) is DNode:
+                uses[id(a)] = uses.get(id(a), 0) + 1
+    out = []
+    for a in inputs:
+        if a.op is VIEW or id(a) not in here or a.needed or a.value is None or \
+                a.error is not None or a.shape != group.shape or \
+                a.nuse != uses.get(id(a), 0) or a.readers:
+            continue
+        if any(r not in group.members for r in a.pending_readers):
+            continue
+        out.append(a)
+    return out
+
+
+def _restride(a, buf, shape, strides):
+    return memory.view(_root(a).value, a.params["offset"] if a.op is VIEW else 0, shape,
+                       strides, a.dtype)
+
+
+def _nb_stream(stream):
+    return 0 if memory.simulated() else stream.numba
+
+
+_FILLS = {"zeros": 0, "ones": 1, "empty": None, "full": None}
+
+
+def _fill_work(n: DNode, dev, stream):
+    buf = memory.empty(dev, n.shape, n.dtype)
+    n.value = buf
+    kind = n.op.name
+    if kind == "empty":
+        return (lambda: None), [buf]
+    value = (n.params or {}).get("fill_value", _FILLS[kind])
+    host = np.full((), value, dtype=n.dtype)      # NumPy's conversion of the fill value
+    if memory.simulated():
+        def work():
+            memory.host_view(buf)[...] = host
+    else:
+        cp_stream = stream.cupy
+
+        def work():
+            with cp_stream:
+                buf.fill(host[()])
+    STATS["device_kernels"] += 1
+    return work, [buf]
+
+
+def _host_value(buf) -> np.ndarray:
+    return memory.host_view(buf)
+
+
+def _fallback_work(n: DNode, dev, stream):
+    """A non-elementwise op: CuPy on a real GPU (NumPy's functions dispatch to CuPy on
+    CuPy arrays), the host under the simulator (counted)."""
+    op = n.op
+    params = n.params or {}
+    args = n.args
+    if memory.simulated():
+        STATS["device_host_fallbacks"] += 1
+        out = memory.empty(dev, n.shape, n.dtype)
+        n.value = out
+
+        def work():
+            vals = [_host_value(realize(a)) if type(a) is DNode else a for a in args]
+            res = op.impl(*vals, **params)
+            memory.host_view(out)[...] = np.asarray(res).astype(n.dtype, copy=False) \
+                .reshape(n.shape)
+        return work, [out]
+    STATS["device_cupy_ops"] += 1
+    cp = memory._load()["cupy"]
+    vals = [realize(a) if type(a) is DNode else a for a in args]
+    with stream.cupy:
+        res = op.impl(*vals, **params)
+        if not isinstance(res, cp.ndarray):
+            raise TypeError(f"lazynp: {op.name} has no CuPy implementation on {dev.name}")
+        res = cp.ascontiguousarray(res.astype(n.dtype, copy=False).reshape(n.shape))
+    n.value = res
+    return (lambda: None), [res]
+
+
+def _write_work(n: DNode, dev, eng, stream):
+    """``old[region] = value``: in place when nothing pending reads ``old`` any more,
+    else on a copy.  Returns (work, keep, extra events to wait on)."""
+    old = n.args[0]
+    value = n.args[1]
+    p = n.params
+    others = [r for r in old.pending_readers if r is not n]
+    extra = []
+    if not others and old.value is not None and not (type(value) is DNode and
+                                                     _root(value) is old):
+        buf = old.value
+        extra = list(old.readers)          # write after read: wait for the readers
+        STATS["device_inplace_writes"] += 1
+        copy_old = False
+    else:
+        buf = memory.empty(dev, old.shape, old.dtype)
+        copy_old = True
+        STATS["device_copy_on_write"] += 1
+    n.value = buf
+    region = memory.view(buf, p["offset"], p["shape"], p["strides"], p["dtype"])
+    old_buf = old.value
+    if memory.simulated():
+        def work():
+            if copy_old:
+                memory.host_view(buf)[...] = memory.host_view(old_buf)
+            v = _host_value(realize(value)) if type(value) is DNode else value
+            memory.host_view(region)[...] = v
+    else:
+        cp_stream = stream.cupy
+        cp = memory._load()["cupy"]
+        vbuf = realize(value) if type(value) is DNode else value
+
+        def work():
+            with cp_stream:
+                if copy_old:
+                    cp.copyto(buf, old_buf)
+                region[...] = vbuf
+    STATS["device_kernels"] += 1
+    return work, [buf, region, old_buf], extra
+
+
+# --- host <-> device copies (engine ops on the copy stream) ----------------------------------
+
+def upload(host: np.ndarray, dev) -> DNode:
+    """A node whose buffer receives ``host`` (copied on the copy stream)."""
+    host = np.asarray(host, order="C")
+    eng = engine_for(dev)
+    buf = memory.empty(dev, host.shape, host.dtype)
+    n = leaf(buf, dev, shape=host.shape)
+    stream = eng.copy
+
+    def work():
+        memory.copy_host_to_device(buf, host, stream)
+    streams.STATS["gpu_copies"] += 1
+    n.event = eng.launch(stream, work, (), (buf, host))
+    return n
+
+
+def download(a: DNode) -> np.ndarray:
+    """The value of ``a`` (a node or view) on the host: a forcing point."""
+    if a.state == PENDING or _root(a).state == PENDING:
+        flush([a])
+    r = _root(a)
+    if r.error is not None:
+        raise r.error
+    eng = engine_for(r.device)
+    out = np.empty(a.shape, a.dtype)
+    src = realize(a)
+    stream = eng.copy
+    err = []
+
+    def work():
+        try:
+            if r.error is not None:
+                raise r.error
+            if memory.simulated():
+                np.copyto(out, memory.host_view(src))
+            else:
+                cp = memory._load()["cupy"]
+                with stream.cupy:
+                    s = cp.ascontiguousarray(src)
+                s.get(stream=stream.cupy, out=out)
+        except BaseException as exc:
+            err.append(exc)
+    streams.STATS["gpu_copies"] += 1
+    ev = eng.launch(stream, work, [r.event], (src,))
+    r.readers.append(ev)
+    eng.host_wait(ev)
+    if r.error is not None:
+        raise r.error
+    if err:
+        raise err[0]
+    return out
+
+
+def synchronize(dev=None) -> None:
+    """Flush every pending device array and block until the device(s) finished."""
+    flush_live()
+    for name, eng in list(_engines.items()):
+        if dev is None or devices.device(dev).name == name:
+            eng.synchronize()
+
+
+def _leaf_impl():  # pragma: no cover - leaves never run
+    raise AssertionError("a device leaf never runs")
+
+
+_LEAF = OPS.get("device_leaf") or register(Op("device_leaf", "creation", _leaf_impl,
+                                              raises_on_values=False))
