@@ -6,7 +6,7 @@ import threading
 from typing import Callable, Sequence
 
 from .base import Engine
-from .var import DELETE, NORMAL, EngineVar, Op, dedupe, run_body
+from .var import DELETE, NORMAL, EngineVar, PushedOp, dedupe, run_body
 
 
 class NaiveEngine(Engine):
@@ -37,12 +37,12 @@ class NaiveEngine(Engine):
         context: str | None = None,
     ) -> None:
         rs, ws = dedupe(reads, writes)
-        self._run(Op(fn, rs, ws, NORMAL, context, device))
+        self._run(PushedOp(fn, rs, ws, NORMAL, context, device))
 
     def delete_var(self, var: EngineVar, on_delete: Callable[[], object] | None = None) -> None:
-        self._run(Op(on_delete, (), (var,), DELETE, None, "cpu"))
+        self._run(PushedOp(on_delete, (), (var,), DELETE, None, "cpu"))
 
-    def _run(self, op: Op) -> None:
+    def _run(self, op: PushedOp) -> None:
         with self._lock:
             # Only Exception is caught: Ctrl-C during a synchronous op should
             # interrupt the program, as it would in eager NumPy.

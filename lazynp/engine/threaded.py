@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 
 from .base import Engine
 from .interrupts import held
-from .var import ASYNC, DELETE, NORMAL, WAIT, WAIT_ABANDONED, EngineVar, Failure, Op, dedupe, run_body
+from .var import ASYNC, DELETE, NORMAL, WAIT, WAIT_ABANDONED, EngineVar, Failure, PushedOp, dedupe, run_body
 
 
 class ThreadedEngine(Engine):
@@ -37,7 +37,7 @@ class ThreadedEngine(Engine):
         self._num_workers = num_workers
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
-        self._ready: queue.SimpleQueue[Op | None] = queue.SimpleQueue()
+        self._ready: queue.SimpleQueue[PushedOp | None] = queue.SimpleQueue()
         self._workers: list[threading.Thread] | None = None
         self._num_pending = 0  # unfinished user ops (not WAIT markers)
         self._all_waiters = 0
@@ -64,7 +64,7 @@ class ThreadedEngine(Engine):
         context: str | None = None,
     ) -> None:
         rs, ws = dedupe(reads, writes)
-        self._submit(Op(fn, rs, ws, NORMAL, context, device))
+        self._submit(PushedOp(fn, rs, ws, NORMAL, context, device))
 
     def push_async(
         self,
@@ -75,7 +75,7 @@ class ThreadedEngine(Engine):
         context: str | None = None,
     ) -> None:
         rs, ws = dedupe(reads, writes)
-        op = Op(None, rs, ws, ASYNC, context, device)
+        op = PushedOp(None, rs, ws, ASYNC, context, device)
 
         def done(exc: BaseException | None = None) -> None:
             failure = None if exc is None else (exc, exc.__traceback__)
@@ -92,7 +92,7 @@ class ThreadedEngine(Engine):
         self._submit(op)
 
     def delete_var(self, var: EngineVar, on_delete: Callable[[], object] | None = None) -> None:
-        self._submit(Op(on_delete, (), (var,), DELETE, None, "cpu"))
+        self._submit(PushedOp(on_delete, (), (var,), DELETE, None, "cpu"))
 
     def wait_for_var(self, var: EngineVar) -> None:
         if not var._pending and var._failure is None:
@@ -102,7 +102,7 @@ class ThreadedEngine(Engine):
                 self._check_not_worker("wait_for_var")
                 # Queue a write marker behind everything pushed so far: once
                 # it is granted, all earlier accesses have finished.
-                op = Op(None, (), (var,), WAIT, None, "cpu")
+                op = PushedOp(None, (), (var,), WAIT, None, "cpu")
                 op.wait = 1
                 var._pending += 1
                 if var._queue is None:
@@ -168,7 +168,7 @@ class ThreadedEngine(Engine):
                 "pending; this could deadlock. Push a dependent operation instead."
             )
 
-    def _submit(self, op: Op) -> None:
+    def _submit(self, op: PushedOp) -> None:
         granted = 0
         with self._lock:
             self._num_pending += 1
@@ -208,7 +208,7 @@ class ThreadedEngine(Engine):
             t.start()
         self._workers = workers
 
-    def _grant_locked(self, op: Op, ready: list[Op]) -> None:
+    def _grant_locked(self, op: PushedOp, ready: list[PushedOp]) -> None:
         op.wait -= 1
         if op.wait == 0:
             if op.kind >= WAIT:
@@ -216,7 +216,7 @@ class ThreadedEngine(Engine):
             else:
                 ready.append(op)
 
-    def _grant_next_locked(self, v: EngineVar, ready: list[Op]) -> None:
+    def _grant_next_locked(self, v: EngineVar, ready: list[PushedOp]) -> None:
         """Grant the head of ``v``'s queue; ``v`` must be free (``_busy == 0``)."""
         q = v._queue
         op, is_write = q[0]  # type: ignore[index]
@@ -231,7 +231,7 @@ class ThreadedEngine(Engine):
             v._busy += 1
             self._grant_locked(op, ready)
 
-    def _finish_wait_locked(self, op: Op, ready: list[Op]) -> None:
+    def _finish_wait_locked(self, op: PushedOp, ready: list[PushedOp]) -> None:
         v = op.writes[0]
         if op.kind == WAIT:
             op.failure = v._failure
@@ -294,7 +294,7 @@ class ThreadedEngine(Engine):
             raise interrupt
         return True
 
-    def _dispatch_locked(self, ready: list[Op]) -> None:
+    def _dispatch_locked(self, ready: list[PushedOp]) -> None:
         if ready:
             if self._workers is None:
                 self._start_workers_locked()
@@ -303,16 +303,16 @@ class ThreadedEngine(Engine):
                 put(r)
 
     @staticmethod
-    def _async_body_returned(op: Op, failure: Failure | None) -> None:
+    def _async_body_returned(op: PushedOp, failure: Failure | None) -> None:
         """An ASYNC op's body returned: it completes now if it failed (or never ran because
         an input failed), else when its body's ``done`` callback is called."""
         complete = op.complete      # (None once done was called)
         if failure is not None and complete is not None:
             complete(failure[0])
 
-    def _complete_locked(self, op: Op, failure: Failure | None) -> list[Op]:
+    def _complete_locked(self, op: PushedOp, failure: Failure | None) -> list[PushedOp]:
         """Release ``op``'s grants; return the ops that became ready."""
-        ready: list[Op] = []
+        ready: list[PushedOp] = []
         if failure is not None:
             for v in op.writes:
                 v._failure = failure
@@ -344,7 +344,7 @@ class ThreadedEngine(Engine):
             while op is not None:
                 op = self._execute(op)
 
-    def _execute(self, op: Op) -> Op | None:
+    def _execute(self, op: PushedOp) -> PushedOp | None:
         """Run ``op``, release its vars and return one newly ready op to run next."""
         try:
             op.claim.pop()

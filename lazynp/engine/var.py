@@ -32,18 +32,18 @@ class EngineVar:
     def __init__(self) -> None:
         # (op, is_write) entries not granted yet, in push order. Created lazily:
         # an empty deque costs ~760 bytes and most vars never queue anything.
-        self._queue: deque[tuple[Op, bool]] | None = None
+        self._queue: deque[tuple[PushedOp, bool]] | None = None
         self._busy = 0  # > 0: number of running reads; -1: a write holds it; 0: free
         self._pending = 0  # unfinished ops (queued or running) that touch this var
         self._failure: Failure | None = None
-        self._writer: Op | None = None  # the op holding the write grant (threaded engine)
+        self._writer: PushedOp | None = None  # the op holding the write grant (threaded engine)
 
     def __repr__(self) -> str:
         state = "failed" if self._failure is not None else "ok"
         return f"<EngineVar pending={self._pending} {state} at {id(self):#x}>"
 
 
-class Op:
+class PushedOp:
     """One pushed operation waiting for (or holding) its grants."""
 
     __slots__ = (
@@ -99,7 +99,7 @@ def dedupe(
     return tuple(rs), ws
 
 
-def run_body(op: Op, catch: type[BaseException]) -> Failure | None:
+def run_body(op: PushedOp, catch: type[BaseException]) -> Failure | None:
     """Run ``op.fn`` unless one of its vars failed; return the failure to store.
 
     The caller must hold every grant of ``op`` (so nobody else touches the
