@@ -10,7 +10,8 @@ from typing import Callable, Sequence
 
 from .base import Engine
 from .interrupts import held
-from .var import ASYNC, DELETE, NORMAL, WAIT, WAIT_ABANDONED, EngineVar, Failure, PushedOp, dedupe, run_body
+from .var import (ASYNC, DELETE, NORMAL, WAIT, WAIT_ABANDONED, EngineVar, Failure, PushedOp,
+                  dedupe, run_body)
 
 
 class ThreadedEngine(Engine):
