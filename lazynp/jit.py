@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-import sys
 import warnings
+from typing import Callable
 
 import numpy as np
 
@@ -28,6 +28,8 @@ from ._base import split as _split
 from . import devices as _devices
 from .core import graph as _graph
 from . import symbol as _symbol
+from .array.calls import _fill_deep
+from .array.indexing import _Slot
 from .core.graph import Node, TracingError
 from .core.graph import own_result as _graph_own
 from .kernels import cpu as _cpu
@@ -37,6 +39,7 @@ from .array.ndarray import ndarray
 from .ir.passes import batch_tile as _tile
 from .ir.passes import memory_plan as _mp
 from .ir.passes import pipeline as _pipeline
+from .ir.symbol import add_member as _add_symbol_member
 
 __all__ = ["jit", "Plan", "compile_plan", "run_symbol"]
 
@@ -93,7 +96,6 @@ def _flat_template(tpl, args, slot_of):
     """``(slots, kwargs)`` when a recorded call's template (``lazynp.array.calls``) is its
     node arguments in order (``slots``: theirs) and keywords that are plain constants;
     else None."""
-    from .array.indexing import _Slot
     pos, kw = tpl
     if type(pos) is not tuple or type(kw) is not dict or len(pos) != len(args) or \
             any(type(a) is not Node for a in args):
@@ -447,7 +449,6 @@ class Plan:
                 fn(env[s0], out=buf, **kw)
             return reduce_
         fn = _CONTRACT_OUT[op.name]
-        from .array.calls import _fill_deep
         tpl = params["tpl"]
         flat = _flat_template(tpl, g.args, self.slot_of)
         if flat is not None:
@@ -725,7 +726,52 @@ def run_symbol(sym, flat: list):
     return _symbol.tree_unflatten(sym.out_tree, iter(outs))
 
 
+def _call_symbol(self, *args, **kwargs):
+    """Run the Symbol on arrays.  Returns lazynp arrays in the traced output structure.
+    Called on pending lazy arrays (inside a trace), replays its ops lazily instead."""
+    flat = self._flat_inputs(args, kwargs)
+    if any(isinstance(x, ndarray) and x._node().state == _graph.PENDING for x in flat):
+        outs = self.replay(*flat)
+        return _symbol.tree_unflatten(self.out_tree, iter(outs))
+    return run_symbol(self, flat)
+
+
+_add_symbol_member("__call__", _call_symbol)
+
+
 # --- jit ------------------------------------------------------------------------------------
+
+def _no_gradient_trace() -> bool:
+    return False
+
+
+#: tells whether a gradient trace (grad, vjp, jvp, record) is open: a jit call then runs its
+#: function instead of a plan (see :meth:`jit.__call__`); lazynp.autograd installs its own
+_gradient_trace_open: Callable[[], bool] = _no_gradient_trace
+
+
+def set_gradient_trace_check(is_open: Callable[[], bool]) -> None:
+    """Install the test of whether a gradient trace is open (``lazynp.autograd`` calls it
+    at its import)."""
+    global _gradient_trace_open
+    _gradient_trace_open = is_open
+
+
+def _plain_explanation(text: str, log, plans, name: str) -> str:
+    return text
+
+
+#: makes what :meth:`jit.explain` returns from ``(text, log, plans, function name)``;
+#: lazynp.notebook installs its table-and-pictures report
+_make_explanation: Callable[..., str] = _plain_explanation
+
+
+def set_explanation_type(make: Callable[..., str]) -> None:
+    """Install what :meth:`jit.explain` returns: ``make(text, log, plans, name)``, a ``str``
+    (``lazynp.notebook`` installs :class:`lazynp.notebook.jupyter.JitExplanation`)."""
+    global _make_explanation
+    _make_explanation = make
+
 
 def _sig(a, leaves):
     t = type(a)
@@ -868,8 +914,7 @@ class jit:
                 self._set_fun(args[0])
                 return self
             raise TypeError("lazynp.jit: no function to compile")
-        ad = sys.modules.get("lazynp.autograd")
-        if ad is not None and ad._depth:
+        if _gradient_trace_open():
             # inside grad/vjp/jvp/record(): a compiled plan reads its inputs' values and
             # returns constants, so the gradient through it would be silently zero; the
             # function's ops are recorded instead (the enclosing grad replays them)
@@ -923,9 +968,8 @@ class jit:
     def explain(self) -> str:
         """Why each plan was made or remade (one paragraph per plan): a ``str``, shown in
         Jupyter as a table with each plan's graph (:class:`lazynp.notebook.jupyter.JitExplanation`)."""
-        from .notebook.jupyter import JitExplanation
         name = getattr(self._fun, '__name__', '?')
-        return JitExplanation(self._explain_text(), self._log, self._plans, name)
+        return _make_explanation(self._explain_text(), self._log, self._plans, name)
 
     def _explain_text(self) -> str:
         if not self._log:
