@@ -40,7 +40,7 @@ from ..core import graph as _graph
 from ..array.indexing import _Slot
 from ..core.graph import Node
 from ..ir.symbol import Symbol, extract
-from ..jit import _prepare_leaf, _wrap_outputs, compile_plan
+from ..jit.plan import compile_plan, prepare_leaf, wrap_outputs
 from ..ops.registry import Op
 
 STATS = {"hits": 0, "plans": 0, "misses": 0, "uncacheable": 0, "failures": 0}
@@ -222,8 +222,8 @@ def run_entry(entry: _Entry, externals: list):
     them (once)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        vals = [_prepare_leaf(_graph.materialize(n)) for n in externals]
-        res = _wrap_outputs(entry.plan.run(vals), entry.scalars)
+        vals = [prepare_leaf(_graph.materialize(n)) for n in externals]
+        res = wrap_outputs(entry.plan.run(vals), entry.scalars)
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     k = entry.n_values
