@@ -3,6 +3,7 @@
 ``optimize(sym)`` runs prune, CSE and constant folding (then prune again); the jit compiler
 then groups elementwise entries with :func:`fusion_items` (the flush-time fusion pass of
 :mod:`lazynp.core.fusion`, reused) and plans memory (:mod:`lazynp.ir.passes.memory_plan`).
+This module gives :class:`lazynp.Symbol` its ``optimize()`` and ``memory_plan()`` methods.
 """
 from __future__ import annotations
 
