@@ -75,5 +75,6 @@ from .autograd import custom_vjp, custom_jvp, hessian_vector_product, make_vjp, 
 from . import autograd  # noqa: E402
 from .symbol import trace, Symbol  # noqa: E402
 from .jit import jit  # noqa: E402
+from .autograd import symbolic as _symbolic_grad  # noqa: E402,F401  (installs Symbol.grad)
 from . import symbol  # noqa: E402
 from ._numpy.namespace import trace  # noqa: E402,F811  (arrays: numpy.trace; functions: Symbol)

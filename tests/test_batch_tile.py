@@ -7,7 +7,7 @@ import lazynp as np
 from lazynp import symbol
 from lazynp.ir.passes import batch_tile
 
-jit_mod = __import__("lazynp.jit", fromlist=["TiledPlan"])
+jit_mod = __import__("lazynp.jit.plan", fromlist=["TiledPlan"])
 
 
 def conv2d(x, w):

@@ -39,6 +39,8 @@ from .._base import config as _config
 from ..core import graph as _graph
 from ..array.indexing import _Slot
 from ..core.graph import Node
+from ..ir.symbol import Symbol, extract
+from ..jit.plan import compile_plan, prepare_leaf, wrap_outputs
 from ..ops.registry import Op
 
 STATS = {"hits": 0, "plans": 0, "misses": 0, "uncacheable": 0, "failures": 0}
@@ -202,28 +204,15 @@ def compile_entry(entry: _Entry, values: list, grads: list, externals: list) -> 
     ``externals`` as its inputs, in order.  (Without values, a replayed ``grad`` computes,
     and warns about, exactly what the eager one does: the forward ops the gradient
     needs.)"""
-    from .. import symbol as _symbol
-    from ..jit import compile_plan
     outs = [v._node() for v in values] + [g._node() for g in grads if g is not None]
     names = [f"x{i}" for i in range(len(externals))]
-    entries, refs = _symbol._extract(outs, externals, names=names)
+    entries, refs = extract(outs, externals, names=names)
     # (no CSE: two equal ops run, and warn, twice, as in the eager pass)
-    entry.plan = compile_plan(_symbol.Symbol(entries, refs), fuse=False, passes=PASSES)
+    entry.plan = compile_plan(Symbol(entries, refs), fuse=False, passes=PASSES)
     entry.grad_mask = [g is not None for g in grads]
     entry.scalars = [v._scalar for v in values] + [g._scalar for g in grads if g is not None]
     entry.n_values = len(values)
     STATS["plans"] += 1
-
-
-def _jit_io():
-    global _jit_io_fns
-    if _jit_io_fns is None:
-        from ..jit import _prepare_leaf, _wrap_outputs
-        _jit_io_fns = (_prepare_leaf, _wrap_outputs)
-    return _jit_io_fns
-
-
-_jit_io_fns = None
 
 
 def run_entry(entry: _Entry, externals: list):
@@ -231,11 +220,10 @@ def run_entry(entry: _Entry, externals: list):
     none), computed now by the entry's plan on the externals' current values.  Warnings
     are given once the plan has run: when it raises, the eager pass that follows gives
     them (once)."""
-    _prepare_leaf, _wrap_outputs = _jit_io()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        vals = [_prepare_leaf(_graph.materialize(n)) for n in externals]
-        res = _wrap_outputs(entry.plan.run(vals), entry.scalars)
+        vals = [prepare_leaf(_graph.materialize(n)) for n in externals]
+        res = wrap_outputs(entry.plan.run(vals), entry.scalars)
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     k = entry.n_values

@@ -1,1 +1,2 @@
-"""lazynp.ir."""
+"""lazynp.ir: the Symbol IR (:mod:`.symbol`: entries, JSON, shape inference) and the pure
+graph passes on it (:mod:`.passes`)."""

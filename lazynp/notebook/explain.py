@@ -16,7 +16,12 @@ import numpy as _np
 from . import draw as _draw
 from ..core import policy as _policy
 from .._base import site as _site
+from ..array.ndarray import ndarray
 from ..core import graph as _graph
+from ..core.fusion import FusedGroup, fuse
+from ..ir.passes import memory_plan, pipeline
+from ..ir.symbol import Ref, SNode, Symbol
+from ..ops.registry import OPS
 from .jupyter import nbytes_text, prod, html_table, text_table
 
 __all__ = ["explain", "Explanation", "tag_fallback"]
@@ -44,8 +49,6 @@ class _Snapshot:
     """The pending graph behind some arrays, copied into Symbol entries (nothing runs)."""
 
     def __init__(self, arrays):
-        from ..array.ndarray import ndarray
-        from ..symbol import Ref, SNode
         self.entries: list = []
         self.info: list = []         # per entry: dict(state, marks, title, site, node)
         self.outputs: list = []
@@ -81,13 +84,11 @@ class _Snapshot:
         return len(self.entries) - 1
 
     def _input(self, shape, dtype, title, marks, state, node) -> int:
-        from ..symbol import SNode
         name = f"%in{sum(1 for e in self.entries if e.op == 'placeholder')}"
         return self._add(SNode("placeholder", (), {"name": name}, shape, dtype), state, marks,
                          None, node, title)
 
     def _walk(self, head, index: dict, seen: set) -> int:
-        from ..symbol import Ref, SNode
         G = _graph
 
         def expand(n) -> bool:
@@ -122,8 +123,6 @@ class _Snapshot:
 
 def _policy_decision(snode, entries, info) -> str:
     """What the execution policy does with this op when its inputs are computed."""
-    from ..ops.registry import OPS
-    from ..symbol import Ref
     op = OPS.get(snode.op)
     kind = op.kind if op is not None else "opaque"
     size = prod(snode.shape)
@@ -174,7 +173,6 @@ class Explanation:
     """
 
     def __init__(self, arrays):
-        from ..symbol import Symbol
         if len(arrays) == 1 and isinstance(arrays[0], Symbol):
             self.symbol = arrays[0]
             self.is_symbol = True
@@ -192,7 +190,7 @@ class Explanation:
                                    i["node"] is not None and i["node"].op is not _graph.VIEW)
         entries = self.symbol.nodes
         self.kernels, self.flush_note = self._fusion() if self.num_pending else ([], "")
-        self.memory = self.symbol.memory_plan()
+        self.memory = memory_plan.plan_symbol(self.symbol)
         group_of = {i: k + 1 for k, g in enumerate(self.kernels) for i in g}
         colours = {}
         for i in range(len(entries)):
@@ -217,8 +215,6 @@ class Explanation:
 
     def _fusion(self):
         """Fused kernels a flush of this graph would run, and a note on its size."""
-        from ..ir.passes import pipeline
-        from ..core.fusion import FusedGroup, fuse
         if self.is_symbol:
             kernels = [g for g in pipeline.fusion(self.symbol) if len(g) > 1]
             return kernels, f"{len(kernels)} fused kernel(s) of two ops or more, as " \

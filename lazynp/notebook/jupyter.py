@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import html
 
+from ..ir.passes import pipeline
+from ..jit import set_explanation_type
 from . import draw as _draw
 
 __all__ = ["Stats", "JitExplanation", "plan_drawing", "text_table", "html_table", "nbytes_text",
@@ -131,7 +133,6 @@ class Stats(dict):
 
 def plan_drawing(plan, title: str = ""):
     """A compiled jit plan's graph: its fused kernels boxed, its planned buffers coloured."""
-    from ..ir.passes import pipeline
     inner = getattr(plan, "inner", None)       # TiledPlan: the per-slice plan
     p = inner if inner is not None else plan
     sym = p.symbol
@@ -174,3 +175,6 @@ class JitExplanation(str):
                             "naive memory", "planned memory", "buffers", "batch slices"),
                            rows, f"lazynp.jit({self._name})")
         return f'<div class="lazynp-jit-explain">{table}{"".join(pics)}</div>'
+
+
+set_explanation_type(JitExplanation)

@@ -33,8 +33,10 @@ from types import SimpleNamespace
 
 from numpy.lib.array_utils import normalize_axis_tuple
 
+from ...array.indexing import _Slot
 from ...ops.registry import OPS
 from ...ops.reductions import REDUCTIONS, SCANS
+from ..symbol import Ref, SNode, Symbol
 
 
 class NotTileable(Exception):
@@ -98,7 +100,6 @@ def _einsum_labels(tpl):
 
 def _einsum(n, args_b):
     labels, out, slots = _einsum_labels(n.params["tpl"])
-    from ...array.indexing import _Slot
     if len(slots) != len(labels) or not all(type(s) is _Slot for s in slots):
         raise NotTileable
     by_slot = [args_b[s.k] for s in slots]
@@ -121,7 +122,6 @@ class _NoBatch(Exception):
 
 
 def _matmul(n, args_b):
-    from ...array.indexing import _Slot
     (args, kwargs) = n.params["tpl"]
     if kwargs or len(args) != 2 or not all(type(s) is _Slot for s in args):
         raise NotTileable
@@ -178,7 +178,6 @@ def _mark(sym, N, inputs: set):
 
 
 def _rule(n, batched, nodes, N) -> bool:
-    from ...symbol import Ref
     if n.op == "leaf":
         return False
     refs = [a for a in n.args if type(a) is Ref]
@@ -211,7 +210,6 @@ def _rule(n, batched, nodes, N) -> bool:
 def tile(sym, batched: list, chunk: int):
     """``sym`` for ``chunk`` rows: batched entries get ``chunk`` as their first dimension
     (views keep their offset and strides: a slice of rows has the same row stride)."""
-    from ...symbol import SNode, Symbol
     entries = []
     for n, b in zip(sym.nodes, batched):
         if not b:

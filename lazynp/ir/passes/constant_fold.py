@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 
+from ..symbol import Ref, SNode, Symbol, resolve_op
 from .prune import prune
 
 #: results larger than this stay computed at run time
@@ -16,7 +17,6 @@ MAX_BYTES = 1 << 20
 
 def constant_fold(sym, max_bytes: int = MAX_BYTES):
     """``sym`` with constant subgraphs replaced by leaves (pure)."""
-    from ...symbol import Ref, SNode, Symbol, resolve_op
     nodes = list(sym.nodes)
     changed = False
     for i, n in enumerate(nodes):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ops.registry import OPS
+from ..symbol import Ref
 from .prune import rebuild
 
 #: constants (leaf arrays) up to this many bytes are merged by content
@@ -39,7 +41,6 @@ def _hkey(v):
 
 def cse(sym):
     """``sym`` with duplicate entries merged (pure)."""
-    from ...symbol import Ref
     seen: dict = {}
     mapping: dict = {}
     keep = []
@@ -78,8 +79,6 @@ def _f(mapping, i):
 def eliminate_copies(sym):
     """Drop ``copy`` entries of C-contiguous values when the graph never writes in place
     (no ``write`` ops): the copy then always equals its source (pure)."""
-    from ...ops.registry import OPS
-    from ...symbol import Ref
     if any(OPS.get(n.op) is not None and OPS[n.op].kind == "write" for n in sym.nodes):
         return sym
     outs = {int(o) for o in sym.output_refs}

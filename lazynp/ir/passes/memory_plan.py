@@ -31,6 +31,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...ops.registry import OPS
+from ..symbol import Ref
+
 MATCH_RANGES = (1, 2, 4, 8, 16)
 
 
@@ -302,8 +305,6 @@ def _request(free, sizes, scolor, users, nbytes, rng, color, anc):
 
 def describe_symbol(sym, outputs_fresh: bool = False):
     """``(values, steps)`` for a Symbol: one step per op entry."""
-    from ...ops.registry import OPS
-    from ...symbol import Ref
     values, steps = [], []
     outs = {int(o) for o in sym.output_refs}
     for i, n in enumerate(sym.nodes):

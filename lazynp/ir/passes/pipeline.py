@@ -3,9 +3,14 @@
 ``optimize(sym)`` runs prune, CSE and constant folding (then prune again); the jit compiler
 then groups elementwise entries with :func:`fusion_items` (the flush-time fusion pass of
 :mod:`lazynp.core.fusion`, reused) and plans memory (:mod:`lazynp.ir.passes.memory_plan`).
+This module gives :class:`lazynp.Symbol` its ``optimize()`` and ``memory_plan()`` methods.
 """
 from __future__ import annotations
 
+from ...core import graph
+from ...core.fusion import FusedGroup, fuse, fusible
+from ..symbol import Ref, add_member, resolve_op
+from . import memory_plan as _memory_plan
 from .constant_fold import constant_fold
 from .cse import cse, eliminate_copies
 from .prune import prune
@@ -26,8 +31,6 @@ def optimize(sym, passes=None):
 def to_nodes(sym) -> list:
     """``lazynp.core.graph.Node`` objects mirroring the Symbol's entries (never recorded, never
     run by the engine: the shape the fusion pass and the kernel generator read)."""
-    from ...core import graph
-    from ...symbol import Ref, resolve_op
     nodes: list = []
     for n in sym.nodes:
         if n.op == "placeholder":
@@ -46,8 +49,6 @@ def fusion_items(sym, nodes=None, single_kernels: bool = False) -> list:
     """Fusion pass on a Symbol: a work list (topological) of single entries ``(node, False)``
     and ``FusedGroup`` s (of ``to_nodes(sym)`` nodes).  Reduction epilogues are split off
     (the jit writes reductions into planned buffers itself)."""
-    from ...core import graph
-    from ...core.fusion import FusedGroup, fuse, fusible
     if nodes is None:
         nodes = to_nodes(sym)
     work = [(g, False) for g in nodes
@@ -81,3 +82,19 @@ def fusion(sym) -> list:
         else:
             out.append([index[id(m)] for m in it.members])
     return out
+
+
+# --- the pass methods of lazynp.Symbol --------------------------------------------------------
+
+def _optimize_method(self, passes=None):
+    """The Symbol after the graph passes (default: prune, CSE, constant folding)."""
+    return optimize(self, passes)
+
+
+def _memory_plan_method(self, **kw):
+    """MXNet's memory plan (inplace + co-share) of this Symbol's entries."""
+    return _memory_plan.plan_symbol(self, **kw)
+
+
+add_member("optimize", _optimize_method)
+add_member("memory_plan", _memory_plan_method)

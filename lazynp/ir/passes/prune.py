@@ -1,11 +1,12 @@
 """Prune pass: drop Symbol entries no output depends on (inputs are always kept)."""
 from __future__ import annotations
 
+from ..symbol import Ref, SNode, Symbol
+
 
 def rebuild(sym, keep: list, mapping: dict | None = None):
     """A new Symbol of the entries ``keep`` (old indices, topological order).  ``mapping``
     sends removed entries to the kept entry that replaces them (CSE, folding)."""
-    from ...symbol import Ref, SNode, Symbol
     mapping = dict(mapping or {})
     new_index = {}
     nodes = []
@@ -29,7 +30,6 @@ def _follow(mapping: dict, i: int) -> int:
 
 def live(sym) -> set:
     """Indices of entries reachable from the outputs, plus every input."""
-    from ...symbol import Ref
     alive = set(int(r) for r in sym.input_refs)
     stack = [int(o) for o in sym.output_refs]
     while stack:

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ...ir.passes import memory_plan, pipeline
+from ...ir.symbol import Ref
+
 #: marks a node can carry (drawn as described in :mod:`.render`'s legend)
 MARKS = ("output", "forced", "fallback", "computed")
 
@@ -65,12 +68,10 @@ def drawing_of_symbol(sym, groups=None, storage_of=None, marks=None, notes=None,
     marks, notes : dict, optional
         Entry index -> extra marks (set of str) / tooltip text.
     """
-    from ...symbol import Ref
     if groups is None:
-        from ...ir.passes import pipeline
         groups = pipeline.fusion(sym)
     if storage_of is None:
-        storage_of = sym.memory_plan().storage_of
+        storage_of = memory_plan.plan_symbol(sym).storage_of
     marks = marks or {}
     notes = notes or {}
     outs = {int(o) for o in sym.output_refs}

@@ -1,9 +1,5 @@
-"""``lazynp.jit``: trace once per input signature, run a compiled, memory-planned plan.
-
-``jit(f)`` traces ``f`` on its first call (:func:`lazynp.trace`) and keeps one compiled
-:class:`Plan` per *signature*: pytree structure, shapes and dtypes of the array leaves,
-values of Python-scalar leaves and of ``static_argnums`` arguments, and the device (CPU).
-``explain()`` says why each plan was made.
+"""Compiled plans of :class:`lazynp.jit`: a Symbol after the graph passes, run as a flat list
+of steps over slots whose internal buffers are planned once.
 
 A plan is the Symbol after prune / CSE / constant folding, with elementwise chains fused
 into one Numba kernel each (:mod:`lazynp.core.fusion`, :mod:`lazynp.kernels.fused`) and
@@ -11,34 +7,33 @@ its internal buffers planned by MXNet's inplace + co-share heuristics
 (:mod:`lazynp.ir.passes.memory_plan`).  Buffers are allocated once, when the plan is built,
 and reused on every call; kernels, ufuncs, reductions, ``matmul``/``dot``/``einsum`` write
 into them with ``out=``.  Other ops allocate their result on each call (counted as such in
-:meth:`jit.memory_report`).  A call runs a flat list of step closures over a slot list: no
-graph nodes are recorded per call.  Results are never planned buffers (results get their
-own buffers on each call, or are copied), so a later call never overwrites a returned array.
+:meth:`lazynp.jit.memory_report`).  A row-local graph over a large batch runs in slices of
+it (:class:`TiledPlan`).  Calling a Symbol on arrays (``sym(x=...)``, installed here) runs
+such a plan, one per input signature.
 """
 from __future__ import annotations
 
-import functools
-import inspect
-import sys
 import warnings
 
 import numpy as np
 
-from ._base import split as _split
-from . import devices as _devices
-from .core import graph as _graph
-from . import symbol as _symbol
-from .core.graph import Node, TracingError
-from .core.graph import own_result as _graph_own
-from .kernels import cpu as _cpu
-from .kernels import fpflags as _fpflags
-from .kernels import fused as _fused
-from .array.ndarray import ndarray
-from .ir.passes import batch_tile as _tile
-from .ir.passes import memory_plan as _mp
-from .ir.passes import pipeline as _pipeline
+from .._base import split as _split
+from ..core import graph as _graph
+from .. import symbol as _symbol
+from ..array.calls import _fill_deep
+from ..array.indexing import _Slot
+from ..core.graph import Node
+from ..core.graph import own_result as _graph_own
+from ..kernels import cpu as _cpu
+from ..kernels import fpflags as _fpflags
+from ..kernels import fused as _fused
+from ..array.ndarray import ndarray
+from ..ir.passes import batch_tile as _tile
+from ..ir.passes import memory_plan as _mp
+from ..ir.passes import pipeline as _pipeline
+from ..ir.symbol import add_member as _add_symbol_member
 
-__all__ = ["jit", "Plan", "compile_plan", "run_symbol"]
+__all__ = ["Plan", "TiledPlan", "compile_plan", "run_symbol", "prepare_leaf", "wrap_outputs"]
 
 STATS = {"traces": 0, "plans": 0, "calls": 0}
 
@@ -93,7 +88,6 @@ def _flat_template(tpl, args, slot_of):
     """``(slots, kwargs)`` when a recorded call's template (``lazynp.array.calls``) is its
     node arguments in order (``slots``: theirs) and keywords that are plain constants;
     else None."""
-    from .array.indexing import _Slot
     pos, kw = tpl
     if type(pos) is not tuple or type(kw) is not dict or len(pos) != len(args) or \
             any(type(a) is not Node for a in args):
@@ -447,7 +441,6 @@ class Plan:
                 fn(env[s0], out=buf, **kw)
             return reduce_
         fn = _CONTRACT_OUT[op.name]
-        from .array.calls import _fill_deep
         tpl = params["tpl"]
         flat = _flat_template(tpl, g.args, self.slot_of)
         if flat is not None:
@@ -695,7 +688,8 @@ def compile_plan(sym, tile: bool = True, **kw):
     return Plan(sym, **kw)
 
 
-def _prepare_leaf(x):
+def prepare_leaf(x) -> np.ndarray:
+    """The C-contiguous NumPy value a plan reads for the argument ``x``."""
     if type(x) is np.ndarray:
         return x if x.flags.c_contiguous else np.ascontiguousarray(x)
     if isinstance(x, ndarray):
@@ -704,7 +698,8 @@ def _prepare_leaf(x):
     return np.ascontiguousarray(x)
 
 
-def _wrap_outputs(vals, scalars):
+def wrap_outputs(vals: list, scalars: list) -> list:
+    """A plan's NumPy results as lazynp arrays (``scalars``: which are 0-d results)."""
     leaf = _graph.leaf
     from_node = ndarray._from_node
     return [from_node(leaf(v), sc) if type(v) is np.ndarray else v
@@ -713,7 +708,7 @@ def _wrap_outputs(vals, scalars):
 
 def run_symbol(sym, flat: list):
     """Call a Symbol on arrays: one plan per input shapes/dtypes, kept on the Symbol."""
-    leaves = [_prepare_leaf(x) for x in flat]
+    leaves = [prepare_leaf(x) for x in flat]
     key = tuple((v.shape, v.dtype) for v in leaves)
     plan = sym._plans.get(key)
     if plan is None:
@@ -721,252 +716,18 @@ def run_symbol(sym, flat: list):
         spec = sym.specialize({nm: (v.shape, v.dtype) for nm, v in zip(names, leaves)})
         plan = compile_plan(spec)
         sym._plans[key] = plan
-    outs = _wrap_outputs(plan.run(leaves), plan.out_scalar)
+    outs = wrap_outputs(plan.run(leaves), plan.out_scalar)
     return _symbol.tree_unflatten(sym.out_tree, iter(outs))
 
 
-# --- jit ------------------------------------------------------------------------------------
-
-def _sig(a, leaves):
-    t = type(a)
-    if t is np.ndarray:
-        leaves.append(a)
-        return (a.shape, a.dtype)
-    if t is ndarray:
-        v = a._value()
-        leaves.append(v)
-        return (v.shape, v.dtype)
-    if t is tuple or t is list:
-        return (t, tuple([_sig(x, leaves) for x in a]))
-    if t is dict:
-        return (dict, tuple(a), tuple([_sig(a[k], leaves) for k in a]))
-    if isinstance(a, np.generic):
-        v = np.asarray(a)
-        leaves.append(v)
-        return (v.shape, v.dtype)
-    if isinstance(a, ndarray):
-        return _sig(a._value(), leaves)
-    if isinstance(a, np.ndarray):
-        return _sig(np.asarray(a), leaves)
-    try:
-        hash(a)
-    except TypeError:
-        raise TypeError(f"lazynp.jit: cannot use an argument of type {t.__name__} (use arrays, "
-                        f"Python scalars, tuples, lists, dicts, or mark it static)") from None
-    return ("const", t, a)
+def _call_symbol(self, *args, **kwargs):
+    """Run the Symbol on arrays.  Returns lazynp arrays in the traced output structure.
+    Called on pending lazy arrays (inside a trace), replays its ops lazily instead."""
+    flat = self._flat_inputs(args, kwargs)
+    if any(isinstance(x, ndarray) and x._node().state == _graph.PENDING for x in flat):
+        outs = self.replay(*flat)
+        return _symbol.tree_unflatten(self.out_tree, iter(outs))
+    return run_symbol(self, flat)
 
 
-def _describe(k) -> str:
-    if type(k) is tuple and len(k) == 2 and type(k[0]) is tuple and isinstance(k[1], np.dtype):
-        return f"shape {k[0]} {k[1]}"
-    if type(k) is tuple and k and k[0] == "const":
-        return f"constant {k[2]!r}"
-    if type(k) is tuple and k and k[0] == "static":
-        return f"static value {k[1]!r}"
-    if type(k) is tuple and k and k[0] in (tuple, list):
-        return f"{k[0].__name__} of {len(k[1])}"
-    if type(k) is tuple and k and k[0] is dict:
-        return f"dict with keys {list(k[1])}"
-    return repr(k)
-
-
-def _diff(old, new, path: str, out: list) -> None:
-    if old == new:
-        return
-    is_arr = lambda k: type(k) is tuple and len(k) == 2 and type(k[0]) is tuple and \
-        isinstance(k[1], np.dtype)  # noqa: E731
-    if is_arr(old) and is_arr(new):
-        if old[0] != new[0]:
-            out.append(f"{path} shape {old[0]} -> {new[0]}")
-        if old[1] != new[1]:
-            out.append(f"{path} dtype {old[1]} -> {new[1]}")
-        return
-    if type(old) is tuple and type(new) is tuple and old and new and old[0] == new[0] and \
-            old[0] in (tuple, list) and len(old[1]) == len(new[1]):
-        for j, (a, b) in enumerate(zip(old[1], new[1])):
-            _diff(a, b, f"{path}[{j}]", out)
-        return
-    if type(old) is tuple and type(new) is tuple and old and new and old[0] is dict and \
-            new[0] is dict and old[1] == new[1]:
-        for kk, a, b in zip(old[1], old[2], new[2]):
-            _diff(a, b, f"{path}[{kk!r}]", out)
-        return
-    out.append(f"{path} {_describe(old)} -> {_describe(new)}")
-
-
-class jit:
-    """Compile ``fun`` per input signature (see the module docstring).
-
-    ``static_argnums``: arguments passed to ``fun`` as they are (hashable; a new value makes
-    a new plan), e.g. sizes or flags that drive Python control flow.  ``fuse``,
-    ``plan_memory`` and ``tile`` switch off kernel fusion / buffer planning / running a
-    row-local graph in slices of its batch (for comparisons).
-    """
-
-    def __init__(self, fun=None, static_argnums=(), *, fuse: bool = True,
-                 plan_memory: bool = True, parallel_safe: bool = True, tile: bool = True):
-        if isinstance(static_argnums, int):
-            static_argnums = (static_argnums,)
-        self._static = tuple(static_argnums)
-        self._fuse = fuse
-        self._tile = tile
-        self._plan_memory = plan_memory
-        self._parallel_safe = parallel_safe
-        self._plans: dict = {}
-        self._log: list = []           # (key, reason)
-        self._fun = None
-        if fun is not None:
-            self._set_fun(fun)
-
-    def _set_fun(self, fun):
-        self._fun = fun
-        functools.update_wrapper(self, fun)
-        try:
-            self._sigobj = inspect.signature(fun)
-        except (TypeError, ValueError):
-            self._sigobj = None
-        try:
-            self._argnames = [p.name for p in self._sigobj.parameters.values()]
-        except AttributeError:
-            self._argnames = []
-
-    def __get__(self, obj, objtype=None):
-        if obj is None:
-            return self
-        return functools.partial(self.__call__, obj)
-
-    def _positional(self, args, kwargs):
-        if not kwargs:
-            return args
-        if self._sigobj is None:
-            raise TypeError("lazynp.jit: keyword arguments need an inspectable signature")
-        ba = self._sigobj.bind(*args, **kwargs)
-        ba.apply_defaults()
-        if ba.kwargs:
-            raise TypeError("lazynp.jit: **kwargs parameters are not supported")
-        return ba.args
-
-    def _key(self, args, leaves):
-        static = self._static
-        n = len(args)
-        if static:
-            st = {i % n for i in static if -n <= i < n}
-            return tuple([("static", a) if i in st else _sig(a, leaves)
-                          for i, a in enumerate(args)])
-        key = []
-        for a in args:
-            if type(a) is np.ndarray:
-                leaves.append(a)
-                key.append((a.shape, a.dtype))
-            else:
-                key.append(_sig(a, leaves))
-        return tuple(key)
-
-    def __call__(self, *args, **kwargs):
-        if self._fun is None:        # used as @jit(static_argnums=...)
-            if len(args) == 1 and callable(args[0]) and not kwargs:
-                self._set_fun(args[0])
-                return self
-            raise TypeError("lazynp.jit: no function to compile")
-        ad = sys.modules.get("lazynp.autograd")
-        if ad is not None and ad._depth:
-            # inside grad/vjp/jvp/record(): a compiled plan reads its inputs' values and
-            # returns constants, so the gradient through it would be silently zero; the
-            # function's ops are recorded instead (the enclosing grad replays them)
-            return self._fun(*args, **kwargs)
-        if _devices.ACTIVE and _devices.any_on_device(args, tuple(kwargs.values())):
-            # (device hook) device arrays: the function records on the device graph, whose
-            # fused kernels are cached; no compiled plan (yet)
-            return self._fun(*args, **kwargs)
-        if kwargs:
-            args = self._positional(args, kwargs)
-        plan, leaves = self._lookup(args)
-        outs = plan._runner(leaves)
-        if plan.single:
-            v = outs[0]
-            return ndarray._from_node(_graph.leaf(v), plan.out_scalar[0]) \
-                if type(v) is np.ndarray else v
-        res = _wrap_outputs(outs, plan.out_scalar)
-        return _symbol.tree_unflatten(plan.source.out_tree, iter(res))
-
-    def _argname(self, i: int) -> str:
-        nm = self._argnames[i] if i < len(self._argnames) else None
-        return f"argument {i}" + (f" ({nm})" if nm else "")
-
-    def _compile(self, key, args):
-        reason = self._reason(key)
-        n = len(args)
-        static = tuple(i % n for i in self._static if -n <= i < n)
-        STATS["traces"] += 1
-        sym = _symbol.trace(self._fun, *args, static_argnums=static, _what="lazynp.jit")
-        plan = compile_plan(sym, tile=self._tile and self._plan_memory, fuse=self._fuse,
-                            plan_memory=self._plan_memory, parallel_safe=self._parallel_safe)
-        self._plans[key] = plan
-        self._log.append((key, reason))
-        return plan
-
-    def _reason(self, key) -> str:
-        if not self._log:
-            parts = [f"{self._argname(i)}: {_describe(k)}" for i, k in enumerate(key)]
-            return "first call: " + ("; ".join(parts) if parts else "no arguments") + \
-                "; device cpu"
-        prev = self._log[-1][0]
-        diffs: list = []
-        if len(prev) != len(key):
-            diffs.append(f"number of arguments {len(prev)} -> {len(key)}")
-        else:
-            for i, (a, b) in enumerate(zip(prev, key)):
-                _diff(a, b, self._argname(i), diffs)
-        return "signature changed: " + "; ".join(diffs)
-
-    # --- reports ------------------------------------------------------------------------
-    def explain(self) -> str:
-        """Why each plan was made or remade (one paragraph per plan): a ``str``, shown in
-        Jupyter as a table with each plan's graph (:class:`lazynp.notebook.jupyter.JitExplanation`)."""
-        from .notebook.jupyter import JitExplanation
-        name = getattr(self._fun, '__name__', '?')
-        return JitExplanation(self._explain_text(), self._log, self._plans, name)
-
-    def _explain_text(self) -> str:
-        if not self._log:
-            return f"lazynp.jit({getattr(self._fun, '__name__', '?')}): not called yet"
-        lines = [f"lazynp.jit({getattr(self._fun, '__name__', '?')}): {len(self._log)} plan(s)"]
-        for k, (key, reason) in enumerate(self._log):
-            plan = self._plans[key]
-            r = plan.memory_report()
-            lines.append(f"plan {k + 1}: {reason}")
-            lines.append(f"    {r['ops']} ops -> {r['steps']} steps, {r['fused_kernels']} fused "
-                         f"kernel(s); internal memory {r['planned_bytes']} B planned vs "
-                         f"{r['naive_bytes']} B naive in {r['num_buffers']} buffer(s)")
-        return "\n".join(lines)
-
-    def plan_for(self, *args, **kwargs) -> Plan:
-        """The plan (compiled if needed) for these arguments, without running it."""
-        return self._lookup(self._positional(args, kwargs))[0]
-
-    def _lookup(self, args) -> tuple:
-        """``(plan, array leaves of args)``: the plan of the arguments' signature."""
-        leaves: list = []
-        key = self._key(args, leaves)
-        plan = self._plans.get(key)
-        if plan is None:
-            plan = self._compile(key, args)
-        return plan, leaves
-
-    def memory_report(self, *args, **kwargs) -> dict:
-        """Internal memory of the plan for these arguments: ``naive_bytes`` (every op's
-        result in its own buffer), ``planned_bytes`` (planned buffers + results allocated
-        per call), ``num_buffers`` and details.  Graph outputs are not internal memory."""
-        return self.plan_for(*args, **kwargs).memory_report()
-
-    def trace(self, *args, **kwargs) -> "_symbol.Symbol":
-        """The Symbol of the plan for these arguments (after the graph passes)."""
-        return self.plan_for(*args, **kwargs).symbol
-
-    @property
-    def num_plans(self) -> int:
-        return len(self._plans)
-
-    def clear(self) -> None:
-        self._plans.clear()
-        self._log.clear()
+_add_symbol_member("__call__", _call_symbol)
