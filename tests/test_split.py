@@ -178,9 +178,12 @@ def test_into_equals_numpy_with_its_warnings(name, uf, args, inplace):
 
 def test_into_leaves_other_overlaps_to_numpy():
     a = numpy.random.RandomState(2).rand(N + 1)
-    want = numpy.exp(a[1:])
+    want = a.copy()
+    # NumPy's own call on the same overlap is the oracle: on AVX-512 CPUs its result differs
+    # by an ulp in a few elements from exp of a separate input
+    numpy.exp(want[1:], out=want[:-1])
     _split.into(numpy.exp, (a[1:],), a[:-1])          # shifted overlap: one NumPy call
-    numpy.testing.assert_array_equal(a[:-1], want)
+    numpy.testing.assert_array_equal(a, want)
 
 
 def test_jit_plan_splits_and_warns_once():
