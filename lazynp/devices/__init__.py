@@ -1,111 +1,41 @@
-"""Devices: names, the default device, and the one placement rule.
+"""Devices: names, the default device, the one placement rule, and the device hooks.
 
-A device is ``"cpu"`` or ``"cuda:N"`` (the array API's names; ``"cuda"`` means
-``"cuda:0"``).  This module is the one place that decides *which device runs a node*:
-:func:`placement` looks at an op's operands and answers with a device, or raises the
-``ValueError`` (naming both devices) that CuPy and PyTorch raise for operands on two
-devices.  Python scalars and NumPy scalars belong to no device.
+A device is ``"cpu"`` or ``"cuda:N"`` (:mod:`lazynp.devices.names`: :class:`Device`,
+:func:`device`, :func:`placement`).  The CPU namespace reaches a device only through the
+hooks below: each is one call, tried when a cheap flag says a device may be involved
+(:data:`ACTIVE`, :data:`DEFAULTS_OPEN`, :data:`HOOK`), and each calls the backend's entry
+point from the registry (:mod:`lazynp.devices.registry`).
 
-Nothing here imports Numba's CUDA target or CuPy: they are imported on the first use of a
-device array (:mod:`lazynp.cuda.memory`), so ``import lazynp`` never fails or
-slows down without a GPU.
+The backend (:mod:`lazynp.cuda`) is a plug-in: :func:`activate` loads it on the first use of a
+CUDA device (as tinygrad's ``Device`` loads ``runtime/ops_<x>.py``), and it registers itself
+at its import.  Nothing here imports Numba's CUDA target or CuPy: the backend imports them on
+the first use of a device array (:mod:`lazynp.cuda.memory`), so ``import lazynp`` never fails
+or slows down without a GPU.
 """
 from __future__ import annotations
 
 import contextlib
-import threading
 
 import numpy as np
+
+from ..core.policy import NOT_EAGER
+from .names import (CPU, Device, device, device_of, foreign_device,  # noqa: F401
+                    get_default_device, is_device_array, is_foreign_gpu_array, placement,
+                    set_default_device)
+from .registry import Backend, registered_backend
 
 __all__ = ["Device", "device", "default_device", "get_default_device", "placement"]
 
 
-class Device:
-    """A device: ``kind`` (``"cpu"`` or ``"cuda"``) and ``index``.  Compares equal to its
-    name, so ``a.device == "cuda:0"`` holds."""
+# --- the flags the CPU paths test before anything else -----------------------------------
 
-    __slots__ = ("kind", "index", "name")
-
-    def __init__(self, kind: str, index: int = 0):
-        self.kind = kind
-        self.index = index
-        self.name = "cpu" if kind == "cpu" else f"cuda:{index}"
-
-    def __repr__(self) -> str:
-        return f"device({self.name!r})"
-
-    def __str__(self) -> str:
-        return self.name
-
-    def __eq__(self, other) -> bool:
-        if isinstance(other, Device):
-            return other.name == self.name
-        if isinstance(other, str):
-            try:
-                return device(other).name == self.name
-            except ValueError:
-                return False
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self.name)
-
-    @property
-    def is_cuda(self) -> bool:
-        return self.kind == "cuda"
-
-
-CPU = Device("cpu")
-_cache: dict = {"cpu": CPU}
-
-
-def device(spec) -> Device:
-    """The :class:`Device` named by ``spec``: ``"cpu"``, ``"cuda"``, ``"cuda:N"``, an int
-    (a CUDA device number) or a :class:`Device`.
-
-    Raises
-    ------
-    ValueError
-        For any other name.
-    """
-    if isinstance(spec, Device):
-        return spec
-    if spec is None:
-        return get_default_device()
-    d = _cache.get(spec)
-    if d is not None:
-        return d
-    if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
-        if spec < 0:
-            raise ValueError(f"lazynp: invalid device number {spec}")
-        d = Device("cuda", int(spec))
-    elif isinstance(spec, str):
-        s = spec.strip().lower()
-        if s == "cpu":
-            d = CPU
-        elif s in ("cuda", "gpu"):
-            d = Device("cuda", 0)
-        elif s.startswith(("cuda:", "gpu:")) and s.split(":", 1)[1].isdigit():
-            d = Device("cuda", int(s.split(":", 1)[1]))
-        else:
-            raise ValueError(f"lazynp: unknown device {spec!r} (use 'cpu', 'cuda' or "
-                             f"'cuda:N')")
-    else:
-        dev = getattr(spec, "id", None)      # a CuPy Device object
-        if isinstance(dev, int):
-            return device(dev)
-        raise ValueError(f"lazynp: unknown device {spec!r} (use 'cpu', 'cuda' or 'cuda:N')")
-    _cache[spec] = d
-    return d
-
-
-_local = threading.local()
-
-
-def get_default_device() -> Device:
-    """The device new arrays go to when no ``device=`` is given (``"cpu"`` unless inside
-    :func:`default_device`)."""
-    return getattr(_local, "device", CPU)
+#: True once a device array exists (the backend has loaded)
+ACTIVE = False
+#: the number of open :func:`default_device` blocks (creation functions test it)
+DEFAULTS_OPEN = 0
+#: ACTIVE or DEFAULTS_OPEN: the one flag the eager-first functions test (the C recorder
+#: reads it from this module's globals)
+HOOK = False
 
 
 @contextlib.contextmanager
@@ -114,8 +44,7 @@ def default_device(spec):
     put their arrays on that device (per thread)."""
     global DEFAULTS_OPEN, HOOK
     d = device(spec)
-    old = get_default_device()
-    _local.device = d
+    old = set_default_device(d)
     DEFAULTS_OPEN += 1
     HOOK = True
     try:
@@ -123,76 +52,26 @@ def default_device(spec):
     finally:
         DEFAULTS_OPEN -= 1
         HOOK = ACTIVE or DEFAULTS_OPEN > 0
-        _local.device = old
+        set_default_device(old)
 
 
-def device_of(x):
-    """The device of an operand: a :class:`Device` for arrays (lazynp's, NumPy's, CuPy's,
-    anything with ``__cuda_array_interface__``), None for Python and NumPy scalars."""
-    if getattr(type(x), "_lazynp_device_array", False):
-        return x._device
-    if isinstance(x, (bool, int, float, complex, np.generic)) or x is None:
-        return None
-    if hasattr(x, "__cuda_array_interface__"):
-        return foreign_device(x)
-    return CPU
-
-
-def foreign_device(x) -> Device:
-    """The device of another library's GPU array (CuPy's ``.device.id``, else 0)."""
-    dev = getattr(x, "device", None)
-    idx = getattr(dev, "id", None)
-    return Device("cuda", idx) if isinstance(idx, int) and idx > 0 else device("cuda:0")
-
-
-def placement(args, name: str = "operation") -> Device:
-    """Which device runs an op on ``args`` (arrays and scalars): the device every array
-    operand lives on.
-
-    Raises
-    ------
-    ValueError
-        When array operands live on two devices (the message names both).
-    """
-    found = None
-    for a in args:
-        d = device_of(a)
-        if d is None:
-            continue
-        if found is None:
-            found = d
-        elif d != found:
-            raise ValueError(f"lazynp: {name}: operands are on two devices, {found.name} "
-                             f"and {d.name}; move one with .to_device(...)")
-    return CPU if found is None else found
-
-
-def is_foreign_gpu_array(x) -> bool:
-    """True for another library's GPU array (``__cuda_array_interface__``: CuPy, PyTorch,
-    Numba; Numba's simulated device arrays too)."""
-    t = type(x)
-    return hasattr(t, "__cuda_array_interface__") or getattr(t, "__cuda_ndarray__", False)
-
-
-def is_device_array(x) -> bool:
-    """True for a lazynp array on a CUDA device (cheap: a class attribute)."""
-    return getattr(type(x), "_lazynp_device_array", False)
-
-
-# --- the hooks of the CPU namespace (cheap tests, then the device path) --------------------
-
-#: True once a device array exists: the CPU paths test this flag before anything else
-ACTIVE = False
-#: the number of open :func:`default_device` blocks (creation functions test it)
-DEFAULTS_OPEN = 0
-#: ACTIVE or DEFAULTS_OPEN: the one flag the eager-first functions test
-HOOK = False
-
-
-def activate() -> None:
+def activate() -> Backend:
+    """Load the CUDA backend (once: it registers itself) and turn the device hooks on;
+    returns the backend."""
     global ACTIVE, HOOK
-    ACTIVE = HOOK = True
+    if not ACTIVE:
+        # the one plug-in load of the backend (listed in pyproject's ignore_imports)
+        from ..cuda import array as _cuda_backend  # noqa: F401
+        ACTIVE = HOOK = True
+    return registered_backend("cuda")
 
+
+def _backend() -> Backend:
+    """The loaded backend (the hooks call it once :data:`ACTIVE` is set)."""
+    return registered_backend("cuda")
+
+
+# --- the hooks of the CPU namespace (each one call, after a cheap test of the flags) -------
 
 def any_on_device(args, out=None) -> bool:
     """True when an operand (or ``out``) is a device array (lazynp ufunc hook)."""
@@ -216,20 +95,27 @@ def creation_target(spec):
     return None
 
 
-def create(kind: str, dev: Device, shape: tuple, dtype, fill_value=None):
-    """``zeros``/``ones``/``empty``/``full`` on a CUDA device."""
-    from .cuda import array as device_array
-    if kind == "empty":
-        return device_array.empty(shape, dtype, dev)
-    if kind != "full":
-        fill_value = 0 if kind == "zeros" else 1
-    return device_array.full(shape, fill_value, dtype, dev)
+def create(kind: str, spec, shape: tuple, dtype, fill_value=None):
+    """``zeros``/``ones``/``empty``/``full`` (``kind``) with ``device=spec`` (None: the
+    default device) when that is a CUDA device; None for the CPU (the caller makes it).
+    ``dtype`` None: ``fill_value``'s for ``full``, else float."""
+    d = creation_target(spec)
+    if d is None:
+        return None
+    if dtype is None:
+        dtype = np.array(fill_value).dtype if kind == "full" else float
+    return _backend().create(kind, d, shape, dtype, fill_value)
+
+
+def like_device(prototype, spec):
+    """The device of ``*_like(prototype, device=spec)``: ``spec``, else the prototype's."""
+    return spec if spec is not None or not ACTIVE or not is_device_array(prototype) else \
+        prototype.device
 
 
 def asarray(a, spec, dtype=None, copy=None):
     """``lazynp.asarray(a, device=spec)`` where ``spec`` or ``a`` names a CUDA device;
     None when the result is an ordinary (CPU) array made the usual way."""
-    from .cuda import array as device_array
     d = device(spec) if spec is not None else (a._device if is_device_array(a) else
                                                foreign_device(a) if is_foreign_gpu_array(a)
                                                else get_default_device())
@@ -239,8 +125,29 @@ def asarray(a, spec, dtype=None, copy=None):
             return out.astype(dtype) if dtype is not None and np.dtype(dtype) != out.dtype \
                 else out
         return None
-    activate()
-    return device_array.asarray(a, d, dtype, copy)
+    return activate().asarray(a, d, dtype, copy)
+
+
+def ufunc_call(np_ufunc, args, out=None, *, where=True, dtype=None, signature=None):
+    """``np_ufunc(*args, out=out)`` with an operand (or ``out``) on a device (the hook of
+    lazynp's ufuncs)."""
+    if where is not True or dtype is not None or signature is not None:
+        raise NotImplementedError(f"lazynp: {np_ufunc.__name__}(where=, dtype=, "
+                                  f"signature=) is not implemented on device arrays")
+    return _backend().ufunc_call(np_ufunc, args, {"out": out})
+
+
+def reduce(name: str, a, axis=None, dtype=None, out=None, keepdims=False, kw=None,
+           where=True):
+    """``numpy.<name>(a, ...)`` of a device array (the hook of lazynp's reductions)."""
+    return _backend().reduce(name, a, axis, dtype, out, keepdims, kw, where)
+
+
+def evaluate(arrays) -> None:
+    """Run what the device arrays among ``arrays`` need and wait for them (the device part
+    of :func:`lazynp.evaluate`)."""
+    if ACTIVE:
+        _backend().evaluate([a for a in arrays if is_device_array(a)])
 
 
 #: lazynp functions that take device arrays (through the namespace's device hooks)
@@ -256,25 +163,21 @@ def dispatch(name: str, np_fn, lazy_fn, args, kwargs):
     for creation, reductions, ``where``, ``matmul``; otherwise NumPy's function run at once
     on the device's values (CuPy on a real GPU, the host under the simulator: counted) --
     else ``NOT_EAGER`` (the CPU path goes on)."""
-    from .array.operands import NOT_EAGER
     on_dev = ACTIVE and (_nested_on_device(args) or _nested_on_device(kwargs.values()))
     wants = kwargs.get("device") is not None or DEFAULTS_OPEN
     if not on_dev and not wants:
         return NOT_EAGER
     if on_dev and name == "matmul" and len(args) == 2 and not kwargs:
-        from .cuda.array import matmul
-        return matmul(*args)
+        return _backend().matmul(*args)
     if on_dev and name == "where" and len(args) == 3 and not kwargs:
-        from .cuda.array import where
-        return where(*args)
+        return _backend().where(*args)
     if on_dev and name == "copy" and len(args) == 1 and not kwargs:
         return args[0].copy()
     if name in _DEVICE_FUNCS:
         return lazy_fn(*args, **kwargs)
     if not on_dev:
         return NOT_EAGER            # (a function without device=: the CPU path)
-    from .cuda.array import call_at_once
-    return call_at_once(name, np_fn, args, kwargs)
+    return _backend().call_at_once(name, np_fn, args, kwargs)
 
 
 def _nested_on_device(items) -> bool:
