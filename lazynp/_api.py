@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import contextlib
 
-from ._base import config as _config
+from . import devices
+from ._base import config as _config, counters as _counters
 from ._numpy import fallback as _fallback
+from .array.ndarray import ndarray
 from .core import graph
+from .notebook.jupyter import Stats
 
 
 def evaluate(*arrays):
@@ -16,13 +19,9 @@ def evaluate(*arrays):
     *arrays : lazynp.ndarray
         Arrays to compute now.
     """
-    from .array.ndarray import ndarray
     nodes = [a._node() for a in arrays if isinstance(a, ndarray)]
     graph.flush(nodes)
-    from . import devices
-    if devices.ACTIVE:                                       # (device hook)
-        from .cuda.array import evaluate as evaluate_on_device
-        evaluate_on_device([a for a in arrays if devices.is_device_array(a)])
+    devices.evaluate(arrays)
     return arrays[0] if len(arrays) == 1 else arrays
 
 
@@ -30,24 +29,16 @@ def stats() -> dict:
     """Counters: ops recorded, flushes, nodes executed, fallbacks with their call sites.
 
     A ``dict`` (:class:`lazynp.notebook.jupyter.Stats`) that prints as a table and shows as one in
-    Jupyter."""
-    from .notebook.jupyter import Stats
+    Jupyter.  Besides the recorder's and the fallbacks', the counters of every module that
+    registered them (:mod:`lazynp._base.counters`: the kernels; the device backend once a
+    device is used)."""
     out = Stats(ops_recorded=graph._state.n_recorded)
     out.update(graph.STATS)
-    from .kernels import cpu, pool, tree
-    out.update(cpu.STATS)
-    out.update(pool.STATS)
-    out.update(tree.STATS)
+    out.update(_counters.read_all())
     out.update(_fallback.report())
     if graph.speedups is not None:
         for k, n in graph.speedups.eager_counters().items():
             out[k] = out.get(k, 0) + n
-    from . import devices
-    if devices.ACTIVE:                                       # (device hook)
-        from .engine import streams
-        from .cuda import codegen, runtime
-        for d in (runtime.STATS, codegen.STATS, streams.STATS):
-            out.update(d)
     return out
 
 
@@ -56,20 +47,10 @@ def reset_stats() -> None:
     for k in graph.STATS:
         graph.STATS[k] = 0
     graph._state.n_recorded = 0
-    from .kernels import cpu, pool, tree
-    for d in (cpu.STATS, pool.STATS, tree.STATS):
-        for k in d:
-            d[k] = 0
+    _counters.reset_all()
     _fallback.reset()
     if graph.speedups is not None:
         graph.speedups.reset_eager_counters()
-    from . import devices
-    if devices.ACTIVE:                                       # (device hook)
-        from .engine import streams
-        from .cuda import codegen, runtime
-        for d in (runtime.STATS, codegen.STATS, streams.STATS):
-            for k in d:
-                d[k] = 0
 
 
 def set_strict(on: bool = True) -> None:

@@ -26,6 +26,7 @@ from .ufunc import UFUNCS
 from ..array.ndarray import ndarray
 from ..ops import elementwise as ew
 from ..ops.registry import Op, register
+from ..ops.shapes import matmul_meta
 
 _NoValue = np._NoValue
 _bmax, _bmin, _babs, _bround, _bsum, _ball, _bany = (builtins.max, builtins.min, builtins.abs,
@@ -71,45 +72,33 @@ _CLIP = register(Op("clip", "elementwise", lambda x, lo, hi: np.clip(x, lo, hi),
                     expr="min(max({0}, {1}), {2})", raises_on_values=False))
 
 
-def _new(op, shape, dtype, **params):
+def _new(op, shape, dtype, device, **params):
+    if device is not None or _devices.DEFAULTS_OPEN:         # (device hook)
+        on_device = _devices.create(op.name, device, shape, dtype)
+        if on_device is not None:
+            return on_device
     dtype = np.dtype(float if dtype is None else dtype)
     node = graph.record(op, (), dict(shape=shape, dtype=dtype, **params), shape, dtype)
     return ndarray._from_node(node)
 
 
 def zeros(shape, dtype=float, order="C", *, like=None, device=None):
-    if device is not None or _devices.DEFAULTS_OPEN:         # (device hook)
-        d = _devices.creation_target(device)
-        if d is not None:
-            return _devices.create("zeros", d, _shape_arg(shape),
-                                   float if dtype is None else dtype)
-    return _new(_ZEROS, _shape_arg(shape), dtype)
+    return _new(_ZEROS, _shape_arg(shape), dtype, device)
 
 
 def ones(shape, dtype=None, order="C", *, like=None, device=None):
-    if device is not None or _devices.DEFAULTS_OPEN:         # (device hook)
-        d = _devices.creation_target(device)
-        if d is not None:
-            return _devices.create("ones", d, _shape_arg(shape),
-                                   float if dtype is None else dtype)
-    return _new(_ONES, _shape_arg(shape), dtype)
+    return _new(_ONES, _shape_arg(shape), dtype, device)
 
 
 def empty(shape, dtype=float, order="C", *, like=None, device=None):
-    if device is not None or _devices.DEFAULTS_OPEN:         # (device hook)
-        d = _devices.creation_target(device)
-        if d is not None:
-            return _devices.create("empty", d, _shape_arg(shape),
-                                   float if dtype is None else dtype)
-    return _new(_EMPTY, _shape_arg(shape), dtype)
+    return _new(_EMPTY, _shape_arg(shape), dtype, device)
 
 
 def full(shape, fill_value, dtype=None, order="C", *, like=None, device=None):
     if device is not None or _devices.DEFAULTS_OPEN:         # (device hook)
-        d = _devices.creation_target(device)
-        if d is not None:
-            dt = np.array(fill_value).dtype if dtype is None else dtype
-            return _devices.create("full", d, _shape_arg(shape), dt, fill_value)
+        on_device = _devices.create("full", device, _shape_arg(shape), dtype, fill_value)
+        if on_device is not None:
+            return on_device
     if isinstance(fill_value, ndarray) or (not np.isscalar(fill_value) and
                                            np.ndim(to_numpy(fill_value)) > 0):
         dt = np.result_type(asarray(fill_value).dtype) if dtype is None else np.dtype(dtype)
@@ -129,12 +118,6 @@ def full(shape, fill_value, dtype=None, order="C", *, like=None, device=None):
     return ndarray._from_node(node)
 
 
-def _like_device(a, device):
-    """``*_like``'s device: the given one, else the prototype's (device hook)."""
-    return device if device is not None or not _devices.ACTIVE or \
-        not _devices.is_device_array(a) else a.device
-
-
 def _like_shape(a, shape):
     return a.shape if shape is None else _shape_arg(shape)
 
@@ -142,25 +125,25 @@ def _like_shape(a, shape):
 def zeros_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
     a = asarray(a)
     return zeros(_like_shape(a, shape), a.dtype if dtype is None else dtype,
-                 device=_like_device(a, device))
+                 device=_devices.like_device(a, device))
 
 
 def ones_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
     a = asarray(a)
     return ones(_like_shape(a, shape), a.dtype if dtype is None else dtype,
-                device=_like_device(a, device))
+                device=_devices.like_device(a, device))
 
 
 def empty_like(prototype, dtype=None, order="K", subok=True, shape=None, *, device=None):
     a = asarray(prototype)
     return empty(_like_shape(a, shape), a.dtype if dtype is None else dtype,
-                 device=_like_device(a, device))
+                 device=_devices.like_device(a, device))
 
 
 def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None):
     a = asarray(a)
     return full(_like_shape(a, shape), fill_value, a.dtype if dtype is None else dtype,
-                device=_like_device(a, device))
+                device=_devices.like_device(a, device))
 
 
 def _shareable(a, dtype) -> bool:
@@ -643,26 +626,6 @@ _matmul_cache: dict = {}
 _SLOT0, _SLOT1 = _Slot(0), _Slot(1)
 
 
-def _matmul_meta(a, b, kw: dict) -> tuple:
-    """Shape and dtype of ``matmul(a, b, **kw)``; raises NumPy's error for bad operands."""
-    if a.ndim == 0 or b.ndim == 0:
-        raise ValueError("matmul: Input operand %d does not have enough dimensions (has 0, "
-                         "gufunc core with signature (n?,k),(k,m?)->(n?,m?) requires 1)"
-                         % (0 if a.ndim == 0 else 1))
-    # mini dummies: batch dims real (zero-stride), n and m -> 1, k real: NumPy's own errors
-    am = np.broadcast_to(np.zeros((), a.dtype), a.shape[:-2] + (1, a.shape[-1])
-                         if a.ndim >= 2 else a.shape)
-    bm = np.broadcast_to(np.zeros((), b.dtype), b.shape[:-2] + (b.shape[-2], 1)
-                         if b.ndim >= 2 else b.shape)
-    r = np.matmul(am, bm, **kw)
-    shape = list(r.shape)
-    if a.ndim >= 2:
-        shape[-2 if b.ndim >= 2 else -1] = a.shape[-2]
-    if b.ndim >= 2:
-        shape[-1] = b.shape[-1]
-    return tuple(shape), r.dtype
-
-
 def matmul(x1, x2, /, out=None, *, dtype=None, casting="same_kind", order="K", subok=True,
            signature=None, axes=None, axis=None):
     """Lazy ``numpy.matmul`` (BLAS through NumPy)."""
@@ -681,7 +644,7 @@ def matmul(x1, x2, /, out=None, *, dtype=None, casting="same_kind", order="K", s
     if meta is None:
         if len(_matmul_cache) > 10_000:
             _matmul_cache.clear()
-        meta = _matmul_cache[key] = _matmul_meta(a, b, kw)
+        meta = _matmul_cache[key] = matmul_meta(a, b, kw)
     res = lazy_call("matmul", np.matmul, (a, b), kw, kind="contraction",
                     meta=lambda n, t: meta, scalar=True)
     if out is not None:

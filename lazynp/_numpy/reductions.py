@@ -30,10 +30,7 @@ def reduction(name: str, fn, array, axis=None, dtype=None, out=None, keepdims=Fa
               where=True, kw=None):
     """Record ``fn(array, axis=..., dtype=..., keepdims=..., **kw)`` as a lazy reduction."""
     if _devices.ACTIVE and _devices.is_device_array(array):          # (device hook)
-        from ..cuda.array import reduce
-        if name not in R.REDUCTIONS:
-            raise NotImplementedError(f"lazynp: {name} is not implemented on device arrays")
-        return reduce(name, array, axis, dtype, out, keepdims, kw, where)
+        return _devices.reduce(name, array, axis, dtype, out, keepdims, kw, where)
     a = _asarray(array)
     args_kw = dict(kw) if kw else {}
     if axis is not None or name.endswith(".reduce"):

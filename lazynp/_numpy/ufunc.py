@@ -201,11 +201,8 @@ class ufunc(_UfuncBase):
     def _call(self, *args, out=None, where=True, dtype=None, casting="same_kind",
               order="K", subok=True, signature=None):
         if _devices.ACTIVE and _devices.any_on_device(args, out):      # (device hook)
-            from ..cuda.array import ufunc_call
-            if where is not True or dtype is not None or signature is not None:
-                raise NotImplementedError(f"lazynp: {self.__name__}(where=, dtype=, "
-                                          f"signature=) is not implemented on device arrays")
-            return ufunc_call(self._np, args, {"out": out})
+            return _devices.ufunc_call(self._np, args, out, where=where, dtype=dtype,
+                                       signature=signature)
         nin = self.nin
         if len(args) < nin:
             raise TypeError(f"{self.__name__}() takes from {nin} to {nin + self.nout} positional "

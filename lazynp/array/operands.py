@@ -30,7 +30,7 @@ def to_numpy(x):
 
 
 #: what :func:`eager_operand` returns for a value that is not computed yet
-NOT_EAGER = type("NotEager", (), {"__repr__": lambda self: "NOT_EAGER"})()
+NOT_EAGER = _policy.NOT_EAGER
 
 
 def value_for_eager(x):

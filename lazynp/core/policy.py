@@ -222,6 +222,11 @@ AT_ONCE_OPS = frozenset(("copy",))
 #: :func:`decide`'s answers
 RECORD, NOW, TREE = 0, 1, 2
 
+#: what an attempt to run a call at once answers when it declines (the call is recorded
+#: instead): the eager fast paths (lazynp.array.operands, lazynp._numpy.eager) and the
+#: device hook (lazynp.devices.dispatch: no device involved)
+NOT_EAGER = type("NotEager", (), {"__repr__": lambda self: "NOT_EAGER"})()
+
 
 def decide(op, size: int) -> int:
     """For an op whose node arguments are computed (or pending) and whose largest operand

@@ -17,22 +17,17 @@ import operator
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from .. import devices
-from ..devices import Device
-from ..core.graph import VIEW
+from ..array.ndarray import ndarray
+from ..array.operands import broadcast_shapes
+from ..core.graph import leaf
+from ..devices import names
+from ..devices.names import Device
+from ..devices.registry import Backend, register_backend
 from ..ops import elementwise as ew
 from ..ops import reductions as R
 from ..ops.registry import OPS, Op, register
-
-
-def _rt():
-    from . import runtime
-    return runtime
-
-
-def _mem():
-    from . import memory
-    return memory
+from ..ops.shapes import matmul_meta
+from . import memory, runtime
 
 
 _SCALARS = (bool, int, float, complex)
@@ -53,7 +48,7 @@ class DeviceArray:
     @classmethod
     def _from_node(cls, node) -> "DeviceArray":
         self = object.__new__(cls)
-        self._var = _rt().DVar(node)
+        self._var = runtime.DVar(node)
         self._geom = None
         self._device = node.device
         return self
@@ -69,7 +64,7 @@ class DeviceArray:
         g = self._geom
         if g is None:
             return self._var.head
-        return _rt().view_node(self._var.head, *g)
+        return runtime.view_node(self._var.head, *g)
 
     # --- metadata ----------------------------------------------------------------------
     @property
@@ -106,7 +101,7 @@ class DeviceArray:
         g = self._geom
         if g is not None:
             return g[2]
-        return _rt()._c_strides(self.shape, self.itemsize)
+        return runtime._c_strides(self.shape, self.itemsize)
 
     @property
     def device(self) -> Device:
@@ -120,13 +115,11 @@ class DeviceArray:
     # --- moving between devices and libraries ------------------------------------------
     def to_device(self, device, /, *, stream=None) -> "DeviceArray":
         """A copy on ``device`` (``"cpu"``: a ``lazynp.ndarray``); self if already there."""
-        d = devices.device(device)
+        d = names.device(device)
         if d == self._device:
             return self
         host = self._host()
         if d.kind == "cpu":
-            from ..array.ndarray import ndarray
-            from ..core.graph import leaf
             return ndarray._from_node(leaf(host))
         return from_host(host, d)
 
@@ -135,7 +128,7 @@ class DeviceArray:
         return self._host()
 
     def _host(self) -> np.ndarray:
-        return _rt().download(self._node())
+        return runtime.download(self._node())
 
     def __array__(self, dtype=None, copy=None):
         v = self._host()
@@ -144,25 +137,25 @@ class DeviceArray:
     @property
     def __cuda_array_interface__(self) -> dict:
         n = self._node()
-        _rt().wait(n)
-        return _mem().interface(_rt().realize(n))
+        runtime.wait(n)
+        return memory.interface(runtime.realize(n))
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         n = self._node()
-        _rt().wait(n)
-        buf = _rt().realize(n)
-        if _mem().simulated():
-            return _mem().host_view(buf).__dlpack__()
+        runtime.wait(n)
+        buf = runtime.realize(n)
+        if memory.simulated():
+            return memory.host_view(buf).__dlpack__()
         return buf.__dlpack__(stream=stream)
 
     def __dlpack_device__(self):
-        if _mem().simulated():
+        if memory.simulated():
             return (1, 0)                   # (the simulator's memory is the host's)
         return (2, self._device.index)      # (kDLCUDA, device)
 
     def block_until_ready(self) -> "DeviceArray":
         """Run what this array needs and wait for it (JAX's name)."""
-        _rt().wait(self._node())
+        runtime.wait(self._node())
         return self
 
     # --- forcing points ------------------------------------------------------------------
@@ -354,7 +347,7 @@ class _GeomBase:
     def __init__(self, head):
         dt = head.dtype
         n = _size(head.shape)
-        strides = _rt()._c_strides(head.shape, dt.itemsize)
+        strides = runtime._c_strides(head.shape, dt.itemsize)
         self.array = as_strided(np.zeros(1, dt), shape=head.shape, strides=strides) \
             if n else np.empty(head.shape, dt)
 
@@ -399,7 +392,7 @@ def _host_key(key):
 # --- recording ---------------------------------------------------------------------------------
 
 def _record(op, args, params, shape, dtype, device) -> DeviceArray:
-    return DeviceArray._from_node(_rt().record(op, args, params, tuple(shape), dtype, device))
+    return DeviceArray._from_node(runtime.record(op, args, params, tuple(shape), dtype, device))
 
 
 def _operand(x, dev: Device):
@@ -422,7 +415,7 @@ def ufunc_call(np_ufunc, args, kwargs=None) -> DeviceArray:
     if kwargs:
         raise NotImplementedError(f"lazynp: {name} on device arrays takes no keyword "
                                   f"arguments {sorted(kwargs)}")
-    dev = devices.placement(args + ((out,) if isinstance(out, DeviceArray) else ()), name)
+    dev = names.placement(args + ((out,) if isinstance(out, DeviceArray) else ()), name)
     op = ew.UFUNC_OPS.get(name)
     if op is None or np_ufunc.nout != 1:
         raise NotImplementedError(f"lazynp: {name} is not implemented on device arrays")
@@ -433,7 +426,6 @@ def ufunc_call(np_ufunc, args, kwargs=None) -> DeviceArray:
     keys = tuple(type(o) if type(o) in _SCALARS else o.dtype for o in ops)
     ew.check_python_int(np_ufunc, args, keys)
     dt = ew.result_dtypes(np_ufunc, keys)[0]
-    from ..array.operands import broadcast_shapes
     shape = broadcast_shapes(*[o.shape if hasattr(o, "shape") and not
                                isinstance(o, np.generic) else () for o in ops])
     if np_ufunc is np.power and keys[0] != float and isinstance(keys[0], np.dtype):
@@ -486,12 +478,11 @@ DeviceArray.__hash__ = None
 
 def _write(target: DeviceArray, value) -> None:
     """``target[...] = value`` (target: an array or a view of one)."""
-    dev = devices.placement((target, value), "setitem")
+    dev = names.placement((target, value), "setitem")
     v = _operand(value, dev) if not isinstance(value, (list, tuple, np.ndarray)) else None
     if v is None:
         raise ValueError(f"lazynp: setitem: a host value on {dev.name}; move it with "
                          f"lazynp.asarray(value, device='{dev.name}')")
-    from ..array.operands import broadcast_shapes
     vs = v.shape if not isinstance(v, (np.generic,) + _SCALARS) else ()
     if broadcast_shapes(target.shape, vs) != target.shape:
         raise ValueError(f"could not broadcast input array from shape {vs} into shape "
@@ -499,10 +490,10 @@ def _write(target: DeviceArray, value) -> None:
     var = target._var
     old = var.head
     if target._geom is None:
-        geom = (0, old.shape, _rt()._c_strides(old.shape, old.dtype.itemsize), old.dtype)
+        geom = (0, old.shape, runtime._c_strides(old.shape, old.dtype.itemsize), old.dtype)
     else:
         geom = target._geom
-    node = _rt().record(_SETITEM, (old, v), {"offset": geom[0], "shape": geom[1],
+    node = runtime.record(_SETITEM, (old, v), {"offset": geom[0], "shape": geom[1],
                                              "strides": geom[2], "dtype": geom[3]},
                         old.shape, old.dtype, dev)
     var.set_head(node)
@@ -520,6 +511,8 @@ _SETITEM = OPS.get("device_setitem") or register(Op("device_setitem", "write", _
 def reduce(name: str, a: DeviceArray, axis=None, dtype=None, out=None, keepdims=False,
            kw=None, where=True) -> DeviceArray:
     """``numpy.<name>(a, axis, dtype, keepdims)`` on a device array (recorded)."""
+    if name not in R.REDUCTIONS:
+        raise NotImplementedError(f"lazynp: {name} is not implemented on device arrays")
     if where is not True:
         raise NotImplementedError(f"lazynp: {name}(where=...) is not implemented on device "
                                   f"arrays")
@@ -549,21 +542,19 @@ _MATMUL = OPS.get("device_matmul") or register(Op("device_matmul", "contraction"
 
 
 def matmul(a, b) -> DeviceArray:
-    dev = devices.placement((a, b), "matmul")
+    dev = names.placement((a, b), "matmul")
     if not isinstance(a, DeviceArray) or not isinstance(b, DeviceArray):
         raise ValueError("matmul: scalar operands are not allowed")
-    from .._numpy.namespace import _matmul_meta
-    shape, dt = _matmul_meta(a, b, {})
+    shape, dt = matmul_meta(a, b, {})
     return _record(_MATMUL, (a._node(), b._node()), None, shape, dt, dev)
 
 
 def where(condition, x, y) -> DeviceArray:
     """``numpy.where(condition, x, y)`` on device arrays (an elementwise op: it fuses)."""
-    dev = devices.placement((condition, x, y), "where")
+    dev = names.placement((condition, x, y), "where")
     ops = [_operand(v, dev) for v in (condition, x, y)]
-    from ..array.operands import broadcast_shapes
-    shape = broadcast_shapes(*[o.shape if isinstance(o, _rt().DNode) else () for o in ops])
-    dt = np.result_type(*[o.dtype if isinstance(o, _rt().DNode) else o for o in ops[1:]])
+    shape = broadcast_shapes(*[o.shape if isinstance(o, runtime.DNode) else () for o in ops])
+    dt = np.result_type(*[o.dtype if isinstance(o, runtime.DNode) else o for o in ops[1:]])
     return _record(OPS["where"], tuple(ops), None, shape, dt, dev)
 
 
@@ -582,22 +573,20 @@ def call_at_once(name: str, np_fn, args, kwargs):
                 collect(v)
     collect(args)
     collect(tuple(kwargs.values()))
-    dev = devices.placement(tuple(flat), name)
-    rt = _rt()
-    mem = _mem()
-    sim = mem.simulated()
+    dev = names.placement(tuple(flat), name)
+    sim = memory.simulated()
     if sim:
-        rt.STATS["device_host_fallbacks"] += 1
+        runtime.STATS["device_host_fallbacks"] += 1
     else:
-        rt.STATS["device_cupy_ops"] += 1
+        runtime.STATS["device_cupy_ops"] += 1
 
     def value(x):
         if isinstance(x, DeviceArray):
             if sim:
                 return x._host()
             n = x._node()
-            rt.wait(n)
-            return rt.realize(n)
+            runtime.wait(n)
+            return runtime.realize(n)
         if type(x) in (list, tuple):
             return type(x)(value(v) for v in x)
         if isinstance(x, np.ndarray) or hasattr(x, "_node"):
@@ -617,19 +606,19 @@ def _wrap_result(res, dev, sim: bool):
         return [_wrap_result(r, dev, sim) for r in res]
     if sim:
         return from_host(res, dev) if isinstance(res, np.ndarray) else res
-    cp = _mem()._load()["cupy"]
+    cp = memory._load()["cupy"]
     if isinstance(res, cp.ndarray):
         if not res.flags.c_contiguous:
             res = cp.ascontiguousarray(res)
-        return DeviceArray._from_node(_rt().leaf(res, dev))
+        return DeviceArray._from_node(runtime.leaf(res, dev))
     return res
 
 
 def _fallback_call(name: str, fn, arrays) -> DeviceArray:
     """A computation without a device implementation: its values on the host, NumPy, the
     result back on the device (counted in ``stats()['device_host_fallbacks']``)."""
-    _rt().STATS["device_host_fallbacks"] += 1
-    dev = devices.placement(arrays, name)
+    runtime.STATS["device_host_fallbacks"] += 1
+    dev = names.placement(arrays, name)
     res = np.asarray(fn(*[x._host() for x in arrays]))
     return from_host(res, dev)
 
@@ -638,11 +627,10 @@ def evaluate(arrays) -> None:
     """Run what the device arrays need (one flush: independent work overlaps on the
     streams), then wait for them."""
     if arrays:
-        rt = _rt()
         nodes = [a._node() for a in arrays]
-        rt.flush(nodes)
+        runtime.flush(nodes)
         for n in nodes:
-            rt.wait(n)
+            runtime.wait(n)
 
 
 # --- creation ------------------------------------------------------------------------------
@@ -650,7 +638,7 @@ def evaluate(arrays) -> None:
 def from_host(value, dev: Device, dtype=None) -> DeviceArray:
     """A device array holding a copy of ``value`` (uploaded on the copy stream)."""
     arr = np.array(value, dtype=dtype, order="C", copy=True)
-    return DeviceArray._from_node(_rt().upload(arr, dev))
+    return DeviceArray._from_node(runtime.upload(arr, dev))
 
 
 def asarray(a, dev: Device, dtype=None, copy=None) -> DeviceArray:
@@ -663,14 +651,14 @@ def asarray(a, dev: Device, dtype=None, copy=None) -> DeviceArray:
         if dtype is not None and np.dtype(dtype) != a.dtype:
             a = a.astype(dtype)
         return a
-    if devices.is_foreign_gpu_array(a) or (hasattr(a, "__dlpack_device__") and
+    if names.is_foreign_gpu_array(a) or (hasattr(a, "__dlpack_device__") and
                                                    not isinstance(a, np.ndarray) and
                                                    _is_cuda_dlpack(a)):
-        buf = _mem().from_foreign(a, dev)
+        buf = memory.from_foreign(a, dev)
         if not _contiguous_buffer(buf):
             buf = None
         if buf is not None:
-            node = _rt().leaf(buf, dev, exported=True)
+            node = runtime.leaf(buf, dev, exported=True)
             out = DeviceArray._from_node(node)
             if copy:
                 out = out.copy()
@@ -701,6 +689,15 @@ def _contiguous_buffer(buf) -> bool:
         return False
 
 
+def create(kind: str, dev: Device, shape: tuple, dtype, fill_value=None) -> DeviceArray:
+    """``zeros``/``ones``/``empty``/``full`` (``kind``) on ``dev``."""
+    if kind == "empty":
+        return empty(shape, dtype, dev)
+    if kind != "full":
+        fill_value = 0 if kind == "zeros" else 1
+    return full(shape, fill_value, dtype, dev)
+
+
 def full(shape, fill_value, dtype, dev: Device) -> DeviceArray:
     dtype = np.dtype(dtype)
     with np.errstate(all="ignore"):
@@ -713,3 +710,8 @@ def empty(shape, dtype, dev: Device) -> DeviceArray:
 
 
 _FULL = OPS["full"]
+
+
+register_backend("cuda", Backend(create=create, asarray=asarray, ufunc_call=ufunc_call,
+                                 reduce=reduce, matmul=matmul, where=where,
+                                 call_at_once=call_at_once, evaluate=evaluate))

@@ -20,6 +20,7 @@ import re
 
 import numpy as np
 
+from .._base import counters as _counters
 from ..kernels import exprs
 
 _CONST = re.compile(r"kc_(\w+?)\[(\d+)\]")
@@ -245,3 +246,6 @@ def compile_source(source: str):
         k = _kernels[source] = namespace["kernel"]
         STATS["cuda_kernel_compiles"] += 1
     return k
+
+
+_counters.register_table(STATS)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..devices import Device
+from ..devices.names import Device
 
 _state: dict = {}
 

@@ -29,8 +29,8 @@ import weakref
 
 import numpy as np
 
-from .._base import site as _site
-from .. import devices
+from .._base import counters as _counters, site as _site
+from ..devices import names
 from ..engine import streams
 from ..core.graph import PENDING, VIEW, _add_site_note, pending_order
 from ..ops.registry import OPS, Op, register
@@ -715,7 +715,7 @@ def synchronize(dev=None) -> None:
     """Flush every pending device array and block until the device(s) finished."""
     flush_live()
     for name, eng in list(_engines.items()):
-        if dev is None or devices.device(dev).name == name:
+        if dev is None or names.device(dev).name == name:
             eng.synchronize()
 
 
@@ -725,3 +725,9 @@ def _leaf_impl():  # pragma: no cover - leaves never run
 
 _LEAF = OPS.get("device_leaf") or register(Op("device_leaf", "creation", _leaf_impl,
                                               raises_on_values=False))
+
+
+_counters.register_table(STATS)
+# (the streams count only device work, and lazynp.engine sits beside lazynp._base: the
+# backend registers them)
+_counters.register_table(streams.STATS)

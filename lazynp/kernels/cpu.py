@@ -22,6 +22,8 @@ import time
 
 import numpy as np
 
+from .._base import counters as _counters
+
 CACHE_DIR = os.environ.get("LAZYNP_CACHE_DIR",
                            os.path.join(os.path.expanduser("~"), ".cache", "lazynp", "kernels"))
 
@@ -562,3 +564,6 @@ def fork_done(child: bool) -> None:
         _worker = None
     _parallel_lock.release()
     _lock.release()
+
+
+_counters.register_table(STATS)

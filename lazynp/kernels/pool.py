@@ -12,6 +12,8 @@ import threading
 
 import numpy as np
 
+from .._base import counters as _counters
+
 #: buffers smaller than this come straight from NumPy
 MIN_BYTES = 1 << 17
 #: at most this many bytes are kept in the pool
@@ -66,3 +68,6 @@ def clear() -> None:
     with _lock:
         _free.clear()
         _total = 0
+
+
+_counters.register_table(STATS)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._base import counters as _counters
 from . import cpu, exprs, fpflags, fused
 
 #: trees above this many nodes are left to the ordinary flush
@@ -414,3 +415,6 @@ def _render(target, n_in: int, ndim: int, strided: bool = False, store_at: tuple
     src += [pad + line for line in stores]
     src += [pad + f"o0[{at(n_in)}] = {result}", "    return fp_test()", ""]
     return "\n".join(src)
+
+
+_counters.register_table(STATS)

@@ -1,0 +1,189 @@
+"""Devices: names, the default device, the one placement rule, and the device hooks.
+
+A device is ``"cpu"`` or ``"cuda:N"`` (:mod:`lazynp.devices.names`: :class:`Device`,
+:func:`device`, :func:`placement`).  The CPU namespace reaches a device only through the
+hooks below: each is one call, tried when a cheap flag says a device may be involved
+(:data:`ACTIVE`, :data:`DEFAULTS_OPEN`, :data:`HOOK`), and each calls the backend's entry
+point from the registry (:mod:`lazynp.devices.registry`).
+
+The backend (:mod:`lazynp.cuda`) is a plug-in: :func:`activate` loads it on the first use of a
+CUDA device (as tinygrad's ``Device`` loads ``runtime/ops_<x>.py``), and it registers itself
+at its import.  Nothing here imports Numba's CUDA target or CuPy: the backend imports them on
+the first use of a device array (:mod:`lazynp.cuda.memory`), so ``import lazynp`` never fails
+or slows down without a GPU.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from ..core.policy import NOT_EAGER
+from .names import (CPU, Device, device, device_of, foreign_device,  # noqa: F401
+                    get_default_device, is_device_array, is_foreign_gpu_array, placement,
+                    set_default_device)
+from .registry import Backend, registered_backend
+
+__all__ = ["Device", "device", "default_device", "get_default_device", "placement"]
+
+
+# --- the flags the CPU paths test before anything else -----------------------------------
+
+#: True once a device array exists (the backend has loaded)
+ACTIVE = False
+#: the number of open :func:`default_device` blocks (creation functions test it)
+DEFAULTS_OPEN = 0
+#: ACTIVE or DEFAULTS_OPEN: the one flag the eager-first functions test (the C recorder
+#: reads it from this module's globals)
+HOOK = False
+
+
+@contextlib.contextmanager
+def default_device(spec):
+    """``with lazynp.default_device("cuda:0"):`` creation functions without ``device=``
+    put their arrays on that device (per thread)."""
+    global DEFAULTS_OPEN, HOOK
+    d = device(spec)
+    old = set_default_device(d)
+    DEFAULTS_OPEN += 1
+    HOOK = True
+    try:
+        yield d
+    finally:
+        DEFAULTS_OPEN -= 1
+        HOOK = ACTIVE or DEFAULTS_OPEN > 0
+        set_default_device(old)
+
+
+def activate() -> Backend:
+    """Load the CUDA backend (once: it registers itself) and turn the device hooks on;
+    returns the backend."""
+    global ACTIVE, HOOK
+    if not ACTIVE:
+        # the one plug-in load of the backend (listed in pyproject's ignore_imports)
+        from ..cuda import array as _cuda_backend  # noqa: F401
+        ACTIVE = HOOK = True
+    return registered_backend("cuda")
+
+
+def _backend() -> Backend:
+    """The loaded backend (the hooks call it once :data:`ACTIVE` is set)."""
+    return registered_backend("cuda")
+
+
+# --- the hooks of the CPU namespace (each one call, after a cheap test of the flags) -------
+
+def any_on_device(args, out=None) -> bool:
+    """True when an operand (or ``out``) is a device array (lazynp ufunc hook)."""
+    for a in args:
+        if getattr(type(a), "_lazynp_device_array", False):
+            return True
+    if out is not None:
+        for o in (out if isinstance(out, tuple) else (out,)):
+            if getattr(type(o), "_lazynp_device_array", False):
+                return True
+    return False
+
+
+def creation_target(spec):
+    """The CUDA device a creation function with ``device=spec`` puts its array on, or None
+    for the CPU (``spec`` None: the default device)."""
+    d = device(spec) if spec is not None else get_default_device()
+    if d.kind == "cuda":
+        activate()
+        return d
+    return None
+
+
+def create(kind: str, spec, shape: tuple, dtype, fill_value=None):
+    """``zeros``/``ones``/``empty``/``full`` (``kind``) with ``device=spec`` (None: the
+    default device) when that is a CUDA device; None for the CPU (the caller makes it).
+    ``dtype`` None: ``fill_value``'s for ``full``, else float."""
+    d = creation_target(spec)
+    if d is None:
+        return None
+    if dtype is None:
+        dtype = np.array(fill_value).dtype if kind == "full" else float
+    return _backend().create(kind, d, shape, dtype, fill_value)
+
+
+def like_device(prototype, spec):
+    """The device of ``*_like(prototype, device=spec)``: ``spec``, else the prototype's."""
+    return spec if spec is not None or not ACTIVE or not is_device_array(prototype) else \
+        prototype.device
+
+
+def asarray(a, spec, dtype=None, copy=None):
+    """``lazynp.asarray(a, device=spec)`` where ``spec`` or ``a`` names a CUDA device;
+    None when the result is an ordinary (CPU) array made the usual way."""
+    d = device(spec) if spec is not None else (a._device if is_device_array(a) else
+                                               foreign_device(a) if is_foreign_gpu_array(a)
+                                               else get_default_device())
+    if d.kind != "cuda":
+        if is_device_array(a):
+            out = a.to_device("cpu")
+            return out.astype(dtype) if dtype is not None and np.dtype(dtype) != out.dtype \
+                else out
+        return None
+    return activate().asarray(a, d, dtype, copy)
+
+
+def ufunc_call(np_ufunc, args, out=None, *, where=True, dtype=None, signature=None):
+    """``np_ufunc(*args, out=out)`` with an operand (or ``out``) on a device (the hook of
+    lazynp's ufuncs)."""
+    if where is not True or dtype is not None or signature is not None:
+        raise NotImplementedError(f"lazynp: {np_ufunc.__name__}(where=, dtype=, "
+                                  f"signature=) is not implemented on device arrays")
+    return _backend().ufunc_call(np_ufunc, args, {"out": out})
+
+
+def reduce(name: str, a, axis=None, dtype=None, out=None, keepdims=False, kw=None,
+           where=True):
+    """``numpy.<name>(a, ...)`` of a device array (the hook of lazynp's reductions)."""
+    return _backend().reduce(name, a, axis, dtype, out, keepdims, kw, where)
+
+
+def evaluate(arrays) -> None:
+    """Run what the device arrays among ``arrays`` need and wait for them (the device part
+    of :func:`lazynp.evaluate`)."""
+    if ACTIVE:
+        _backend().evaluate([a for a in arrays if is_device_array(a)])
+
+
+#: lazynp functions that take device arrays (through the namespace's device hooks)
+_DEVICE_FUNCS = frozenset("""sum prod max amax min amin all any mean std var argmax argmin
+    zeros ones empty full zeros_like ones_like empty_like full_like arange linspace logspace
+    geomspace""".split())
+
+
+def dispatch(name: str, np_fn, lazy_fn, args, kwargs):
+    """The device path of a namespace function that first tries NumPy at once
+    (:func:`lazynp._numpy.eager.eager_first`): when a device is involved (an operand on a
+    device, ``device=``, an open :func:`default_device` block) its device version -- lazy
+    for creation, reductions, ``where``, ``matmul``; otherwise NumPy's function run at once
+    on the device's values (CuPy on a real GPU, the host under the simulator: counted) --
+    else ``NOT_EAGER`` (the CPU path goes on)."""
+    on_dev = ACTIVE and (_nested_on_device(args) or _nested_on_device(kwargs.values()))
+    wants = kwargs.get("device") is not None or DEFAULTS_OPEN
+    if not on_dev and not wants:
+        return NOT_EAGER
+    if on_dev and name == "matmul" and len(args) == 2 and not kwargs:
+        return _backend().matmul(*args)
+    if on_dev and name == "where" and len(args) == 3 and not kwargs:
+        return _backend().where(*args)
+    if on_dev and name == "copy" and len(args) == 1 and not kwargs:
+        return args[0].copy()
+    if name in _DEVICE_FUNCS:
+        return lazy_fn(*args, **kwargs)
+    if not on_dev:
+        return NOT_EAGER            # (a function without device=: the CPU path)
+    return _backend().call_at_once(name, np_fn, args, kwargs)
+
+
+def _nested_on_device(items) -> bool:
+    for a in items:
+        if getattr(type(a), "_lazynp_device_array", False):
+            return True
+        if type(a) in (list, tuple) and _nested_on_device(a):
+            return True
+    return False

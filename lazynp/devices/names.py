@@ -1,0 +1,167 @@
+"""Device names, the default device, and the one placement rule.
+
+A device is ``"cpu"`` or ``"cuda:N"`` (the array API's names; ``"cuda"`` means
+``"cuda:0"``).  :func:`placement` is the one place that decides *which device runs a node*:
+it looks at an op's operands and answers with a device, or raises the ``ValueError``
+(naming both devices) that CuPy and PyTorch raise for operands on two devices.  Python
+scalars and NumPy scalars belong to no device.
+
+The device backend (:mod:`lazynp.cuda`) imports this module, never :mod:`lazynp.devices`'
+front, which loads the backend.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+__all__ = ["Device", "CPU", "device", "get_default_device", "set_default_device", "device_of",
+           "foreign_device", "placement", "is_foreign_gpu_array", "is_device_array"]
+
+
+class Device:
+    """A device: ``kind`` (``"cpu"`` or ``"cuda"``) and ``index``.  Compares equal to its
+    name, so ``a.device == "cuda:0"`` holds."""
+
+    __slots__ = ("kind", "index", "name")
+
+    def __init__(self, kind: str, index: int = 0):
+        self.kind = kind
+        self.index = index
+        self.name = "cpu" if kind == "cpu" else f"cuda:{index}"
+
+    def __repr__(self) -> str:
+        return f"device({self.name!r})"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, Device):
+            return other.name == self.name
+        if isinstance(other, str):
+            try:
+                return device(other).name == self.name
+            except ValueError:
+                return False
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.kind == "cuda"
+
+
+CPU = Device("cpu")
+_cache: dict = {"cpu": CPU}
+
+
+def device(spec) -> Device:
+    """The :class:`Device` named by ``spec``: ``"cpu"``, ``"cuda"``, ``"cuda:N"``, an int
+    (a CUDA device number) or a :class:`Device`.
+
+    Raises
+    ------
+    ValueError
+        For any other name.
+    """
+    if isinstance(spec, Device):
+        return spec
+    if spec is None:
+        return get_default_device()
+    d = _cache.get(spec)
+    if d is not None:
+        return d
+    if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
+        if spec < 0:
+            raise ValueError(f"lazynp: invalid device number {spec}")
+        d = Device("cuda", int(spec))
+    elif isinstance(spec, str):
+        s = spec.strip().lower()
+        if s == "cpu":
+            d = CPU
+        elif s in ("cuda", "gpu"):
+            d = Device("cuda", 0)
+        elif s.startswith(("cuda:", "gpu:")) and s.split(":", 1)[1].isdigit():
+            d = Device("cuda", int(s.split(":", 1)[1]))
+        else:
+            raise ValueError(f"lazynp: unknown device {spec!r} (use 'cpu', 'cuda' or "
+                             f"'cuda:N')")
+    else:
+        dev = getattr(spec, "id", None)      # a CuPy Device object
+        if isinstance(dev, int):
+            return device(dev)
+        raise ValueError(f"lazynp: unknown device {spec!r} (use 'cpu', 'cuda' or 'cuda:N')")
+    _cache[spec] = d
+    return d
+
+
+_local = threading.local()
+
+
+def get_default_device() -> Device:
+    """The device new arrays go to when no ``device=`` is given (``"cpu"`` unless inside
+    :func:`lazynp.default_device`)."""
+    return getattr(_local, "device", CPU)
+
+
+def set_default_device(d: Device) -> Device:
+    """Make ``d`` this thread's default device; returns the one it replaces."""
+    old = get_default_device()
+    _local.device = d
+    return old
+
+
+def device_of(x):
+    """The device of an operand: a :class:`Device` for arrays (lazynp's, NumPy's, CuPy's,
+    anything with ``__cuda_array_interface__``), None for Python and NumPy scalars."""
+    if getattr(type(x), "_lazynp_device_array", False):
+        return x._device
+    if isinstance(x, (bool, int, float, complex, np.generic)) or x is None:
+        return None
+    if hasattr(x, "__cuda_array_interface__"):
+        return foreign_device(x)
+    return CPU
+
+
+def foreign_device(x) -> Device:
+    """The device of another library's GPU array (CuPy's ``.device.id``, else 0)."""
+    dev = getattr(x, "device", None)
+    idx = getattr(dev, "id", None)
+    return Device("cuda", idx) if isinstance(idx, int) and idx > 0 else device("cuda:0")
+
+
+def placement(args, name: str = "operation") -> Device:
+    """Which device runs an op on ``args`` (arrays and scalars): the device every array
+    operand lives on.
+
+    Raises
+    ------
+    ValueError
+        When array operands live on two devices (the message names both).
+    """
+    found = None
+    for a in args:
+        d = device_of(a)
+        if d is None:
+            continue
+        if found is None:
+            found = d
+        elif d != found:
+            raise ValueError(f"lazynp: {name}: operands are on two devices, {found.name} "
+                             f"and {d.name}; move one with .to_device(...)")
+    return CPU if found is None else found
+
+
+def is_foreign_gpu_array(x) -> bool:
+    """True for another library's GPU array (``__cuda_array_interface__``: CuPy, PyTorch,
+    Numba; Numba's simulated device arrays too)."""
+    t = type(x)
+    return hasattr(t, "__cuda_array_interface__") or getattr(t, "__cuda_ndarray__", False)
+
+
+def is_device_array(x) -> bool:
+    """True for a lazynp array on a CUDA device (cheap: a class attribute)."""
+    return getattr(type(x), "_lazynp_device_array", False)
