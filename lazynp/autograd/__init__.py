@@ -78,41 +78,10 @@ _paused = 0
 _INPUT_IDS: dict = {}    # id(node) -> node, inputs of open traces (fallback dependency check)
 _POISON: dict = {}       # id(leaf node) -> (node, function name): fallback results on the path
 _LEAKS: list = []        # (function name, NumPy value): differentiated values forced to Python
-_orig: dict = {}
 
 
 def _root(n):
     return n.args[0] if n.op is _graph.VIEW else n
-
-
-def _h_record(op, args, params, shape, dtype):
-    n = _orig["record"](op, args, params, shape, dtype)
-    if not _paused:
-        _REC.append(n)
-    if op.kind == "write" and args and type(args[0]) is Node:
-        # the old version may be read by the backward pass: never overwrite it in place
-        _root(args[0]).exported = True
-    return n
-
-
-def _h_view_node(base, offset, shape, strides, dtype):
-    n = _orig["view_node"](base, offset, shape, strides, dtype)
-    if not _paused:
-        _REC.append(n)
-    return n
-
-
-def _h_flush(targets, wait=True):
-    global _marked
-    pending = _graph.PENDING
-    for n in _REC[_marked:]:
-        if n.state == pending:
-            n.exported = True          # keep the value for the backward pass
-            for a in n.args:
-                if type(a) is Node and a.state == pending:
-                    _root(a).exported = True
-    _marked = len(_REC)
-    return _orig["flush"](targets, wait)
 
 
 def _arrays_in(obj):
@@ -181,33 +150,6 @@ def _heads(obj, out):
     return out
 
 
-def _h_call_numpy(fn, name, args, kwargs):
-    before = _heads((args, kwargs), {})
-    res = _orig["call_numpy"](fn, name, args, kwargs)
-    if _depends_on_inputs((args, kwargs)):
-        _taint(res, "numpy." + name)
-        for arr, head in before.values():       # written back into an argument (put...)
-            if arr._var.head is not head and arr.dtype.kind in "fc":
-                _POISON[id(arr._var.head)] = (arr._var.head, "numpy." + name)
-    return res
-
-
-def _h_forced(name, args, res):
-    if _depends_on_inputs(args):
-        _taint(res, name)
-    return res
-
-
-def _h_leaf(value, exported=False):
-    n = _orig["leaf"](value, exported)
-    if _LEAKS and value.dtype.kind in "fc" and 0 < value.size <= 1 << 16:
-        for name, v in _LEAKS:
-            if _np.isin(value, v).any():
-                _POISON[id(n)] = (n, name + "()")
-                break
-    return n
-
-
 def _note_leak(arr, name, value):
     """``arr``'s value left lazynp as Python/NumPy data (``float(x)``, ``x.tolist()``...):
     fine as a constant, but a gradient through data built from it would be silently
@@ -216,56 +158,83 @@ def _note_leak(arr, name, value):
         _LEAKS.append((name, _np.asarray(value).ravel()))
 
 
-def _h_array(arr, name="numpy.asarray"):
-    """``numpy.asarray(x)`` (``x.__array__()``) of a value that depends on a differentiated
-    input: NumPy would compute on it without a gradient (JAX raises here too)."""
-    if _depth and not _paused and arr.dtype.kind in "fc" and _depends_on_inputs(arr):
-        if _rec_stack:
-            # MXNet-style record(): reading values (logging) is common; data built from
-            # them that reaches a head raises at backward() instead
-            _LEAKS.append((name, _np.asarray(arr._value()).ravel()))
-            return
-        raise AutogradError(
-            f"lazynp.autograd: {name}() of an array that depends on a differentiated input "
-            f"(a NumPy computation on it would carry no gradient); use lazynp functions, or "
-            f"lazynp.autograd.stop_gradient(x) to use its value as a constant")
+class _Observer:
+    """What the open traces watch (installed by the outermost one): the recorder
+    (:func:`lazynp.core.graph.install_tape`) and NumPy's computations on forced values
+    (:func:`lazynp._numpy.fallback.watch`)."""
 
+    nodes = _REC
 
-def _c_tape():
-    """The C recorder's tape switch (``_speedups.set_tape``), or None (pure Python)."""
-    return getattr(_graph.speedups, "set_tape", None) if _graph.record is not _graph.py_record \
-        else None
+    @staticmethod
+    def flushing(targets) -> None:
+        """Before a flush: the pending nodes on the tape keep their values for the
+        backward pass."""
+        global _marked
+        pending = _graph.PENDING
+        for n in _REC[_marked:]:
+            if n.state == pending:
+                n.exported = True
+                for a in n.args:
+                    if type(a) is Node and a.state == pending:
+                        _root(a).exported = True
+        _marked = len(_REC)
+
+    @staticmethod
+    def leaf_made(node) -> None:
+        """A new leaf holding a value that left lazynp from a differentiated array
+        (:func:`_note_leak`) poisons the backward pass."""
+        value = node.value
+        if _LEAKS and value.dtype.kind in "fc" and 0 < value.size <= 1 << 16:
+            for name, v in _LEAKS:
+                if _np.isin(value, v).any():
+                    _POISON[id(node)] = (node, name + "()")
+                    break
+
+    @staticmethod
+    def array_read(arr, name="numpy.asarray"):
+        """``numpy.asarray(x)`` (``x.__array__()``) of a value that depends on a
+        differentiated input: NumPy would compute on it without a gradient (JAX raises
+        here too)."""
+        if _depth and not _paused and arr.dtype.kind in "fc" and _depends_on_inputs(arr):
+            if _rec_stack:
+                # MXNet-style record(): reading values (logging) is common; data built from
+                # them that reaches a head raises at backward() instead
+                _LEAKS.append((name, _np.asarray(arr._value()).ravel()))
+                return
+            raise AutogradError(
+                f"lazynp.autograd: {name}() of an array that depends on a differentiated "
+                f"input (a NumPy computation on it would carry no gradient); use lazynp "
+                f"functions, or lazynp.autograd.stop_gradient(x) to use its value as a "
+                f"constant")
+
+    value_taken = staticmethod(_note_leak)
+
+    @staticmethod
+    def forced(name, args, res) -> None:
+        if _depends_on_inputs(args):
+            _taint(res, name)
+
+    @staticmethod
+    def numpy_call_starts(args, kwargs):
+        return _heads((args, kwargs), {})
+
+    @staticmethod
+    def numpy_call_ended(before, name, args, kwargs, res) -> None:
+        if _depends_on_inputs((args, kwargs)):
+            _taint(res, "numpy." + name)
+            for arr, head in before.values():       # written back into an argument (put...)
+                if arr._var.head is not head and arr.dtype.kind in "fc":
+                    _POISON[id(arr._var.head)] = (arr._var.head, "numpy." + name)
 
 
 def _install():
-    _orig.update(record=_graph.record, view_node=_graph.view_node, flush=_graph.flush,
-                 call_numpy=_fallback.call_numpy, forced=_fallback.forced, leaf=_graph.leaf)
-    set_tape = _c_tape()
-    if set_tape is not None:
-        set_tape(_REC, bool(_paused))        # (the C recorder puts nodes on the tape)
-    else:
-        _graph.record = _h_record
-    _graph.view_node = _h_view_node
-    _graph.flush = _h_flush
-    _graph.leaf = _h_leaf
-    _graph.array_hook = _h_array
-    _graph.value_hook = _note_leak
-    _fallback.call_numpy = _h_call_numpy
-    _fallback.forced = _h_forced
+    _graph.install_tape(_Observer, bool(_paused))
+    _fallback.watch(_Observer)
 
 
 def _uninstall():
-    _graph.record = _orig["record"]
-    set_tape = _c_tape()
-    if set_tape is not None:
-        set_tape(None, False)
-    _graph.view_node = _orig["view_node"]
-    _graph.flush = _orig["flush"]
-    _graph.leaf = _orig["leaf"]
-    _graph.array_hook = None
-    _graph.value_hook = None
-    _fallback.call_numpy = _orig["call_numpy"]
-    _fallback.forced = _orig["forced"]
+    _graph.remove_tape()
+    _fallback.watch(None)
 
 
 class _Trace:
@@ -1297,9 +1266,8 @@ class pause:
 
 
 def _sync_pause():
-    set_tape = _c_tape() if _depth else None
-    if set_tape is not None:
-        set_tape(_REC, bool(_paused))
+    if _depth:
+        _graph.pause_tape(bool(_paused))
 
 
 def is_recording() -> bool:
