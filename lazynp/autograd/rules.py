@@ -145,11 +145,6 @@ def as_array(a):
     return ndarray._from_node(a)
 
 
-def _nodes_and_template(index, idx_arrays):
-    nodes = [a._node() if hasattr(a, "_node") else a for a in idx_arrays]
-    return tuple(nodes), index
-
-
 def region_get(x, idx_args, geom, index, shape, dtype):
     """``view(x, geom)[index]`` as a fresh array (lazy)."""
     x = lnp.asarray(x)
@@ -1212,12 +1207,11 @@ def _broadcast_to_rule(g, ans, A, K, node):
     return (g,)   # the caller sums over broadcast dimensions
 
 
-for _n in ("transpose", "swapaxes", "moveaxis", "squeeze", "expand_dims", "flip",
-           "atleast_2d", "atleast_3d", "rot90", "diagonal", "fliplr", "flipud", "rollaxis"):
-    def _empty_rule(g, ans, A, K, node):   # only recorded as copies for empty arrays
-        a = A[0]
-        return (lnp.zeros(a.shape, a.dtype),)
-    CALL_RULES[_n] = _empty_rule
+@call_rule("transpose", "swapaxes", "moveaxis", "squeeze", "expand_dims", "flip",
+           "atleast_2d", "atleast_3d", "rot90", "diagonal", "fliplr", "flipud", "rollaxis")
+def _empty_rule(g, ans, A, K, node):   # only recorded as copies for empty arrays
+    a = A[0]
+    return (lnp.zeros(a.shape, a.dtype),)
 
 
 # --- linalg -------------------------------------------------------------------------------------
@@ -1865,6 +1859,8 @@ def _fft_axes_args(name, A, K, x):
     return ss, [a % x.ndim for a in axs], _arg(A, K, 3, "norm", None)
 
 
+@call_rule(*("fft." + name for name in ("fft", "ifft", "rfft", "irfft", "fftn", "ifftn", "rfftn",
+                                        "irfftn", "fft2", "ifft2", "rfft2", "irfft2")))
 def _fft_rule(g, ans, A, K, node):
     name = node.op.name[len("fft."):]
     x = A[0]
@@ -1884,11 +1880,6 @@ def _fft_rule(g, ans, A, K, node):
     for ax in axes:
         c = _fit_len(c, ax, x.shape[ax])
     return (c,)
-
-
-for _n in ("fft", "ifft", "rfft", "irfft", "fftn", "ifftn", "rfftn", "irfftn", "fft2", "ifft2",
-           "rfft2", "irfft2"):
-    CALL_RULES["fft." + _n] = _fft_rule
 
 
 # --- nan reductions, median, cov, unwrap ------------------------------------------------------

@@ -16,6 +16,8 @@ differentiated input cannot be differentiated: the backward pass raises
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from .. import devices
@@ -35,9 +37,9 @@ class NoGradientRule(AutogradError, NotImplementedError):
     """An operation on the differentiated path has no gradient rule (the message names it)."""
 
 
-# --- tracing: the tape and the hooks ------------------------------------------------------
+# --- tracing: the tape and what the trace watches ------------------------------------------
 
-_RECORDED: list = []          # nodes recorded while any trace is open (the tape)
+_RECORDED: list = []     # nodes recorded while any trace is open (the tape)
 _marked = 0              # _RECORDED[:_marked] have been protected at a flush
 _depth = 0               # traces open
 _paused = 0              # pause() blocks open
@@ -70,7 +72,7 @@ def _root(n):
     return n.args[0] if n.op is graph.VIEW else n
 
 
-def arrays_in(obj):
+def arrays_in(obj) -> Iterator[ndarray]:
     """The lazynp arrays inside ``obj`` (nested lists, tuples and dict values)."""
     if isinstance(obj, ndarray):
         yield obj
@@ -88,6 +90,8 @@ def _lazy_leaves(obj, out):
 
 
 def depends_on_inputs(obj) -> bool:
+    """True when a lazy array in ``obj`` is computed from an input of an open trace
+    (through anything but ``stop_gradient``)."""
     if not _INPUT_IDS:
         return False
     stack = _lazy_leaves(obj, [])
@@ -136,14 +140,6 @@ def _heads(obj, out):
     return out
 
 
-def _note_leak(arr, name, value):
-    """``arr``'s value left lazynp as Python/NumPy data (``float(x)``, ``x.tolist()``...):
-    fine as a constant, but a gradient through data built from it would be silently
-    wrong; remembered so that such data on the differentiated path raises."""
-    if _depth and arr.dtype.kind in "fc" and depends_on_inputs(arr):
-        _LEAKS.append((name, np.asarray(value).ravel()))
-
-
 class _Watcher:
     """What the open traces watch (installed by the outermost one): the recorder
     (:func:`lazynp.core.graph.install_tape`) and NumPy's computations on forced values
@@ -166,7 +162,7 @@ class _Watcher:
 
     def leaf_made(self, node) -> None:
         """A new leaf holding a value that left lazynp from a differentiated array
-        (:func:`_note_leak`) poisons the backward pass."""
+        (:meth:`value_taken`) poisons the backward pass."""
         value = node.value
         if _LEAKS and value.dtype.kind in "fc" and 0 < value.size <= 1 << 16:
             for name, v in _LEAKS:
@@ -191,7 +187,11 @@ class _Watcher:
                 f"constant")
 
     def value_taken(self, arr, name, value) -> None:
-        _note_leak(arr, name, value)
+        """``arr``'s value left lazynp as Python/NumPy data (``float(x)``, ``x.tolist()``...):
+        fine as a constant, but a gradient through data built from it would be silently
+        wrong; remembered so that such data on the differentiated path raises."""
+        if _depth and arr.dtype.kind in "fc" and depends_on_inputs(arr):
+            _LEAKS.append((name, np.asarray(value).ravel()))
 
     def forced(self, name, args, res) -> None:
         if depends_on_inputs(args):
@@ -239,11 +239,11 @@ class Trace:
         """The nodes recorded since this trace opened."""
         return _RECORDED[self.start:]
 
-    def add_input(self, node):
+    def add_input(self, node: Node) -> None:
         self.inputs.append(node)
         _INPUT_IDS[id(node)] = node
 
-    def capture(self, protect=False):
+    def capture(self, protect: bool = False) -> "Tape":
         """The tape of this trace: {id(node): (node, args, params)}.  ``protect``: the
         backward pass runs later, so pending nodes must keep their values."""
         nodes = _RECORDED[self.start:]
@@ -321,7 +321,7 @@ def _fit(c, shape, dtype):
     return c
 
 
-def backward_pass(outs, cots, inputs, tape: Tape):
+def backward_pass(outs: list, cots: list, inputs: list, tape: Tape) -> list:
     """Cotangents of ``inputs`` (nodes) given output nodes and their cotangents."""
     T = tape.nodes
     input_ids = {id(n) for n in inputs}
@@ -423,7 +423,9 @@ def _poison_message(name):
 
 # --- pytrees and inputs -------------------------------------------------------------------------
 
-def flatten(tree, leaves):
+def flatten(tree, leaves: list):
+    """The structure of pytree ``tree`` (tuples, lists, namedtuples, dicts); its leaves are
+    appended to ``leaves``.  :func:`unflatten` builds the tree back."""
     if isinstance(tree, (tuple, list)) and not isinstance(tree, ndarray):
         return (type(tree), [flatten(t, leaves) for t in tree])
     if isinstance(tree, dict):
@@ -433,6 +435,7 @@ def flatten(tree, leaves):
 
 
 def unflatten(spec, it):
+    """The pytree of structure ``spec`` (:func:`flatten`) with leaves taken from ``it``."""
     if spec is None:
         return next(it)
     kind, items = spec
@@ -447,20 +450,19 @@ def unflatten(spec, it):
         return kind(vals)
 
 
-def fresh_input(x, trace: Trace):
+def fresh_input(x, trace: Trace) -> tuple:
     """A new lazynp array (a node of its own) holding ``x``: a differentiation input."""
     if type(x) is ndarray and not devices.ACTIVE and not devices.DEFAULTS_OPEN:
         # (what ``lazynp.array(x, copy=True)`` records, without its checks)
-        a = ndarray._from_node(graph.record(lnp._COPY, (x._node(),), None,
-                                             x.shape, x.dtype))
+        a = ndarray._from_node(graph.record(lnp._COPY, (x._node(),), None, x.shape, x.dtype))
     else:
-            a = lnp.array(x, copy=True) if isinstance(x, ndarray) else lnp.array(x)
+        a = lnp.array(x, copy=True) if isinstance(x, ndarray) else lnp.array(x)
     node = a._var.head if a._geom is None else a._node()
     trace.add_input(node)
     return a, node
 
 
-def stop_gradient(x):
+def stop_gradient(x) -> ndarray:
     """``x``'s value, with no gradient flowing through it."""
     x = lnp.asarray(x)
     return ndarray._from_node(graph.record(rules.STOP, (x._node(),), None, x.shape, x.dtype))
