@@ -30,7 +30,7 @@ from .tape import AutogradError, NoGradientRule, stop_gradient  # noqa: F401
 from .api import (grad, value_and_grad, vjp, jvp, jacobian, hessian, elementwise_grad,
                   record, pause, backward, is_recording, is_training, mark_variables,
                   hessian_vector_product, hessian_tensor_product, tensor_jacobian_product,
-                  vector_jacobian_product, make_vjp, make_jvp, make_hvp)
+                  vector_jacobian_product, make_vjp, make_jvp, make_hvp)  # noqa: F401
 from .custom import custom_vjp, custom_jvp, primitive, defvjp
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "elementwise_grad",

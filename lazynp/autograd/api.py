@@ -332,7 +332,7 @@ def vjp(fun, *primals, has_aux=False, _replayable=True):
         if has_aux:
             res, aux = res
         out_leaves = []
-        out_spec = flatten(res, out_leaves)
+        flatten(res, out_leaves)
         out_arrays = [lnp.asarray(o) for o in out_leaves]
         out_nodes = [o._node() for o in out_arrays]
         tape = tr.capture(protect=True)

@@ -521,7 +521,7 @@ def _geom_shape(node, geom):
 
 @op_rule("setitem")
 def _setitem_vjp(g, node, args, params, need):
-    old, val = args[0], args[1]
+    old = args[0]
     idx = args[2:]
     geom, index = params["geom"], params["index"]
     out = [None] * len(args)

@@ -232,6 +232,8 @@ def _taped(n: Node, op: Op, args: tuple) -> None:
     if op.kind == "write" and args and type(args[0]) is Node:
         # the old version may be read by the backward pass: never overwrite it in place
         _root(args[0]).exported = True
+
+
 _DEFAULT_EXT = _extobj_var.get()
 
 
