@@ -2922,7 +2922,7 @@ cdef bint _tape_paused = False
 def set_tape(tape, bint paused):
     """Put every recorded node on ``tape`` (a list; None: no trace is open), unless
     ``paused``; an in-place write marks the array it writes as read by a backward pass
-    (``autograd._h_record``, in C)."""
+    (``graph.install_tape``; ``graph._taped`` in C)."""
     global _tape, _tape_paused
     _tape = tape
     _tape_paused = paused
@@ -2994,15 +2994,22 @@ cdef Node _record(op, args, params, shape, dtype):
     return n
 
 
-cdef object _record_obj = record
+cdef object _py_recorder = None     # set_recorder
 
 
-cdef inline object _record_hooked(op, tuple args, shape, dt):
-    """``graph.record``: this module's, or the hook autograd installed in its place."""
-    rec = _graph_dict["record"]
-    if rec is _record_obj:
+def set_recorder(recorder):
+    """Record the C dunders' and one-input ufunc calls' nodes with ``recorder`` (a Python
+    recorder such as ``graph.py_record``; None: this module's :func:`record`), so that
+    tests run the two recorders on the same programs."""
+    global _py_recorder
+    _py_recorder = recorder
+
+
+cdef inline object _record_call(op, tuple args, shape, dt):
+    """``record(op, args, None, shape, dt)``, or the recorder given to :func:`set_recorder`."""
+    if _py_recorder is None:
         return record(op, args, None, shape, dt)
-    return rec(op, args, None, shape, dt)
+    return _py_recorder(op, args, None, shape, dt)
 
 
 cdef class UfuncInfo:
@@ -3082,7 +3089,7 @@ cdef object _ufunc_call(UfuncInfo u, self, tuple args):
             dt = u.result_dtypes(u.np_uf, key)[0]
             u.dtypes[key] = dt
         shape = (<Node>na).shape
-        return _new_array(_record_hooked(u.op, (na,), shape, dt), shape == ())
+        return _new_array(_record_call(u.op, (na,), shape, dt), shape == ())
     if nargs == 2 and u.binary is not None:
         a = args[0]
         b = args[1]
@@ -3162,7 +3169,7 @@ def binary_dunder(uf, bint reflected, bint sequence_aware, result_dtypes, check_
             shape = _broadcast2(<tuple>sa, <tuple>sb)
             if shape is None:
                 shape = broadcast_shapes(sa, sb)        # (NumPy's error)
-        return _new_array(_record_hooked(op, (nb, na) if reflected else (na, nb), shape, dt),
+        return _new_array(_record_call(op, (nb, na) if reflected else (na, nb), shape, dt),
                           shape == ())
     return f
 

@@ -638,10 +638,10 @@ def test_the_c_structure_key_equals_the_python_reference():
     """``_speedups.replay_structure`` is ``_grad_replay.structure``: same key, externals
     and readers (the nodes reading values recorded before the trace), on a tape with
     broadcasts, reductions with parameters, views, Python constants and an outside read."""
-    from lazynp import autograd as A
+    from lazynp.autograd import api as A, tape as T
     outside = np.arange(12.0).reshape(3, 4) * 1.5          # recorded before the trace
     x0 = np.asarray(numpy.linspace(0.1, 1.2, 12).reshape(3, 4))
-    with A._Trace() as tr:
+    with T.Trace() as tr:
         new_args, _s, nodes, _o = A._prepare((x0,), (0,), tr)
         x = new_args[0]
         y = np.tanh(x * 2) + outside[1]

@@ -53,9 +53,11 @@ def _programs(np, a, b, c):
 
 
 def _recorded(recorder):
-    """Record the programs with ``recorder`` as graph.record; the result nodes."""
+    """Record the programs with ``recorder`` as graph.record (and as the C dunders'
+    recorder); the result nodes."""
     saved = graph.record
     graph.record = recorder
+    graph.speedups.set_recorder(None if recorder is graph.speedups.record else recorder)
     try:
         rng = numpy.random.default_rng(5)
         a, b = (lazynp.evaluate(lazynp.asarray(rng.random(4))) for _ in range(2))
@@ -63,6 +65,7 @@ def _recorded(recorder):
         return [r._node() for r in _programs(lazynp, a, b, c)], (a, b, c)
     finally:
         graph.record = saved
+        graph.speedups.set_recorder(None)
 
 
 def _describe(node, seen: dict) -> tuple:

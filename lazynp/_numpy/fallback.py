@@ -99,15 +99,40 @@ def wrap_result(res, inputs=()):
     return res
 
 
+#: the open autograd trace watching NumPy's computations (:func:`watch`), or None
+watcher = None
+
+
+def watch(observer) -> None:
+    """Let ``observer`` (an open autograd trace; None: none) see every computation NumPy
+    does on forced values: ``observer.forced(name, args, res)`` and, around each
+    :func:`call_numpy`, ``state = observer.numpy_call_starts(args, kwargs)`` then
+    ``observer.numpy_call_ended(state, name, args, kwargs, res)``."""
+    global watcher
+    watcher = observer
+
+
 def forced(name: str, args, res):
     """Note that ``res`` was computed by NumPy from the forced values of ``args`` (not
-    recorded); returns ``res``.  An open autograd trace replaces this function to mark such
-    results as non-differentiable when they depend on a differentiated input."""
+    recorded); returns ``res``.  An open autograd trace (:func:`watch`) marks such results
+    as non-differentiable when they depend on a differentiated input."""
+    if watcher is not None:
+        watcher.forced(name, args, res)
     return res
 
 
 def call_numpy(fn, name: str, args, kwargs):
-    """Run NumPy's ``fn`` on materialized arguments and wrap the result (counted)."""
+    """Run NumPy's ``fn`` on materialized arguments and wrap the result (counted; seen by
+    an open autograd trace, :func:`watch`)."""
+    if watcher is None:
+        return _call_numpy(fn, name, args, kwargs)
+    state = watcher.numpy_call_starts(args, kwargs)
+    res = _call_numpy(fn, name, args, kwargs)
+    watcher.numpy_call_ended(state, name, args, kwargs, res)
+    return res
+
+
+def _call_numpy(fn, name: str, args, kwargs):
     _note(name)
     new_args, new_kwargs, writebacks = _materialize_args(name, args, kwargs)
     res = fn(*new_args, **new_kwargs)

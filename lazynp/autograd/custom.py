@@ -27,9 +27,13 @@ import inspect
 
 import numpy as np
 
-from ..core import graph as _graph
+from ..core import graph
+from .._numpy import namespace as lnp
+from .._numpy.ufunc import TUPLE_GET
 from ..array.ndarray import ndarray
 from ..ops.registry import Op, register
+from . import tape
+from .rules import STOP, as_array, op_rule
 
 __all__ = ["custom_vjp", "custom_jvp", "primitive", "defvjp"]
 
@@ -44,18 +48,8 @@ def _custom_impl(*vals, n, call):
 CUSTOM = register(Op("ad.custom", "opaque", _custom_impl, raises_on_values=False))
 
 
-def _ad():
-    from .. import autograd
-    return autograd
-
-
-def _lnp():
-    import lazynp
-    return lazynp
-
-
 def _tracing() -> bool:
-    return _ad()._depth > 0
+    return tape.depth() > 0
 
 
 def _is_lazy_float(x) -> bool:
@@ -86,11 +80,10 @@ class _Call:
 
     def rebuild(self, lazy_values):
         """The call's arguments with the lazy leaves replaced by ``lazy_values``."""
-        ad = _ad()
         leaves = list(self.leaves)
         for i, v in zip(self.lazy_idx, lazy_values):
             leaves[i] = v
-        diff = ad._unflatten(self.spec, iter(leaves))
+        diff = tape.unflatten(self.spec, iter(leaves))
         args = list(self.args)
         for p, v in zip(self.diff_pos, diff):
             args[p] = v
@@ -98,14 +91,13 @@ class _Call:
 
 
 def _detached(x) -> bool:
-    from .rules import STOP
     return x._geom is None and x._var.head.op is STOP
 
 
 def _split(args, diff_pos):
     """``(spec, leaves, lazy_idx)`` of the arguments at ``diff_pos`` (a pytree)."""
     leaves: list = []
-    spec = _ad()._flatten(tuple(args[p] for p in diff_pos), leaves)
+    spec = tape.flatten(tuple(args[p] for p in diff_pos), leaves)
     lazy_idx = [i for i, x in enumerate(leaves) if _is_lazy_float(x)]
     return spec, leaves, lazy_idx
 
@@ -113,7 +105,7 @@ def _split(args, diff_pos):
 def _start(owner, args, diff_pos):
     """A :class:`_Call` with detached arguments, or None when no argument is traced."""
     spec, leaves, lazy_idx = _split(args, diff_pos)
-    stop = _ad().stop_gradient
+    stop = tape.stop_gradient
     if not lazy_idx or all(_detached(leaves[i]) for i in lazy_idx):
         # (no traced argument; or ``fwd`` calling the function itself on its detached
         # arguments, JAX's idiom: the plain function)
@@ -138,25 +130,21 @@ def _start(owner, args, diff_pos):
 
 def _hold(tree):
     """``tree`` with its lazy arrays replaced by their nodes (see :func:`_start`)."""
-    ad = _ad()
     leaves: list = []
-    spec = ad._flatten(tree, leaves)
+    spec = tape.flatten(tree, leaves)
     return spec, [x._node() if isinstance(x, ndarray) else x for x in leaves], \
         [isinstance(x, ndarray) for x in leaves]
 
 
 def _unhold(held):
-    from .rules import _W
     spec, leaves, lazy = held
-    return _ad()._unflatten(spec, iter([_W(x) if k else x for x, k in zip(leaves, lazy)]))
+    return tape.unflatten(spec, iter([as_array(x) if k else x for x, k in zip(leaves, lazy)]))
 
 
 def _bind(call, out):
     """Pass the forward results ``out`` (a pytree) through one ``ad.custom`` node."""
-    ad = _ad()
-    lnp = _lnp()
     leaves: list = []
-    call.out_spec = ad._flatten(out, leaves)
+    call.out_spec = tape.flatten(out, leaves)
     outs = [x if isinstance(x, ndarray) else lnp.asarray(x) for x in leaves]
     call.outs = [(o.shape, o.dtype) for o in outs]
     if not outs:
@@ -164,32 +152,30 @@ def _bind(call, out):
     n = len(outs)
     args = tuple(o._node() for o in outs) + tuple(call.inputs)
     params = {"n": n, "call": call}
-    node = _graph.record(CUSTOM, args, params, outs[0].shape, outs[0].dtype)
+    node = graph.record(CUSTOM, args, params, outs[0].shape, outs[0].dtype)
     if n == 1:
         res = [ndarray._from_node(node, outs[0]._scalar)]
     else:
-        from .._numpy.ufunc import TUPLE_GET
-        res = [ndarray._from_node(_graph.record(TUPLE_GET, (node, i), None, o.shape, o.dtype),
+        res = [ndarray._from_node(graph.record(TUPLE_GET, (node, i), None, o.shape, o.dtype),
                                   o._scalar) for i, o in enumerate(outs)]
-    return ad._unflatten(call.out_spec, iter(res))
+    return tape.unflatten(call.out_spec, iter(res))
 
 
 def _out_cotangents(call, n, g):
     """The output cotangents as a pytree like the result (zeros where none arrived)."""
-    lnp = _lnp()
     gs = [g] if n == 1 else [g[i] for i in range(n)]
     gs = [lnp.zeros(sh, dt) if c is None else c for c, (sh, dt) in zip(gs, call.outs)]
     return gs
 
 
+@op_rule("ad.custom")
 def _custom_rule(g, node, args, params, need):
     """VJP rule of ``ad.custom``: no cotangent for the forward results (their internals
     are detached), the user's rule for the traced arguments."""
-    from .rules import _W
     call = params["call"]
     n = params["n"]
     gs = _out_cotangents(call, n, g)
-    xs = [_W(a) for a in args[n:]]
+    xs = [as_array(a) for a in args[n:]]
     cots = call.owner._vjp(call, node, xs, gs)
     return [None] * n + list(cots)
 
@@ -197,7 +183,6 @@ def _custom_rule(g, node, args, params, need):
 def _align(call, cots, name):
     """Cotangent leaves for ``call``'s lazy leaves from ``cots`` (one entry per
     differentiated argument, each a pytree like it; None means zero)."""
-    ad = _ad()
     if not isinstance(cots, (tuple, list)) or len(cots) != len(call.diff_pos):
         raise TypeError(f"{name}: the backward rule must return a tuple with one cotangent "
                         f"per differentiable argument ({len(call.diff_pos)}), got "
@@ -212,7 +197,7 @@ def _align(call, cots, name):
             leaves.extend([None] * count)
             continue
         cl: list = []
-        ad._flatten(c, cl)
+        tape.flatten(c, cl)
         if len(cl) != count:
             raise TypeError(f"{name}: a cotangent returned by the backward rule does not have "
                             f"the structure of its argument ({len(cl)} leaves for {count})")
@@ -230,7 +215,6 @@ def _leaves_of(spec) -> int:
 
 
 def _check_cot(c, x, name):
-    lnp = _lnp()
     if c is None:
         return None
     c = lnp.asarray(c)
@@ -327,15 +311,14 @@ class custom_vjp(_CustomRule):
         return _bind(call, out)
 
     def _vjp(self, call, node, xs, gs):
-        ad = _ad()
         name = f"custom_vjp({getattr(self.fun, '__name__', 'f')})"
-        if ad._depth > 1:
+        if tape.depth() > 1:
             # an enclosing trace differentiates this backward pass: residuals computed from
             # the traced arguments carry their own derivatives
             _out, res = _fwd_pair(self.fwd(*call.rebuild(xs)), name)
         else:
             res = _unhold(call.res)
-        g = ad._unflatten(call.out_spec, iter(gs))
+        g = tape.unflatten(call.out_spec, iter(gs))
         nondiff = [call.args[i] for i in self.nondiff_argnums]
         cots = self.bwd(*nondiff, res, g)
         cl = _align(call, tuple(cots) if isinstance(cots, list) else cots, name)
@@ -391,12 +374,10 @@ class custom_jvp(_CustomRule):
         return _bind(call, self.fun(*detached))
 
     def _vjp(self, call, node, xs, gs):
-        ad = _ad()
-        lnp = _lnp()
-        with ad._Trace() as tr:
+        with tape.Trace() as tr:
             ts, tnodes = [], []
             for x in xs:
-                t, tn = ad._fresh(lnp.zeros(x.shape, x.dtype), tr)
+                t, tn = tape.fresh_input(lnp.zeros(x.shape, x.dtype), tr)
                 ts.append(t)
                 tnodes.append(tn)
             primals = call.rebuild(xs)
@@ -410,7 +391,7 @@ class custom_jvp(_CustomRule):
                     tleaves[i] = lnp.zeros(np.shape(x), np.asarray(x).dtype)
             for i, t in zip(call.lazy_idx, ts):
                 tleaves[i] = t
-            tdiff = ad._unflatten(call.spec, iter(tleaves))
+            tdiff = tape.unflatten(call.spec, iter(tleaves))
             tangents = list(primals)
             for p, v in zip(call.diff_pos, tdiff):
                 tangents[p] = v
@@ -421,13 +402,13 @@ class custom_jvp(_CustomRule):
                 raise TypeError(f"custom_jvp({getattr(self.fun, '__name__', 'f')}): the rule "
                                 f"must return a pair (out, tangent_out)")
             touts: list = []
-            ad._flatten(r[1], touts)
+            tape.flatten(r[1], touts)
             if len(touts) != len(gs):
                 raise TypeError(f"custom_jvp({getattr(self.fun, '__name__', 'f')}): "
                                 f"tangent_out does not have the structure of the output")
             touts = [lnp.asarray(t) for t in touts]
-            tape = tr.capture()
-            cots = ad._backward([t._node() for t in touts], gs, tnodes, tape)
+            captured = tr.capture()
+            cots = tape.backward_pass([t._node() for t in touts], gs, tnodes, captured)
         return cots
 
 
@@ -454,19 +435,17 @@ class _Primitive:
         return _bind(call, self.fun(*detached, **kwargs))
 
     def _vjp(self, call, node, xs, gs):
-        from .rules import _W
         name = getattr(self.fun, "__name__", "f")
         args = call.rebuild(xs)
         n = len(call.outs)
-        ans = _W(node) if n == 1 else tuple(gs)     # (multi-output: not traced)
-        g = gs[0] if n == 1 else _ad()._unflatten(call.out_spec, iter(gs))
+        ans = as_array(node) if n == 1 else tuple(gs)     # (multi-output: not traced)
+        g = gs[0] if n == 1 else tape.unflatten(call.out_spec, iter(gs))
         cots = []
         for i, x in zip(call.lazy_idx, xs):
             maker = self.makers.get(i)
             if maker is None:
-                from . import NoGradientRule
-                raise NoGradientRule(f"lazynp.autograd: the VJP of {name} w.r.t. argument "
-                                     f"{i} is not defined (primitive.defvjp)")
+                raise tape.NoGradientRule(f"lazynp.autograd: the VJP of {name} w.r.t. "
+                                          f"argument {i} is not defined (primitive.defvjp)")
             cots.append(_check_cot(maker(ans, *args, **_unhold(call.res))(g), x, name))
         return cots
 
@@ -493,10 +472,3 @@ def defvjp(fun: _Primitive, *makers, argnums=None) -> None:
         raise TypeError("defvjp: the function must be wrapped by lazynp.autograd.primitive")
     fun.defvjp(*makers, argnums=argnums)
 
-
-def _install_rule():
-    from . import rules as vjps
-    vjps.RULES["ad.custom"] = _custom_rule
-
-
-_install_rule()

@@ -6,20 +6,20 @@ the op table's gradient rules (:mod:`lazynp.autograd.rules`: the same one-line r
 autodiff, written with lazynp ops, so the backward pass is itself recorded on the device
 and fused).  Gradients live on their input's device.
 
-Covered: elementwise ufuncs (every rule of ``vjps.UNARY``/``vjps.BINARY``), ``copy``,
+Covered: elementwise ufuncs (every rule of ``rules.UNARY``/``rules.BINARY``), ``copy``,
 ``astype``, the reductions ``sum``/``mean``/``max``/``min`` (any axes, ``keepdims``),
 views (basic indexing, transposes, reshapes), ``a[i] = v`` writes and 2-D ``matmul``.
 Other ops raise ``NotImplementedError`` naming the op.
 """
 from __future__ import annotations
 
-from ..cuda.array import DeviceArray, _MATMUL, _SETITEM
+from ..cuda.array import DeviceArray, _MATMUL, _SETITEM, full
 from ..core.graph import VIEW
-from . import rules as vjps
+from . import rules
 
 
 def _rt():
-    from ..cuda import runtime
+    from ..cuda import runtime      # (loads Numba: only when a device gradient is taken)
     return runtime
 
 
@@ -48,7 +48,6 @@ def _topo(out):
 
 
 def _zeros(shape, dtype, dev) -> DeviceArray:
-    from ..cuda.array import full
     return full(tuple(shape), 0, dtype, dev)
 
 
@@ -86,7 +85,7 @@ def _arg_cotangents(n, g, need):
     name = op.name
     xs = [_wrap(a) if type(a) is type(n) else a for a in args]
     if op.ufunc is not None and op.kind == "elementwise":
-        return vjps._elementwise(op.ufunc.__name__, g, _wrap(n), xs)
+        return rules._elementwise(op.ufunc.__name__, g, _wrap(n), xs)
     if name == "copy":
         return [g]
     if name == "astype":
@@ -174,7 +173,6 @@ def grad(fun, argnums=0, has_aux: bool = False):
 
 
 def _backward(out, inputs: dict) -> dict:
-    from ..cuda.array import full
     order = _topo(out)
     targets = {id(n) for n in inputs.values()}
     depends = set(targets)

@@ -35,17 +35,19 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.lib.array_utils import normalize_axis_tuple
 
-from ..ops.registry import Op, register
+from .. import fft as lazy_fft, linalg as lazy_linalg
+from .._numpy import namespace as lnp
+from .._numpy.ufunc import TUPLE_GET
+from ..array.calls import _fill_deep, lazy_call
+from ..array.indexing import _Slot, _fill
+from ..array.ndarray import ndarray
 from ..core import graph
 from ..core.graph import Node
+from ..ops.registry import Op, register
 
 # --- helper ops ------------------------------------------------------------------------------
-
-
-def _fill(template, vals):
-    from ..array.indexing import _fill as fill
-    return fill(template, vals)
 
 
 def _target(buf, geom):
@@ -128,23 +130,10 @@ TAL_ADD = register(Op("ad.take_along_axis_add", "index", _tal_add_impl))
 STOP = register(Op("ad.stop_gradient", "opaque", lambda x: np.array(x, copy=True)))
 
 
-def _L():
-    import lazynp
-    return lazynp
-
-
-_ndarray = None
-
-
-def _W(a):
-    """Wrap a node argument as a lazynp array (constants pass through)."""
-    global _ndarray
+def as_array(a):
+    """A node argument as a lazynp array (constants pass through)."""
     if type(a) is not Node:
         return a
-    ndarray = _ndarray
-    if ndarray is None:
-        from ..array.ndarray import ndarray
-        _ndarray = ndarray
     if a.op is graph.VIEW:
         # a proper view handle on the base (a Var whose head is a view node would be read
         # as a contiguous base by further view functions)
@@ -156,15 +145,9 @@ def _W(a):
     return ndarray._from_node(a)
 
 
-def _nodes_and_template(index, idx_arrays):
-    nodes = [a._node() if hasattr(a, "_node") else a for a in idx_arrays]
-    return tuple(nodes), index
-
-
 def region_get(x, idx_args, geom, index, shape, dtype):
     """``view(x, geom)[index]`` as a fresh array (lazy)."""
-    from ..array.ndarray import ndarray
-    x = _L().asarray(x)
+    x = lnp.asarray(x)
     n = graph.record(REGION_GET, (x._node(),) + tuple(idx_args), {"geom": geom, "index": index},
                      tuple(shape), np.dtype(dtype))
     return ndarray._from_node(n)
@@ -172,8 +155,7 @@ def region_get(x, idx_args, geom, index, shape, dtype):
 
 def region_add(g, idx_args, geom, index, shape, dtype):
     """zeros(shape) with ``g`` added into ``view(., geom)[index]`` (lazy scatter-add)."""
-    from ..array.ndarray import ndarray
-    g = _L().asarray(g)
+    g = lnp.asarray(g)
     n = graph.record(REGION_ADD, (g._node(),) + tuple(idx_args),
                      {"shape": tuple(shape), "dtype": np.dtype(dtype), "geom": geom,
                       "index": index}, tuple(shape), np.dtype(dtype))
@@ -181,8 +163,7 @@ def region_add(g, idx_args, geom, index, shape, dtype):
 
 
 def region_zero(g, idx_args, geom, index):
-    from ..array.ndarray import ndarray
-    g = _L().asarray(g)
+    g = lnp.asarray(g)
     n = graph.record(REGION_ZERO, (g._node(),) + tuple(idx_args), {"geom": geom, "index": index},
                      g.shape, g.dtype)
     return ndarray._from_node(n)
@@ -202,6 +183,7 @@ RULES: dict = {}        # op name -> rule(g, ans, args, params, node, need) -> l
 CALL_RULES: dict = {}   # lazy_call function name -> rule(g, ans, A, K, node) -> cot pytree of A
 UNARY: dict = {}        # ufunc name -> f(g, ans, x)
 BINARY: dict = {}       # ufunc name -> f(g, ans, x, y) -> (gx, gy)
+BINARY_PARTS: dict = {}  # ufunc name -> (gx(g, ans, x, y), gy(g, ans, x, y)): _binary_parts
 ZERO = object()
 #: a call rule's cotangent for an argument it cannot differentiate: an error when that
 #: argument depends on a differentiated input, else no gradient
@@ -218,23 +200,29 @@ def _binary(names, fn):
         BINARY[n] = fn
 
 
+def _binary_parts(names, grad_x, grad_y):
+    """A binary rule given as two parts, the cotangents of x and of y: the backward pass
+    records only the one it needs when the other operand's is not needed."""
+    def rule(g, ans, x, y):
+        return (None if _is_const(x) else grad_x(g, ans, x, y),
+                None if _is_const(y) else grad_y(g, ans, x, y))
+    for n in names.split():
+        BINARY_PARTS[n] = (grad_x, grad_y)
+        BINARY[n] = rule
+
+
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
-
-
-def _np_():
-    return _L()
 
 
 # elementwise math (one line each, like autograd's numpy_vjps)
 _unary("negative", lambda g, ans, x: -g)
 _unary("positive", lambda g, ans, x: g)
-_unary("conjugate", lambda g, ans, x: _np_().conjugate(g))
+_unary("conjugate", lambda g, ans, x: lnp.conjugate(g))
 
 
 def _abs_rule(g, ans, x):
     """``abs``: ``sign(x)`` for real ``x``; ``conj(x) / |x|`` (0 at 0) for complex ``x``
     (autograd's and JAX's convention for real functions of complex inputs)."""
-    lnp = _np_()
     if getattr(x, "dtype", np.dtype(float)).kind == "c":
         return g * lnp.conjugate(x) / lnp.where(ans == 0, 1.0, ans)
     return g * lnp.sign(x)
@@ -252,17 +240,17 @@ _unary("log1p", lambda g, ans, x: g / (x + 1.0))
 _unary("sqrt", lambda g, ans, x: g * 0.5 / ans)
 _unary("cbrt", lambda g, ans, x: g / (3.0 * ans * ans))
 _unary("square", lambda g, ans, x: g * 2.0 * x)
-_unary("sin", lambda g, ans, x: g * _np_().cos(x))
-_unary("cos", lambda g, ans, x: -g * _np_().sin(x))
+_unary("sin", lambda g, ans, x: g * lnp.cos(x))
+_unary("cos", lambda g, ans, x: -g * lnp.sin(x))
 _unary("tan", lambda g, ans, x: g * (1.0 + ans * ans))
-_unary("arcsin", lambda g, ans, x: g / _np_().sqrt(1.0 - x * x))
-_unary("arccos", lambda g, ans, x: -g / _np_().sqrt(1.0 - x * x))
+_unary("arcsin", lambda g, ans, x: g / lnp.sqrt(1.0 - x * x))
+_unary("arccos", lambda g, ans, x: -g / lnp.sqrt(1.0 - x * x))
 _unary("arctan", lambda g, ans, x: g / (1.0 + x * x))
-_unary("sinh", lambda g, ans, x: g * _np_().cosh(x))
-_unary("cosh", lambda g, ans, x: g * _np_().sinh(x))
+_unary("sinh", lambda g, ans, x: g * lnp.cosh(x))
+_unary("cosh", lambda g, ans, x: g * lnp.sinh(x))
 _unary("tanh", lambda g, ans, x: g * (1.0 - ans * ans))
-_unary("arcsinh", lambda g, ans, x: g / _np_().sqrt(x * x + 1.0))
-_unary("arccosh", lambda g, ans, x: g / _np_().sqrt(x * x - 1.0))
+_unary("arcsinh", lambda g, ans, x: g / lnp.sqrt(x * x + 1.0))
+_unary("arccosh", lambda g, ans, x: g / lnp.sqrt(x * x - 1.0))
 _unary("arctanh", lambda g, ans, x: g / (1.0 - x * x))
 _unary("deg2rad radians", lambda g, ans, x: g * (math.pi / 180.0))
 _unary("rad2deg degrees", lambda g, ans, x: g * (180.0 / math.pi))
@@ -272,7 +260,6 @@ _unary("floor ceil rint trunc sign spacing", lambda g, ans, x: None)
 def _minmax(g, ans, x, y):
     """maximum/minimum/fmax/fmin: the gradient goes to the argument equal to the answer; on
     ties it is split evenly (autograd's and JAX's convention)."""
-    lnp = _np_()
     mx = lnp.equal(x, ans) if not _is_const(x) else None
     my = lnp.equal(y, ans) if not _is_const(y) else None
     if mx is None or my is None:
@@ -288,38 +275,36 @@ def _is_const(v):
     return not hasattr(v, "_node")
 
 
-def _power(g, ans, x, y):
-    lnp = _np_()
-    gx = g * y * x ** (y - 1) if not _is_const(x) else None
-    gy = None
-    if not _is_const(y):
-        safe = lnp.where(x == 0, 1.0, x)
-        gy = g * ans * lnp.log(safe)
-    return gx, gy
+def _power_x(g, ans, x, y):
+    return g * y * x ** (y - 1)
+
+
+def _power_y(g, ans, x, y):
+    return g * ans * lnp.log(lnp.where(x == 0, 1.0, x))
 
 
 def _fmod_like(trunc_name):
     def rule(g, ans, x, y):
-        lnp = _np_()
         q = getattr(lnp, trunc_name)(x / y) if not _is_const(y) else None
         return g, (None if q is None else -g * q)
     return rule
 
 
 _binary("add", lambda g, ans, x, y: (g, g))
-_binary("subtract", lambda g, ans, x, y: (g, -g))
-_binary("multiply", lambda g, ans, x, y: (g * y, g * x))
-_binary("divide true_divide", lambda g, ans, x, y: (g / y, -g * x / (y * y)))
-_binary("power float_power", _power)
+_binary_parts("subtract", lambda g, ans, x, y: g, lambda g, ans, x, y: -g)
+_binary_parts("multiply", lambda g, ans, x, y: g * y, lambda g, ans, x, y: g * x)
+_binary_parts("divide true_divide", lambda g, ans, x, y: g / y,
+              lambda g, ans, x, y: -g * x / (y * y))
+_binary_parts("power float_power", _power_x, _power_y)
 _binary("maximum minimum fmax fmin", _minmax)
 _binary("arctan2", lambda g, ans, x, y: (g * y / (x * x + y * y), -g * x / (x * x + y * y)))
 _binary("hypot", lambda g, ans, x, y: (g * x / ans, g * y / ans))
 _binary("copysign", lambda g, ans, x, y: (
-    _np_().where(_np_().signbit(x) == _np_().signbit(ans), g, -g), None))
-_binary("logaddexp", lambda g, ans, x, y: (g * _np_().exp(x - ans), g * _np_().exp(y - ans)))
-_binary("logaddexp2", lambda g, ans, x, y: (g * _np_().exp2(x - ans),
-                                            g * _np_().exp2(y - ans)))
-_binary("ldexp", lambda g, ans, x, y: (g * _np_().exp2(y), None))
+    lnp.where(lnp.signbit(x) == lnp.signbit(ans), g, -g), None))
+_binary("logaddexp", lambda g, ans, x, y: (g * lnp.exp(x - ans), g * lnp.exp(y - ans)))
+_binary("logaddexp2", lambda g, ans, x, y: (g * lnp.exp2(x - ans),
+                                            g * lnp.exp2(y - ans)))
+_binary("ldexp", lambda g, ans, x, y: (g * lnp.exp2(y), None))
 _binary("remainder mod", _fmod_like("floor"))
 _binary("fmod", _fmod_like("trunc"))
 _binary("floor_divide heaviside", lambda g, ans, x, y: (None, None))
@@ -350,39 +335,20 @@ class Multi:
         return self.parts.get(i)
 
 
-def _power_x(g, ans, x, y):
-    return g * y * x ** (y - 1)
-
-
-def _power_y(g, ans, x, y):
-    return g * ans * _np_().log(_np_().where(x == 0, 1.0, x))
-
-
-#: binary rules split in two (the cotangent of x, of y), used when one operand's cotangent
-#: is not needed (a constant operand): the other one alone is recorded
-BINARY_PARTS = {
-    "subtract": (lambda g, ans, x, y: g, lambda g, ans, x, y: -g),
-    "multiply": (lambda g, ans, x, y: g * y, lambda g, ans, x, y: g * x),
-    "divide": (lambda g, ans, x, y: g / y, lambda g, ans, x, y: -g * x / (y * y)),
-    "power": (_power_x, _power_y),
-}
-BINARY_PARTS["true_divide"] = BINARY_PARTS["divide"]
-
-
 def vjp(node: Node, args: tuple, params, g, need: list):
     """Cotangents of ``node``'s args (list aligned with args; None = zero)."""
     op = node.op
     name = op.name
     ufunc = op.ufunc
     if ufunc is not None and op.kind == "elementwise":
-        xs = [_W(a) for a in args]
+        xs = [as_array(a) for a in args]
         if len(xs) == 2 and not (need[0] and need[1]):
             parts = BINARY_PARTS.get(ufunc.__name__)
             if parts is not None:
-                ans = _W(node)
+                ans = as_array(node)
                 return [parts[k](g, ans, xs[0], xs[1]) if need[k] else None
                         for k in (0, 1)]
-        return _elementwise(ufunc.__name__, g, _W(node), xs)
+        return _elementwise(ufunc.__name__, g, as_array(node), xs)
     rule = RULES.get(name)
     if rule is not None:
         return rule(g, node, args, params, need)
@@ -402,29 +368,28 @@ def _registrar(table: dict):
     return names
 
 
-_rule = _registrar(RULES)
+op_rule = _registrar(RULES)
 
 
-@_rule("copy", "element", "ad.copy")
+@op_rule("copy", "element", "ad.copy")
 def _copy_vjp(g, node, args, params, need):
     return [g]
 
 
-@_rule("astype")
+@op_rule("astype")
 def _astype_vjp(g, node, args, params, need):
     return [g]
 
 
-@_rule("ad.stop_gradient")
+@op_rule("ad.stop_gradient")
 def _stop_vjp(g, node, args, params, need):
     return [None]
 
 
-@_rule("ufunc_call")
+@op_rule("ufunc_call")
 def _ufunc_call_vjp(g, node, args, params, need):
-    lnp = _np_()
     uf = params["ufunc"]
-    xs = [_W(a) for a in args]
+    xs = [as_array(a) for a in args]
     if params["has_where"]:
         w = xs[-1]
         xs = xs[:-1]
@@ -432,12 +397,11 @@ def _ufunc_call_vjp(g, node, args, params, need):
         return _multi_ufunc(uf.__name__, g, node, xs) + ([None] if params["has_where"] else [])
     if params["has_where"]:
         g = lnp.where(w, g, 0.0)
-    res = _elementwise(uf.__name__, g, _W(node), xs)
+    res = _elementwise(uf.__name__, g, as_array(node), xs)
     return res + ([None] if params["has_where"] else [])
 
 
 def _multi_ufunc(name, g, node, xs):
-    lnp = _np_()
     if name == "modf":
         return [g[0]]
     if name == "divmod":
@@ -452,23 +416,21 @@ def _multi_ufunc(name, g, node, xs):
     raise NotImplementedError(f"lazynp.autograd: no gradient rule for ufunc {name!r}")
 
 
-@_rule("where")
+@op_rule("where")
 def _where_vjp(g, node, args, params, need):
-    lnp = _np_()
-    c = _W(args[0])
+    c = as_array(args[0])
     return [None, lnp.where(c, g, 0.0) if need[1] else None,
             lnp.where(c, 0.0, g) if need[2] else None]
 
 
-@_rule("clip")
+@op_rule("clip")
 def _clip_vjp(g, node, args, params, need):
-    return _clip_cots(g, [_W(a) for a in args], need)
+    return _clip_cots(g, [as_array(a) for a in args], need)
 
 
 def _clip_cots(g, xs, need):
     """clip(a, lo, hi): ``a`` gets g where lo <= a <= hi (bounds included), ``lo`` where
     a < lo, ``hi`` where a > hi."""
-    lnp = _np_()
     a, lo, hi = xs
     inside = None
     out = [None, None, None]
@@ -494,14 +456,14 @@ def _clip_cots(g, xs, need):
     return out
 
 
-@_rule("tuple_get")
+@op_rule("tuple_get")
 def _tuple_get_vjp(g, node, args, params, need):   # handled by the walker (Multi)
     raise AssertionError
 
 
 # --- views, indexing, writes -----------------------------------------------------------------
 
-@_rule("view")
+@op_rule("view")
 def _view_vjp(g, node, args, params, need):
     base = args[0]
     p = params
@@ -519,35 +481,34 @@ def _view_vjp(g, node, args, params, need):
     return [region_add(g, (), geom, None, base.shape, base.dtype)]
 
 
-@_rule("ad.region_get")
+@op_rule("ad.region_get")
 def _region_get_vjp(g, node, args, params, need):
     x = args[0]
     return [region_add(g, args[1:], params["geom"], params["index"], x.shape, x.dtype)] + \
         [None] * (len(args) - 1)
 
 
-@_rule("ad.region_add")
+@op_rule("ad.region_add")
 def _region_add_vjp(g, node, args, params, need):
     gi = args[0]
     return [region_get(g, args[1:], params["geom"], params["index"], gi.shape, gi.dtype)] + \
         [None] * (len(args) - 1)
 
 
-@_rule("ad.region_zero")
+@op_rule("ad.region_zero")
 def _region_zero_vjp(g, node, args, params, need):
     return [region_zero(g, args[1:], params["geom"], params["index"])] + [None] * (len(args) - 1)
 
 
-@_rule("ad.take_along_axis_add")
+@op_rule("ad.take_along_axis_add")
 def _tal_vjp(g, node, args, params, need):
-    lnp = _np_()
-    idx = _W(args[1])
+    idx = as_array(args[1])
     if params["axis"] is None:
         return [lnp.take(lnp.reshape(g, -1), idx), None]
     return [lnp.take_along_axis(g, idx, params["axis"]), None]
 
 
-@_rule("getitem")
+@op_rule("getitem")
 def _getitem_vjp(g, node, args, params, need):
     base = args[0]
     return [region_add(g, args[1:], None, params["index"], base.shape, base.dtype)] + \
@@ -558,9 +519,9 @@ def _geom_shape(node, geom):
     return node.shape if geom is None else tuple(geom[1])
 
 
-@_rule("setitem")
+@op_rule("setitem")
 def _setitem_vjp(g, node, args, params, need):
-    old, val = args[0], args[1]
+    old = args[0]
     idx = args[2:]
     geom, index = params["geom"], params["index"]
     out = [None] * len(args)
@@ -572,15 +533,14 @@ def _setitem_vjp(g, node, args, params, need):
     return out
 
 
-@_rule("ufunc_out")
+@op_rule("ufunc_out")
 def _ufunc_out_vjp(g, node, args, params, need):
-    lnp = _np_()
     geom, uf = params["geom"], params["ufunc"]
     has_where = params["has_where"]
     ops = list(args[1:])
     w = None
     if has_where:
-        w = _W(ops.pop())
+        w = as_array(ops.pop())
     tshape = _geom_shape(node, geom)
     gr = region_get(g, (), geom, None, tshape, g.dtype)
     out = [None] * len(args)
@@ -594,16 +554,16 @@ def _ufunc_out_vjp(g, node, args, params, need):
         gr = lnp.where(w, gr, 0.0)
     if not any(need[1:1 + len(ops)]):
         return out
-    ans = _W(node) if geom is None else _W(graph.view_node(node, *geom))
+    ans = as_array(node) if geom is None else as_array(graph.view_node(node, *geom))
     if uf.nout > 1:
         raise NotImplementedError(f"lazynp.autograd: no gradient for {uf.__name__} with out=")
-    res = _elementwise(uf.__name__, gr, ans, [_W(a) for a in ops])
+    res = _elementwise(uf.__name__, gr, ans, [as_array(a) for a in ops])
     for i, c in enumerate(res):
         out[1 + i] = c
     return out
 
 
-@_rule("ufunc_at")
+@op_rule("ufunc_at")
 def _ufunc_at_vjp(g, node, args, params, need):
     uf = params["ufunc"]
     has_b = params["has_b"]
@@ -627,7 +587,6 @@ def _ufunc_at_vjp(g, node, args, params, need):
 # --- reductions and scans -----------------------------------------------------------------
 
 def _axes(shape, axis):
-    from numpy.lib.array_utils import normalize_axis_tuple
     nd = len(shape)
     if axis is None or nd == 0:
         return tuple(range(nd))
@@ -636,7 +595,6 @@ def _axes(shape, axis):
 
 def _expand(g, shape, axis, keepdims):
     """Broadcast a reduction's cotangent back to the input shape."""
-    lnp = _np_()
     axes = _axes(shape, axis)
     kshape = tuple(1 if i in axes else s for i, s in enumerate(shape))
     if not keepdims:
@@ -646,14 +604,13 @@ def _expand(g, shape, axis, keepdims):
 
 def _red_info(args, params):
     p = params or {}
-    x = _W(args[0])
-    w = _W(args[1]) if p.get("_where") else None
+    x = as_array(args[0])
+    w = as_array(args[1]) if p.get("_where") else None
     return x, p.get("axis"), bool(p.get("keepdims", False)), w
 
 
-@_rule("sum", "add.reduce", "nansum")
+@op_rule("sum", "add.reduce", "nansum")
 def _sum_vjp(g, node, args, params, need):
-    lnp = _np_()
     x, axis, kd, w = _red_info(args, params)
     gb = _expand(g, x.shape, axis, kd)
     if w is not None:
@@ -663,9 +620,8 @@ def _sum_vjp(g, node, args, params, need):
     return [gb] + [None] * (len(args) - 1)
 
 
-@_rule("mean", "nanmean")
+@op_rule("mean", "nanmean")
 def _mean_vjp(g, node, args, params, need):
-    lnp = _np_()
     x, axis, kd, w = _red_info(args, params)
     gb = _expand(g, x.shape, axis, kd)
     axes = _axes(x.shape, axis)
@@ -681,18 +637,16 @@ def _mean_vjp(g, node, args, params, need):
     return [lnp.where(mask, gb / cnt, 0.0)] + [None] * (len(args) - 1)
 
 
-@_rule("prod", "multiply.reduce")
+@op_rule("prod", "multiply.reduce")
 def _prod_vjp(g, node, args, params, need):
-    lnp = _np_()
     x, axis, kd, w = _red_info(args, params)
-    gb = _expand(g * _W(node), x.shape, axis, kd) / x
+    gb = _expand(g * as_array(node), x.shape, axis, kd) / x
     if w is not None:
         gb = lnp.where(w, gb, 0.0)
     return [gb] + [None] * (len(args) - 1)
 
 
 def _max_cot(g, ans, x, axis, kd, w=None):
-    lnp = _np_()
     ab = _expand(ans, x.shape, axis, kd)
     mask = lnp.equal(x, ab)
     if w is not None:
@@ -701,16 +655,15 @@ def _max_cot(g, ans, x, axis, kd, w=None):
     return lnp.where(mask, _expand(g, x.shape, axis, kd) / cnt, 0.0)
 
 
-@_rule("max", "min", "maximum.reduce", "minimum.reduce", "nanmax", "nanmin", "amax", "amin")
+@op_rule("max", "min", "maximum.reduce", "minimum.reduce", "nanmax", "nanmin", "amax", "amin")
 def _max_vjp(g, node, args, params, need):
     """max/min reductions: the gradient is split evenly among tied extrema."""
     x, axis, kd, w = _red_info(args, params)
-    return [_max_cot(g, _W(node), x, axis, kd, w)] + [None] * (len(args) - 1)
+    return [_max_cot(g, as_array(node), x, axis, kd, w)] + [None] * (len(args) - 1)
 
 
-@_rule("ptp")
+@op_rule("ptp")
 def _ptp_vjp(g, node, args, params, need):
-    lnp = _np_()
     x, axis, kd, w = _red_info(args, params)
     mx = lnp.max(x, axis=axis, keepdims=kd)
     mn = lnp.min(x, axis=axis, keepdims=kd)
@@ -718,7 +671,6 @@ def _ptp_vjp(g, node, args, params, need):
 
 
 def _var_cot(g, x, axis, kd, ddof):
-    lnp = _np_()
     axes = _axes(x.shape, axis)
     n = 1
     for a in axes:
@@ -732,7 +684,7 @@ def _ddof(params):
     return p.get("correction", p.get("ddof", 0))
 
 
-@_rule("var")
+@op_rule("var")
 def _var_vjp(g, node, args, params, need):
     x, axis, kd, w = _red_info(args, params)
     if w is not None:
@@ -740,23 +692,21 @@ def _var_vjp(g, node, args, params, need):
     return [_var_cot(g, x, axis, kd, _ddof(params))]
 
 
-@_rule("std")
+@op_rule("std")
 def _std_vjp(g, node, args, params, need):
     x, axis, kd, w = _red_info(args, params)
     if w is not None:
         raise NotImplementedError("lazynp.autograd: std(where=) gradient")
-    return [_var_cot(g * 0.5 / _W(node), x, axis, kd, _ddof(params))]
+    return [_var_cot(g * 0.5 / as_array(node), x, axis, kd, _ddof(params))]
 
 
 def _rev_cumsum(g, axis):
-    lnp = _np_()
     return lnp.flip(lnp.cumsum(lnp.flip(g, axis), axis=axis), axis)
 
 
-@_rule("cumsum", "add.accumulate", "nancumsum")
+@op_rule("cumsum", "add.accumulate", "nancumsum")
 def _cumsum_vjp(g, node, args, params, need):
-    lnp = _np_()
-    x = _W(args[0])
+    x = as_array(args[0])
     axis = (params or {}).get("axis")
     if axis is None:
         c = lnp.reshape(_rev_cumsum(g, 0), x.shape)
@@ -767,12 +717,11 @@ def _cumsum_vjp(g, node, args, params, need):
     return [c]
 
 
-@_rule("cumprod", "multiply.accumulate")
+@op_rule("cumprod", "multiply.accumulate")
 def _cumprod_vjp(g, node, args, params, need):
-    lnp = _np_()
-    x = _W(args[0])
+    x = as_array(args[0])
     axis = (params or {}).get("axis")
-    ans = _W(node)
+    ans = as_array(node)
     if axis is None:
         return [lnp.reshape(_rev_cumsum(g * ans, 0), x.shape) / x]
     return [_rev_cumsum(g * ans, axis) / x]
@@ -782,7 +731,6 @@ def _cumprod_vjp(g, node, args, params, need):
 
 def _slots(tpl, out):
     """Yield (slot index, cotangent) pairs walking a template and a cotangent structure."""
-    from ..array.indexing import _Slot
     if type(tpl) is _Slot:
         if out is not None:
             yield tpl.k, out
@@ -793,7 +741,6 @@ def _slots(tpl, out):
 
 
 def _slot_ids(tpl):
-    from ..array.indexing import _Slot
     if type(tpl) is _Slot:
         yield tpl.k
     elif type(tpl) in (tuple, list):
@@ -806,7 +753,6 @@ def _slot_ids(tpl):
 
 def _plain_tpl(tpl_a, tpl_k, n) -> bool:
     """True when a call's template is ``f(arg0, arg1, ...)`` (no constants, no keywords)."""
-    from ..array.indexing import _Slot
     if tpl_k or len(tpl_a) != n:
         return False
     for i, t in enumerate(tpl_a):
@@ -823,13 +769,12 @@ _NOT_NEEDED: frozenset = frozenset()
 
 def _call_vjp(name, g, node, args, params, need):
     global _NOT_NEEDED
-    from ..array.calls import _fill_deep
     fname = name[5:] if name.startswith("call:") else name
     rule = CALL_RULES.get(fname)
     tpl_a, tpl_k = params["tpl"]
     if rule is None:
         raise NotImplementedError(f"lazynp.autograd: no gradient rule for numpy.{fname}")
-    vals = [_W(a) for a in args]
+    vals = [as_array(a) for a in args]
     plain = _plain_tpl(tpl_a, tpl_k, len(args))
     if plain:
         A, K = tuple(vals), {}
@@ -839,7 +784,7 @@ def _call_vjp(name, g, node, args, params, need):
     saved = _NOT_NEEDED
     _NOT_NEEDED = frozenset([id(v) for v, nd in zip(vals, need) if not nd])
     try:
-        res = rule(g, _W(node), A, K, node)
+        res = rule(g, as_array(node), A, K, node)
     finally:
         _NOT_NEEDED = saved
     out = [None] * len(args)
@@ -861,11 +806,12 @@ def _call_vjp(name, g, node, args, params, need):
     return out
 
 
-_call = _registrar(CALL_RULES)
+call_rule = _registrar(CALL_RULES)
 
 
-def _T(x):
-    return _np_().swapaxes(x, -1, -2)
+def _transposed(x):
+    """``x`` with its last two axes swapped (``x.mT``)."""
+    return lnp.swapaxes(x, -1, -2)
 
 
 def _arg(A, K, i, name, default=None):
@@ -874,9 +820,8 @@ def _arg(A, K, i, name, default=None):
     return K.get(name, default)
 
 
-@_call("matmul")
+@call_rule("matmul")
 def _matmul_rule(g, ans, A, K, node):
-    lnp = _np_()
     a, b = A[0], A[1]
     a2 = a if a.ndim >= 2 else lnp.reshape(a, (1, -1))
     b2 = b if b.ndim >= 2 else lnp.reshape(b, (-1, 1))
@@ -886,8 +831,8 @@ def _matmul_rule(g, ans, A, K, node):
             lnp.reshape(g2, (1,))
     if b.ndim == 1:
         g2 = lnp.reshape(g2, g2.shape + (1,))
-    ga = lnp.matmul(g2, _T(b2)) if _needs(a) else None
-    gb = lnp.matmul(_T(a2), g2) if _needs(b) else None
+    ga = lnp.matmul(g2, _transposed(b2)) if _needs(a) else None
+    gb = lnp.matmul(_transposed(a2), g2) if _needs(b) else None
     if ga is not None and a.ndim == 1:
         ga = lnp.squeeze(ga, -2)
     if gb is not None and b.ndim == 1:
@@ -904,7 +849,7 @@ def _needs(x):
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
-@_call("dot")
+@call_rule("dot")
 def _dot_rule(g, ans, A, K, node):
     a, b = A[0], A[1]
     if a.ndim <= 2 and b.ndim <= 2:
@@ -916,9 +861,8 @@ def _dot_rule(g, ans, A, K, node):
     return _einsum_cots(g, [la, lb], out, [a, b])
 
 
-@_call("vdot")
+@call_rule("vdot")
 def _vdot_rule(g, ans, A, K, node):
-    lnp = _np_()
     a, b = A[0], A[1]
     return (lnp.reshape(g * lnp.ravel(b), a.shape) if _needs(a) else None,
             lnp.reshape(g * lnp.ravel(a), b.shape) if _needs(b) else None)
@@ -933,16 +877,15 @@ def _inner_rule(g, ans, A, K, node):
     return _einsum_cots(g, [la, lb], la[:-1] + lb[:-1], [a, b])
 
 
-@_call("outer")
+@call_rule("outer")
 def _outer_rule(g, ans, A, K, node):
-    lnp = _np_()
     a, b = A[0], A[1]
     fa, fb = lnp.ravel(a), lnp.ravel(b)
     return (lnp.reshape(lnp.matmul(g, fb), a.shape) if _needs(a) else None,
             lnp.reshape(lnp.matmul(fa, g), b.shape) if _needs(b) else None)
 
 
-@_call("tensordot")
+@call_rule("tensordot")
 def _tensordot_rule(g, ans, A, K, node):
     a, b = A[0], A[1]
     axes = _arg(A, K, 2, "axes", 2)
@@ -970,7 +913,6 @@ def _tensordot_rule(g, ans, A, K, node):
 def _einsum_cots(g, specs, out, ops, only=None):
     """Cotangents of ``einsum(",".join(specs) + "->" + out, *ops)`` (of operand ``only``
     alone when given)."""
-    lnp = _np_()
     res = []
     for i, (spec, x) in enumerate(zip(specs, ops)):
         if not _needs(x) or (only is not None and i != only):
@@ -998,7 +940,6 @@ def _einsum_cots(g, specs, out, ops, only=None):
 def _einsum_diag_cot(g, specs, out, ops, i):
     """Cotangent of operand ``i`` whose subscripts repeat a letter (einsum reads a
     diagonal): the cotangent of its distinct letters, put back on that diagonal."""
-    lnp = _np_()
     spec, x = specs[i], ops[i]
     first = {}
     for p, ch in enumerate(spec):
@@ -1048,7 +989,7 @@ def _sublist_subscripts(A):
     return subs, ops
 
 
-@_call("einsum")
+@call_rule("einsum")
 def _einsum_rule(g, ans, A, K, node):
     subs = A[0]
     if not isinstance(subs, str):
@@ -1095,9 +1036,8 @@ def _einsum_rule(g, ans, A, K, node):
     return [None] + _einsum_cots(g, specs, out, ops)
 
 
-@_call("concatenate")
+@call_rule("concatenate")
 def _concatenate_rule(g, ans, A, K, node):
-    lnp = _np_()
     arrs = A[0]
     axis = _arg(A, K, 1, "axis", 0)
     cuts = []
@@ -1109,23 +1049,22 @@ def _concatenate_rule(g, ans, A, K, node):
     return (list(parts),)
 
 
-@_call("reshape")
+@call_rule("reshape")
 def _reshape_rule(g, ans, A, K, node):
     a = A[0]
     order = K.get("order", "C")
-    return (_np_().reshape(g, a.shape, order=order),)
+    return (lnp.reshape(g, a.shape, order=order),)
 
 
-@_call("ravel")
+@call_rule("ravel")
 def _ravel_rule(g, ans, A, K, node):
     a = A[0]
     order = _arg(A, K, 1, "order", "C")
-    return (_np_().reshape(g, a.shape, order=order),)
+    return (lnp.reshape(g, a.shape, order=order),)
 
 
-@_call("sort")
+@call_rule("sort")
 def _sort_rule(g, ans, A, K, node):
-    lnp = _np_()
     a = A[0]
     axis = _arg(A, K, 1, "axis", -1)
     if axis is None:
@@ -1137,32 +1076,31 @@ def _sort_rule(g, ans, A, K, node):
     return (lnp.take_along_axis(g, inv, axis),)
 
 
-@_call("take_along_axis")
+@call_rule("take_along_axis")
 def _take_along_axis_rule(g, ans, A, K, node):
-    from ..array.ndarray import ndarray
     a, idx = A[0], A[1]
     axis = _arg(A, K, 2, "axis", -1)
     idxn = idx._node() if hasattr(idx, "_node") else graph.leaf(np.asarray(idx))
-    gn = _L().asarray(g)._node()
+    gn = lnp.asarray(g)._node()
     n = graph.record(TAL_ADD, (gn, idxn), {"shape": a.shape, "dtype": a.dtype, "axis": axis},
                      a.shape, a.dtype)
     return (ndarray._from_node(n), None)
 
 
-@_rule("roll1")
+@op_rule("roll1")
 def _roll1_vjp(g, node, args, params, need):
-    return [_np_().roll(g, -params["shift"], axis=params["axis"])]
+    return [lnp.roll(g, -params["shift"], axis=params["axis"])]
 
 
-@_call("roll")
+@call_rule("roll")
 def _roll_rule(g, ans, A, K, node):
     shift = _arg(A, K, 1, "shift")
     axis = _arg(A, K, 2, "axis", None)
     neg = tuple(-s for s in shift) if isinstance(shift, (tuple, list)) else -shift
-    return (_np_().roll(g, neg, axis=axis),)
+    return (lnp.roll(g, neg, axis=axis),)
 
 
-@_call("pad")
+@call_rule("pad")
 def _pad_rule(g, ans, A, K, node):
     a = A[0]
     pw = _arg(A, K, 1, "pad_width")
@@ -1174,10 +1112,8 @@ def _pad_rule(g, ans, A, K, node):
     return (g[sl],)
 
 
-@_call("take")
+@call_rule("take")
 def _take_rule(g, ans, A, K, node):
-    lnp = _np_()
-    from ..array.indexing import _Slot
     a, idx = A[0], A[1]
     axis = _arg(A, K, 2, "axis", None)
     mode = _arg(A, K, 4, "mode", "raise")
@@ -1195,19 +1131,18 @@ def _take_rule(g, ans, A, K, node):
     return (region_add(g, ia, None, index, a.shape, a.dtype), None)
 
 
-@_call("tril")
+@call_rule("tril")
 def _tril_rule(g, ans, A, K, node):
-    return (_np_().tril(g, k=_arg(A, K, 1, "k", 0)),)
+    return (lnp.tril(g, k=_arg(A, K, 1, "k", 0)),)
 
 
-@_call("triu")
+@call_rule("triu")
 def _triu_rule(g, ans, A, K, node):
-    return (_np_().triu(g, k=_arg(A, K, 1, "k", 0)),)
+    return (lnp.triu(g, k=_arg(A, K, 1, "k", 0)),)
 
 
-@_call("diag")
+@call_rule("diag")
 def _diag_rule(g, ans, A, K, node):
-    lnp = _np_()
     v = A[0]
     k = _arg(A, K, 1, "k", 0)
     if v.ndim == 1:
@@ -1218,9 +1153,8 @@ def _diag_rule(g, ans, A, K, node):
     return (region_add(g, (), None, (rows, cols), v.shape, v.dtype),)
 
 
-@_call("tile")
+@call_rule("tile")
 def _tile_rule(g, ans, A, K, node):
-    lnp = _np_()
     a = A[0]
     reps = _arg(A, K, 1, "reps")
     reps = tuple(reps) if isinstance(reps, (tuple, list)) else (int(reps),)
@@ -1234,9 +1168,8 @@ def _tile_rule(g, ans, A, K, node):
     return (lnp.reshape(c, a.shape),)
 
 
-@_call("repeat")
+@call_rule("repeat")
 def _repeat_rule(g, ans, A, K, node):
-    lnp = _np_()
     a = A[0]
     r = _arg(A, K, 1, "repeats")
     axis = _arg(A, K, 2, "axis", None)
@@ -1252,101 +1185,92 @@ def _repeat_rule(g, ans, A, K, node):
     return (lnp.sum(lnp.reshape(g, shp), axis=ax + 1),)
 
 
-@_call("nan_to_num")
+@call_rule("nan_to_num")
 def _nan_to_num_rule(g, ans, A, K, node):
-    lnp = _np_()
     return (lnp.where(lnp.isfinite(A[0]), g, 0.0),)
 
 
-@_call("round", "around", "fix")
+@call_rule("round", "around", "fix")
 def _round_rule(g, ans, A, K, node):
     return (None,)
 
 
-@_call("clip")
+@call_rule("clip")
 def _clip_call_rule(g, ans, A, K, node):
     xs = [A[0], _arg(A, K, 1, "a_min"), _arg(A, K, 2, "a_max")]
     need = [_needs(x) for x in xs]
     return tuple(_clip_cots(g, xs, need))
 
 
-@_call("broadcast_to")
+@call_rule("broadcast_to")
 def _broadcast_to_rule(g, ans, A, K, node):
     return (g,)   # the caller sums over broadcast dimensions
 
 
-for _n in ("transpose", "swapaxes", "moveaxis", "squeeze", "expand_dims", "flip",
-           "atleast_2d", "atleast_3d", "rot90", "diagonal", "fliplr", "flipud", "rollaxis"):
-    def _empty_rule(g, ans, A, K, node):   # only recorded as copies for empty arrays
-        a = A[0]
-        return (_np_().zeros(a.shape, a.dtype),)
-    CALL_RULES[_n] = _empty_rule
+@call_rule("transpose", "swapaxes", "moveaxis", "squeeze", "expand_dims", "flip",
+           "atleast_2d", "atleast_3d", "rot90", "diagonal", "fliplr", "flipud", "rollaxis")
+def _empty_rule(g, ans, A, K, node):   # only recorded as copies for empty arrays
+    a = A[0]
+    return (lnp.zeros(a.shape, a.dtype),)
 
 
 # --- linalg -------------------------------------------------------------------------------------
 
-@_call("linalg.inv")
+@call_rule("linalg.inv")
 def _inv_rule(g, ans, A, K, node):
-    lnp = _np_()
-    return (-lnp.matmul(lnp.matmul(_T(ans), g), _T(ans)),)
+    return (-lnp.matmul(lnp.matmul(_transposed(ans), g), _transposed(ans)),)
 
 
-@_call("linalg.solve")
+@call_rule("linalg.solve")
 def _solve_rule(g, ans, A, K, node):
-    lnp = _np_()
     a, b = A[0], A[1]
-    gb = lnp.linalg.solve(_T(a), g)
+    gb = lazy_linalg.solve(_transposed(a), g)
     if b.ndim == 1:
         ga = -lnp.expand_dims(gb, -1) * lnp.expand_dims(ans, -2)
     else:
-        ga = -lnp.matmul(gb, _T(ans))
+        ga = -lnp.matmul(gb, _transposed(ans))
     return (ga if _needs(a) else None, gb if _needs(b) else None)
 
 
-@_call("linalg.det")
+@call_rule("linalg.det")
 def _det_rule(g, ans, A, K, node):
-    lnp = _np_()
     a = A[0]
-    return (lnp.expand_dims(lnp.expand_dims(g * ans, -1), -1) * _T(lnp.linalg.inv(a)),)
+    return (lnp.expand_dims(lnp.expand_dims(g * ans, -1), -1) * _transposed(lazy_linalg.inv(a)),)
 
 
-@_call("linalg.slogdet")
+@call_rule("linalg.slogdet")
 def _slogdet_rule(g, ans, A, K, node):
-    lnp = _np_()
     a = A[0]
     gl = g[1]
     if gl is None:
         return (None,)
-    return (lnp.expand_dims(lnp.expand_dims(gl, -1), -1) * _T(lnp.linalg.inv(a)),)
+    return (lnp.expand_dims(lnp.expand_dims(gl, -1), -1) * _transposed(lazy_linalg.inv(a)),)
 
 
 def _one_triangle(G, lower):
     """Gradient w.r.t. a matrix of which only one triangle is read, from the gradient ``G``
     w.r.t. the symmetric matrix it stands for."""
-    lnp = _np_()
     n = G.shape[-1]
-    S = G + _T(G)
+    S = G + _transposed(G)
     half = 1.0 - 0.5 * lnp.eye(n, dtype=G.dtype)
     return (lnp.tril(S) if lower else lnp.triu(S)) * half
 
 
-@_call("linalg.cholesky")
+@call_rule("linalg.cholesky")
 def _cholesky_rule(g, ans, A, K, node):
-    lnp = _np_()
     upper = K.get("upper", False)
-    L = _T(ans) if upper else ans
-    gL = _T(g) if upper else g
+    L = _transposed(ans) if upper else ans
+    gL = _transposed(g) if upper else g
     n = L.shape[-1]
-    P = lnp.matmul(_T(L), gL)
+    P = lnp.matmul(_transposed(L), gL)
     phi = lnp.tril(P) * (1.0 - 0.5 * lnp.eye(n, dtype=P.dtype))
-    Li = lnp.linalg.inv(L)
-    S = lnp.matmul(lnp.matmul(_T(Li), phi), Li)
-    G = 0.5 * (S + _T(S))          # gradient w.r.t. the symmetric matrix
+    Li = lazy_linalg.inv(L)
+    S = lnp.matmul(lnp.matmul(_transposed(Li), phi), Li)
+    G = 0.5 * (S + _transposed(S))          # gradient w.r.t. the symmetric matrix
     return (_one_triangle(G, not upper),)
 
 
 def _eigh_G(wg, vg, w, v):
-    lnp = _np_()
     n = w.shape[-1]
     inner = None
     if wg is not None:
@@ -1355,9 +1279,9 @@ def _eigh_G(wg, vg, w, v):
         diff = lnp.expand_dims(w, -2) - lnp.expand_dims(w, -1)      # w_j - w_i
         off = 1.0 - lnp.eye(n, dtype=w.dtype)
         F = off / (diff + lnp.eye(n, dtype=w.dtype))
-        t = F * lnp.matmul(_T(v), vg)
+        t = F * lnp.matmul(_transposed(v), vg)
         inner = t if inner is None else inner + t
-    return lnp.matmul(lnp.matmul(v, inner), _T(v))
+    return lnp.matmul(lnp.matmul(v, inner), _transposed(v))
 
 
 def _eigh_raw_cot(gw, gv, w, v, lower):
@@ -1366,7 +1290,6 @@ def _eigh_raw_cot(gw, gv, w, v, lower):
     ``N = V [diag(gw) + (F o V^T gv)^T] V^H`` (``dV = V (F o V^H dH V)``: eigenvectors in
     the gauge with ``v_i^H dv_i = 0``), the triangle of ``N^T + conj(N)``, halved on the
     diagonal."""
-    lnp = _np_()
     n = w.shape[-1]
     eye = lnp.eye(n, dtype=w.dtype)
     inner = 0.0 * eye
@@ -1375,9 +1298,9 @@ def _eigh_raw_cot(gw, gv, w, v, lower):
     if gv is not None:
         diff = lnp.expand_dims(w, -2) - lnp.expand_dims(w, -1)      # w_j - w_i
         F = (1.0 - eye) / (diff + eye)
-        inner = inner + _T(F * lnp.matmul(_T(v), gv))
-    N = lnp.matmul(lnp.matmul(v, inner), _H(v) if _is_complex(v) else _T(v))
-    S = _T(N) + (lnp.conjugate(N) if _is_complex(N) else N)
+        inner = inner + _transposed(F * lnp.matmul(_transposed(v), gv))
+    N = lnp.matmul(lnp.matmul(v, inner), _adjoint(v) if _is_complex(v) else _transposed(v))
+    S = _transposed(N) + (lnp.conjugate(N) if _is_complex(N) else N)
     half = 1.0 - 0.5 * eye
     return (lnp.tril(S) if lower else lnp.triu(S)) * half
 
@@ -1406,27 +1329,26 @@ def _eigh_rule_impl(g, node, A, K, any_gauge):
     return (_eigh_raw_cot(g[0], g[1], w, v, uplo.upper() == "L"),)
 
 
-@_call("linalg.eigh")
+@call_rule("linalg.eigh")
 def _eigh_rule(g, ans, A, K, node):
     return _eigh_rule_impl(g, node, A, K, False)
 
 
-@_call("ad.eigh_any_gauge")
+@call_rule("ad.eigh_any_gauge")
 def _eigh_any_gauge_rule(g, ans, A, K, node):
     """eigh inside gradient rules whose result does not depend on the eigenvectors' phases."""
     return _eigh_rule_impl(g, node, A, K, True)
 
 
 def _eigh_inside_rule(a, uplo):
-    from ..array.calls import lazy_call
-    a = _L().asarray(a)
+    a = lnp.asarray(a)
     r = np.linalg.eigh(np.eye(1, dtype=a.dtype))
     return lazy_call("ad.eigh_any_gauge", np.linalg.eigh, (a,), {"UPLO": uplo},
                      meta=lambda n, t: [(a.shape[:-1], r[0].dtype), (a.shape, r[1].dtype)],
                      nout=2)
 
 
-@_call("linalg.eigvalsh")
+@call_rule("linalg.eigvalsh")
 def _eigvalsh_rule(g, ans, A, K, node):
     uplo = _arg(A, K, 1, "UPLO", "L")
     w, v = _eigh_inside_rule(A[0], uplo)
@@ -1439,23 +1361,21 @@ def _is_complex(x):
     return getattr(x, "dtype", np.dtype(float)).kind == "c"
 
 
-def _H(x):
-    """Conjugate transpose of the last two axes."""
-    return _np_().conjugate(_T(x))
+def _adjoint(x):
+    """The conjugate transpose of the last two axes (``x.mH``)."""
+    return lnp.conjugate(_transposed(x))
 
 
 def _sgn(x):
     """``d|x|/dx`` in autograd's convention: ``sign(x)``, or ``conj(x)/|x|`` (0 at 0)."""
-    lnp = _np_()
     if _is_complex(x):
         ax = lnp.abs(x)
         return lnp.conjugate(x) / lnp.where(ax == 0, 1.0, ax)
     return lnp.sign(x)
 
 
-@_call("angle")
+@call_rule("angle")
 def _angle_rule(g, ans, A, K, node):
-    lnp = _np_()
     z = A[0]
     if not _is_complex(z):
         return (None,)
@@ -1466,9 +1386,8 @@ def _angle_rule(g, ans, A, K, node):
     return (g * lnp.conjugate(z * 1j) / lnp.where(a2 == 0, 1.0, a2),)
 
 
-@_call("sinc")
+@call_rule("sinc")
 def _sinc_rule(g, ans, A, K, node):
-    lnp = _np_()
     x = A[0]
     px = math.pi * x
     safe = lnp.where(lnp.abs(px) < 1e-3, 1.0, px)
@@ -1477,9 +1396,8 @@ def _sinc_rule(g, ans, A, K, node):
     return (g * lnp.where(small, x * (-math.pi ** 2 / 3.0), d),)
 
 
-@_call("inner")
+@call_rule("inner")
 def _inner_rule_0d(g, ans, A, K, node):
-    lnp = _np_()
     a, b = A[0], A[1]
     if a.ndim == 0 or b.ndim == 0:         # a scalar operand: a product
         ga = lnp.sum(g * b) if a.ndim == 0 else g * b
@@ -1488,9 +1406,8 @@ def _inner_rule_0d(g, ans, A, K, node):
     return _inner_rule(g, ans, A, K, node)
 
 
-@_call("kron")
+@call_rule("kron")
 def _kron_rule(g, ans, A, K, node):
-    lnp = _np_()
     a, b = A[0], A[1]
     nd = max(a.ndim, b.ndim)
     sa = (1,) * (nd - a.ndim) + a.shape
@@ -1514,9 +1431,8 @@ def _kron_rule(g, ans, A, K, node):
     return tuple(out)
 
 
-@_call("cross")
+@call_rule("cross")
 def _cross_rule(g, ans, A, K, node):
-    lnp = _np_()
     a, b = A[0], A[1]
     axis = _arg(A, K, 5, "axis", None)
     axa, axb, axc = (axis, axis, axis) if axis is not None else \
@@ -1547,7 +1463,6 @@ def _cross_rule(g, ans, A, K, node):
 
 
 def _unbroadcast_to(c, shape):
-    lnp = _np_()
     shape = tuple(shape)
     if c.ndim > len(shape):
         c = lnp.sum(c, axis=tuple(range(c.ndim - len(shape))))
@@ -1557,43 +1472,34 @@ def _unbroadcast_to(c, shape):
     return c
 
 
-@_call("diagflat")
+@call_rule("diagflat")
 def _diagflat_rule(g, ans, A, K, node):
-    lnp = _np_()
     v = A[0]
     k = _arg(A, K, 1, "k", 0)
     return (lnp.reshape(lnp.diagonal(g, k), v.shape),)
 
 
-@_call("partition")
+@call_rule("partition")
 def _partition_rule(g, ans, A, K, node):
-    lnp = _np_()
     a = A[0]
     kth = _arg(A, K, 1, "kth")
     axis = _arg(A, K, 2, "axis", -1)
     if axis is None:
         perm = lnp.argpartition(lnp.ravel(a), kth)
-        c = region_add(g, (perm._node(),), None, (_slot0(),), (a.size,), a.dtype)
+        c = region_add(g, (perm._node(),), None, (_Slot(0),), (a.size,), a.dtype)
         return (lnp.reshape(c, a.shape),)
     perm = lnp.argpartition(a, kth, axis=axis)
     return (_take_along_axis_cot(g, perm, a, axis),)
 
 
-def _slot0():
-    from ..array.indexing import _Slot
-    return _Slot(0)
-
-
 def _take_along_axis_cot(g, idx, a, axis):
-    from ..array.ndarray import ndarray
-    n = graph.record(TAL_ADD, (_L().asarray(g)._node(), idx._node()),
+    n = graph.record(TAL_ADD, (lnp.asarray(g)._node(), idx._node()),
                      {"shape": a.shape, "dtype": a.dtype, "axis": axis}, a.shape, a.dtype)
     return ndarray._from_node(n)
 
 
-@_call("select")
+@call_rule("select")
 def _select_rule(g, ans, A, K, node):
-    lnp = _np_()
     condlist = A[0]
     choicelist = A[1]
     taken = None
@@ -1609,11 +1515,10 @@ def _select_rule(g, ans, A, K, node):
     return (None, res, gd)
 
 
-@_call("diff")
+@call_rule("diff")
 def _diff_rule_ext(g, ans, A, K, node):
     """diff (also with constant ``prepend``/``append``): the transpose of the differences,
     restricted to ``a``'s part."""
-    lnp = _np_()
     a = A[0]
     n = _arg(A, K, 1, "n", 1)
     axis = _arg(A, K, 2, "axis", -1)
@@ -1633,9 +1538,8 @@ def _diff_rule_ext(g, ans, A, K, node):
     return (c[tuple(sl)],)
 
 
-@_call("ediff1d")
+@call_rule("ediff1d")
 def _ediff1d_rule(g, ans, A, K, node):
-    lnp = _np_()
     a = A[0]
     to_end = _arg(A, K, 1, "to_end", None)
     to_begin = _arg(A, K, 2, "to_begin", None)
@@ -1646,9 +1550,8 @@ def _ediff1d_rule(g, ans, A, K, node):
     return (lnp.reshape(c, a.shape),)
 
 
-@_call("trapezoid")
+@call_rule("trapezoid")
 def _trapezoid_rule(g, ans, A, K, node):
-    lnp = _np_()
     y = A[0]
     x = _arg(A, K, 1, "x", None)
     dx = _arg(A, K, 2, "dx", 1.0)
@@ -1677,9 +1580,8 @@ def _trapezoid_rule(g, ans, A, K, node):
     return (gy, gx) if len(A) > 1 else (gy,)
 
 
-@_call("polyval")
+@call_rule("polyval")
 def _polyval_rule(g, ans, A, K, node):
-    lnp = _np_()
     p, x = A[0], A[1]
     n = p.shape[0]
     gp = gx = None
@@ -1693,9 +1595,8 @@ def _polyval_rule(g, ans, A, K, node):
     return (gp, gx)
 
 
-@_call("vander")
+@call_rule("vander")
 def _vander_rule(g, ans, A, K, node):
-    lnp = _np_()
     x = A[0]
     N = _arg(A, K, 1, "N", None)
     incr = _arg(A, K, 2, "increasing", False)
@@ -1706,10 +1607,9 @@ def _vander_rule(g, ans, A, K, node):
     return (lnp.sum(g * d, axis=-1),)
 
 
-@_call("convolve", "correlate")
+@call_rule("convolve", "correlate")
 def _convolve_rule(g, ans, A, K, node):
     """Through the full convolution: ``ga[i] = sum_j gf[i + j] w[j]`` (a correlation)."""
-    lnp = _np_()
     a, v = A[0], A[1]
     corr = node.op.name.endswith("correlate")
     mode = _arg(A, K, 2, "mode", "valid" if corr else "full")
@@ -1732,28 +1632,23 @@ def _convolve_rule(g, ans, A, K, node):
 # --- linalg: norm of every ord, svd, pinv, eig ------------------------------------------------
 
 def _tuple_parts(node, shapes_dtypes):
-    from ..array.ndarray import ndarray
-    from .._numpy.ufunc import TUPLE_GET
     return [ndarray._from_node(graph.record(TUPLE_GET, (node, i), None, tuple(sh), np.dtype(dt)))
             for i, (sh, dt) in enumerate(shapes_dtypes)]
 
 
 def _svals_cot(gs, u, vh):
     """d(sum(gs * singular values)) / dA = conj(U diag(gs) Vh) (autograd's convention)."""
-    lnp = _np_()
     r = lnp.matmul(u * lnp.expand_dims(gs, -2), vh)
     return lnp.conjugate(r) if _is_complex(r) else r
 
 
 def _even_split(mask, axis):
-    lnp = _np_()
     m = mask.astype(float)
     return m / lnp.sum(m, axis=axis, keepdims=True)
 
 
-@_call("linalg.norm")
+@call_rule("linalg.norm")
 def _norm_rule(g, ans, A, K, node):
-    lnp = _np_()
     x = A[0]
     ordv = _arg(A, K, 1, "ord", None)
     axis = _arg(A, K, 2, "axis", None)
@@ -1803,9 +1698,8 @@ def _norm_rule(g, ans, A, K, node):
     return (lnp.moveaxis(res, (-2, -1), (r, c)),)
 
 
-@_call("linalg.svd", "ad.svd_any_gauge")
+@call_rule("linalg.svd", "ad.svd_any_gauge")
 def _svd_rule(g, ans, A, K, node):
-    lnp = _np_()
     a = A[0]
     full = _arg(A, K, 1, "full_matrices", True)
     compute_uv = _arg(A, K, 2, "compute_uv", True)
@@ -1836,8 +1730,8 @@ def _svd_rule(g, ans, A, K, node):
                                   "through U or Vh (their phases are arbitrary); singular "
                                   "values only")
     # Townsend (2016): A = U S V^T, reduced
-    v = _T(vh)
-    gv = None if gvh is None else _T(gvh)
+    v = _transposed(vh)
+    gv = None if gvh is None else _transposed(gvh)
     eye = lnp.eye(k, dtype=a.dtype)
     s2 = s * s
     F = (1.0 - eye) / (lnp.expand_dims(s2, -2) - lnp.expand_dims(s2, -1) + eye)
@@ -1848,26 +1742,25 @@ def _svd_rule(g, ans, A, K, node):
     sinv = 1.0 / s
     res = 0.0
     if gu is not None:
-        J = F * (lnp.matmul(_T(u), gu) - lnp.matmul(_T(gu), u))
+        J = F * (lnp.matmul(_transposed(u), gu) - lnp.matmul(_transposed(gu), u))
         inner = inner + lnp.matmul(J, Sd)
         if m > k:
-            proj = lnp.eye(m, dtype=a.dtype) - lnp.matmul(u, _T(u))
+            proj = lnp.eye(m, dtype=a.dtype) - lnp.matmul(u, _transposed(u))
             res = res + lnp.matmul(lnp.matmul(proj, gu) * lnp.expand_dims(sinv, -2), vh)
     if gv is not None:
-        Kv = F * (lnp.matmul(_T(v), gv) - lnp.matmul(_T(gv), v))
+        Kv = F * (lnp.matmul(_transposed(v), gv) - lnp.matmul(_transposed(gv), v))
         inner = inner + lnp.matmul(Sd, Kv)
         if n > k:
             proj = lnp.eye(n, dtype=a.dtype) - lnp.matmul(v, vh)
-            res = res + lnp.matmul(u * lnp.expand_dims(sinv, -2), lnp.matmul(_T(gv), proj))
+            res = res + lnp.matmul(u * lnp.expand_dims(sinv, -2), lnp.matmul(_transposed(gv), proj))
     res = res + lnp.matmul(lnp.matmul(u, inner), vh)
     return (res,)
 
 
-@_call("linalg.pinv")
+@call_rule("linalg.pinv")
 def _pinv_rule(g, ans, A, K, node):
     """d pinv(A) for constant rank (Golub and Pereyra): -P dA P + P P^T dA^T (I - A P)
     + (I - P A) dA^T P^T P, transposed."""
-    lnp = _np_()
     a = A[0]
     if _is_complex(a):
         raise NotImplementedError("lazynp.autograd: no gradient of linalg.pinv of a complex "
@@ -1876,23 +1769,21 @@ def _pinv_rule(g, ans, A, K, node):
     m, n = a.shape[-2:]
     Q = lnp.eye(m, dtype=a.dtype) - lnp.matmul(a, P)
     R = lnp.eye(n, dtype=a.dtype) - lnp.matmul(P, a)
-    gT = _T(g)
-    return (-lnp.matmul(lnp.matmul(_T(P), g), _T(P))
-            + lnp.matmul(lnp.matmul(Q, gT), lnp.matmul(P, _T(P)))
-            + lnp.matmul(lnp.matmul(_T(P), P), lnp.matmul(gT, R)),)
+    gT = _transposed(g)
+    return (-lnp.matmul(lnp.matmul(_transposed(P), g), _transposed(P))
+            + lnp.matmul(lnp.matmul(Q, gT), lnp.matmul(P, _transposed(P)))
+            + lnp.matmul(lnp.matmul(_transposed(P), P), lnp.matmul(gT, R)),)
 
 
 def _eigvals_cot(gw, v):
     """w = eigvals(A) (holomorphic in A): dA = V^-T diag(gw) V^T."""
-    lnp = _np_()
-    return lnp.matmul(_T(lnp.linalg.inv(v)) * lnp.expand_dims(gw, -2), _T(v))
+    return lnp.matmul(_transposed(lazy_linalg.inv(v)) * lnp.expand_dims(gw, -2), _transposed(v))
 
 
-@_call("linalg.eigvals")
+@call_rule("linalg.eigvals")
 def _eigvals_rule(g, ans, A, K, node):
     """(The eigenvectors inside: V^-T diag(g) V^T does not depend on their scaling.)"""
-    from ..array.calls import lazy_call
-    a = _L().asarray(A[0])
+    a = lnp.asarray(A[0])
     wdt = np.dtype(node.dtype)
     vdt = wdt if wdt.kind == "c" else a.dtype
     _w, v = lazy_call("ad.eig_any_scale", np.linalg.eig, (a,), {},
@@ -1900,9 +1791,8 @@ def _eigvals_rule(g, ans, A, K, node):
     return (_eigvals_cot(g, v),)
 
 
-@_call("linalg.eig", "ad.eig_any_scale")
+@call_rule("linalg.eig", "ad.eig_any_scale")
 def _eig_rule(g, ans, A, K, node):
-    lnp = _np_()
     a = A[0]
     gw, gv = g[0], g[1]
     w, v = _tuple_parts(node, [(a.shape[:-1], node.dtype), (a.shape, node.dtype)])
@@ -1916,13 +1806,13 @@ def _eig_rule(g, ans, A, K, node):
     # E = V^-1 dA V; transposed
     n = a.shape[-1]
     eye = lnp.eye(n, dtype=v.dtype)
-    vinv = lnp.linalg.inv(v)
+    vinv = lazy_linalg.inv(v)
     F = (1.0 - eye) / (lnp.expand_dims(w, -2) - lnp.expand_dims(w, -1) + eye)
     gv2 = gv if any_scale else gv - v * lnp.sum(v * gv, axis=-2, keepdims=True)
-    inner = F * lnp.matmul(_T(v), gv2)
+    inner = F * lnp.matmul(_transposed(v), gv2)
     if gw is not None:
         inner = inner + lnp.expand_dims(gw, -1) * eye
-    return (lnp.matmul(lnp.matmul(_T(vinv), inner), _T(v)),)
+    return (lnp.matmul(lnp.matmul(_transposed(vinv), inner), _transposed(v)),)
 
 
 
@@ -1931,7 +1821,6 @@ def _eig_rule(g, ans, A, K, node):
 
 def _fit_len(c, ax, length):
     """``c`` cropped or zero-padded along ``ax`` to ``length``."""
-    lnp = _np_()
     n = c.shape[ax]
     if n == length:
         return c
@@ -1952,12 +1841,11 @@ def _half_weights(n, m, ax, nd, dtype):
         w[n // 2] = 1.0
     shp = [1] * nd
     shp[ax] = m
-    return _L().asarray(w.reshape(shp).astype(np.dtype(dtype).char.lower() if
+    return lnp.asarray(w.reshape(shp).astype(np.dtype(dtype).char.lower() if
                                                np.dtype(dtype).kind == "c" else dtype))
 
 
 def _fft_axes_args(name, A, K, x):
-    from .. import fft as lfft
     if name in ("fft", "ifft", "rfft", "irfft"):
         n = _arg(A, K, 1, "n", None)
         ax = _arg(A, K, 2, "axis", -1) % x.ndim
@@ -1967,25 +1855,26 @@ def _fft_axes_args(name, A, K, x):
     default = (-2, -1) if name.endswith("2") else None
     s = _arg(A, K, 1, "s", None)
     axes = _arg(A, K, 2, "axes", default)
-    ss, axs = lfft._cook_nd(x.shape, s, axes, name.startswith("irfft"))
+    ss, axs = lazy_fft._cook_nd(x.shape, s, axes, name.startswith("irfft"))
     return ss, [a % x.ndim for a in axs], _arg(A, K, 3, "norm", None)
 
 
+@call_rule(*("fft." + name for name in ("fft", "ifft", "rfft", "irfft", "fftn", "ifftn", "rfftn",
+                                        "irfftn", "fft2", "ifft2", "rfft2", "irfft2")))
 def _fft_rule(g, ans, A, K, node):
-    lnp = _np_()
     name = node.op.name[len("fft."):]
     x = A[0]
     s, axes, norm = _fft_axes_args(name, A, K, x)
     base = name.rstrip("n2")
     inverse = base.startswith("i")
     if base in ("fft", "ifft"):
-        c = (lnp.fft.ifftn if inverse else lnp.fft.fftn)(g, axes=axes, norm=norm)
+        c = (lazy_fft.ifftn if inverse else lazy_fft.fftn)(g, axes=axes, norm=norm)
     elif base == "rfft":
         gp = _fit_len(g, axes[-1], s[-1])          # R^T: the dropped half is zero
-        c = lnp.real(lnp.fft.fftn(gp, axes=axes, norm=norm)) if not _is_complex(x) else \
-            lnp.fft.fftn(gp, axes=axes, norm=norm).real + 0j
+        c = lnp.real(lazy_fft.fftn(gp, axes=axes, norm=norm)) if not _is_complex(x) else \
+            lazy_fft.fftn(gp, axes=axes, norm=norm).real + 0j
     else:                                          # irfft: weights * ifft(g), half spectrum
-        c = lnp.fft.ifftn(g, axes=axes, norm=norm)
+        c = lazy_fft.ifftn(g, axes=axes, norm=norm)
         m = s[-1] // 2 + 1
         c = _fit_len(c, axes[-1], m) * _half_weights(s[-1], m, axes[-1], c.ndim, c.dtype)
     for ax in axes:
@@ -1993,33 +1882,26 @@ def _fft_rule(g, ans, A, K, node):
     return (c,)
 
 
-for _n in ("fft", "ifft", "rfft", "irfft", "fftn", "ifftn", "rfftn", "irfftn", "fft2", "ifft2",
-           "rfft2", "irfft2"):
-    CALL_RULES["fft." + _n] = _fft_rule
-
-
 # --- nan reductions, median, cov, unwrap ------------------------------------------------------
 
-@_rule("nanprod")
+@op_rule("nanprod")
 def _nanprod_vjp(g, node, args, params, need):
-    lnp = _np_()
     x, axis, kd, w = _red_info(args, params)
     nan = lnp.isnan(x)
-    gb = _expand(g * _W(node), x.shape, axis, kd) / lnp.where(nan, 1.0, x)
+    gb = _expand(g * as_array(node), x.shape, axis, kd) / lnp.where(nan, 1.0, x)
     gb = lnp.where(nan, 0.0, gb)
     if w is not None:
         gb = lnp.where(w, gb, 0.0)
     return [gb] + [None] * (len(args) - 1)
 
 
-@_rule("nanvar", "nanstd")
+@op_rule("nanvar", "nanstd")
 def _nanvar_vjp(g, node, args, params, need):
-    lnp = _np_()
     x, axis, kd, w = _red_info(args, params)
     if w is not None:
         raise NotImplementedError(f"lazynp.autograd: {node.op.name}(where=) gradient")
     if node.op.name == "nanstd":
-        g = g * 0.5 / _W(node)
+        g = g * 0.5 / as_array(node)
     axes = _axes(x.shape, axis)
     ok = lnp.logical_not(lnp.isnan(x))
     n = lnp.sum(ok, axis=axes, keepdims=True).astype(g.dtype)
@@ -2029,24 +1911,22 @@ def _nanvar_vjp(g, node, args, params, need):
         [None] * (len(args) - 1)
 
 
-@_rule("nancumprod")
+@op_rule("nancumprod")
 def _nancumprod_vjp(g, node, args, params, need):
-    lnp = _np_()
-    x = _W(args[0])
+    x = as_array(args[0])
     axis = (params or {}).get("axis")
     nan = lnp.isnan(x)
     xf = lnp.where(nan, 1.0, x)
-    ans = _W(node)
+    ans = as_array(node)
     c = lnp.reshape(_rev_cumsum(g * ans, 0), x.shape) if axis is None else \
         _rev_cumsum(g * ans, axis)
     return [lnp.where(nan, 0.0, c / xf)]
 
 
-@_rule("median")
+@op_rule("median")
 def _median_vjp(g, node, args, params, need):
     """The gradient goes to the middle element (split between the two middle ones for an
     even count), located by a stable sort."""
-    lnp = _np_()
     x, axis, kd, _w = _red_info(args, params)
     axes = _axes(x.shape, axis)
     if len(axes) != 1 and not (axis is None):
@@ -2067,9 +1947,8 @@ def _median_vjp(g, node, args, params, need):
     return [lnp.reshape(c, x.shape)] + [None] * (len(args) - 1)
 
 
-@_call("cov")
+@call_rule("cov")
 def _cov_rule(g, ans, A, K, node):
-    lnp = _np_()
     m = A[0]
     extra = [k for k in ("y", "fweights", "aweights") if K.get(k) is not None] + \
         (["y"] if len(A) > 1 and A[1] is not None else [])
@@ -2078,28 +1957,27 @@ def _cov_rule(g, ans, A, K, node):
                                   "or ddof")
     rowvar = _arg(A, K, 2, "rowvar", True)
     bias = _arg(A, K, 3, "bias", False)
-    X = lnp.reshape(m, (1, -1)) if m.ndim == 1 else (m if rowvar else _T(m))
+    X = lnp.reshape(m, (1, -1)) if m.ndim == 1 else (m if rowvar else _transposed(m))
     N = X.shape[1]
     Xc = X - lnp.mean(X, axis=1, keepdims=True)
     G = lnp.reshape(g, (X.shape[0], X.shape[0]))
-    gXc = lnp.matmul(G + _T(G), Xc) / (N - (0 if bias else 1))
+    gXc = lnp.matmul(G + _transposed(G), Xc) / (N - (0 if bias else 1))
     gX = gXc - lnp.mean(gXc, axis=1, keepdims=True)
-    gm = lnp.reshape(gX, m.shape) if m.ndim == 1 else (gX if rowvar else _T(gX))
+    gm = lnp.reshape(gX, m.shape) if m.ndim == 1 else (gX if rowvar else _transposed(gX))
     return (gm,)
 
 
-@_call("unwrap")
+@call_rule("unwrap")
 def _unwrap_rule(g, ans, A, K, node):
     """unwrap adds multiples of ``period`` that are constant almost everywhere: slope 1."""
     return (g,)
 
 
-@_call("quantile", "percentile")
+@call_rule("quantile", "percentile")
 def _quantile_rule(g, ans, A, K, node):
     """Linear interpolation between the two order statistics around ``(n - 1) q`` (NumPy's
     default method): their weights ``1 - t`` and ``t`` carry the gradient back through a
     stable sort."""
-    lnp = _np_()
     a = A[0]
     q = _arg(A, K, 1, "q")
     axis = _arg(A, K, 2, "axis", None)
@@ -2132,11 +2010,10 @@ def _quantile_rule(g, ans, A, K, node):
     return (c, NO_GRADIENT)
 
 
-@_call("corrcoef")
+@call_rule("corrcoef")
 def _corrcoef_rule(g, ans, A, K, node):
     """R = C / (s s^T), s = sqrt(diag C): dR/dC_ij = 1/(s_i s_j) off the diagonal terms,
     and -R/2 (1/C_ii + 1/C_jj) through the diagonal; then cov's rule."""
-    lnp = _np_()
     x = A[0]
     if (len(A) > 1 and A[1] is not None) or K.get("y") is not None:
         raise NotImplementedError("lazynp.autograd: no gradient of numpy.corrcoef with y")
@@ -2160,7 +2037,6 @@ def _order_stat_cot(g, a, axis, kd, qv, nan):
     """Cotangent of linear-interpolated order statistics at fractions ``qv`` (a NumPy array;
     the result has ``qv.shape`` in front) along ``axis`` of ``a``; with ``nan``, NaNs are
     skipped (they sort last, and the count is per row)."""
-    lnp = _np_()
     xs = lnp.reshape(a, (-1,)) if axis is None else lnp.moveaxis(a, axis, -1)
     n_len = xs.shape[-1]
     rshape = xs.shape[:-1]
@@ -2185,20 +2061,19 @@ def _order_stat_cot(g, a, axis, kd, qv, nan):
     return lnp.where(lnp.isnan(a), 0.0, c) if nan else c
 
 
-@_rule("nanmedian")
+@op_rule("nanmedian")
 def _nanmedian_vjp(g, node, args, params, need):
     x, axis, kd, _w = _red_info(args, params)
     if axis is not None and len(_axes(x.shape, axis)) != 1:
         raise NotImplementedError("lazynp.autograd: nanmedian over several axes")
     ax = None if axis is None else _axes(x.shape, axis)[0]
-    gg = g if not kd else _np_().squeeze(g, axis=ax) if ax is not None else _np_().reshape(g, ())
+    gg = g if not kd else lnp.squeeze(g, axis=ax) if ax is not None else lnp.reshape(g, ())
     return [_order_stat_cot(gg, x, ax, False, np.asarray(0.5), True)] + \
         [None] * (len(args) - 1)
 
 
-@_call("nanquantile", "nanpercentile")
+@call_rule("nanquantile", "nanpercentile")
 def _nanquantile_rule(g, ans, A, K, node):
-    lnp = _np_()
     a = A[0]
     q = _arg(A, K, 1, "q")
     axis = _arg(A, K, 2, "axis", None)
@@ -2217,11 +2092,10 @@ def _nanquantile_rule(g, ans, A, K, node):
             NO_GRADIENT)
 
 
-@_call("linalg.qr")
+@call_rule("linalg.qr")
 def _qr_rule(g, ans, A, K, node):
     """Reduced QR of a tall matrix (JAX's QR JVP, transposed): with
     ``M = gR R^T - Q^T gQ``, ``gA = (gQ + Q (M - tril(M - M^T, -1))) R^-T``."""
-    lnp = _np_()
     a = A[0]
     if _is_complex(a):
         raise NotImplementedError("lazynp.autograd: no gradient of a complex linalg.qr")
@@ -2230,17 +2104,16 @@ def _qr_rule(g, ans, A, K, node):
                                (a.shape[:-2] + (n, n), node.dtype)])
     gq = g[0] if g[0] is not None else lnp.zeros_like(q)
     gr = g[1] if g[1] is not None else lnp.zeros_like(r)
-    M = lnp.matmul(gr, _T(r)) - lnp.matmul(_T(q), gq)
-    N = gq + lnp.matmul(q, M - lnp.tril(M - _T(M), -1))
+    M = lnp.matmul(gr, _transposed(r)) - lnp.matmul(_transposed(q), gq)
+    N = gq + lnp.matmul(q, M - lnp.tril(M - _transposed(M), -1))
     # N R^-T = solve(R, N^T)^T
-    return (_T(lnp.linalg.solve(r, _T(N))),)
+    return (_transposed(lazy_linalg.solve(r, _transposed(N))),)
 
 
 def _svd_inside_rule(a):
     """A reduced SVD for use inside rules whose result does not depend on the singular
     vectors' phases (its own rule then accepts complex U/Vh cotangents)."""
-    from ..array.calls import lazy_call
-    a = _L().asarray(a)
+    a = lnp.asarray(a)
     m, n = a.shape[-2:]
     k = min(m, n)
     tw = np.linalg.svd(np.eye(1, dtype=a.dtype))
@@ -2255,35 +2128,34 @@ def _complex_svd_cot(gu, gs, gvh, u, s, vh, m, n):
     ``H_A = U Z V^H`` (+ the parts outside the span for non-square A), where
     ``Z = diag(gs) + Wu S + (E - E^H) / 2 + S Wv``, ``Wu = F o Ju + (F o Ju)^H``,
     ``Ju = U^H conj(gU)``, ``E = diag(Ju) / s``; the cotangent is ``conj(H_A)``."""
-    lnp = _np_()
     k = min(m, n)
     eye = lnp.eye(k, dtype=s.dtype)
     s_row = lnp.expand_dims(s, -2)
-    F = 1.0 / ((s_row + _T(s_row)) * (s_row - _T(s_row)) + eye) - eye
+    F = 1.0 / ((s_row + _transposed(s_row)) * (s_row - _transposed(s_row)) + eye) - eye
     sinv = 1.0 / s
-    v = _H(vh)
+    v = _adjoint(vh)
     Z = 0.0 * eye + 0j
     if gs is not None:
         Z = Z + lnp.expand_dims(gs, -1) * eye
     extra = 0.0
     if gu is not None:
         HU = lnp.conjugate(gu)
-        Ju = lnp.matmul(_H(u), HU)
+        Ju = lnp.matmul(_adjoint(u), HU)
         FJ = F * Ju
-        Wu = FJ + _H(FJ)
+        Wu = FJ + _adjoint(FJ)
         E = Ju * eye * lnp.expand_dims(sinv, -2)
-        Z = Z + Wu * s_row + 0.5 * (E - _H(E))
+        Z = Z + Wu * s_row + 0.5 * (E - _adjoint(E))
         if m > n:
-            proj = lnp.eye(m, dtype=u.dtype) - lnp.matmul(u, _H(u))
-            extra = extra + lnp.matmul(lnp.matmul(proj, HU) * s_row ** -1.0, _H(v))
+            proj = lnp.eye(m, dtype=u.dtype) - lnp.matmul(u, _adjoint(u))
+            extra = extra + lnp.matmul(lnp.matmul(proj, HU) * s_row ** -1.0, _adjoint(v))
     if gvh is not None:
-        HV = _T(gvh)                 # conj-transpose of conj(gVh)
-        Jv = lnp.matmul(_H(v), HV)
+        HV = _transposed(gvh)                 # conj-transpose of conj(gVh)
+        Jv = lnp.matmul(_adjoint(v), HV)
         FJ = F * Jv
-        Wv = FJ + _H(FJ)
-        Z = Z + _T(s_row) * Wv
+        Wv = FJ + _adjoint(FJ)
+        Z = Z + _transposed(s_row) * Wv
         if n > m:
-            proj = lnp.eye(n, dtype=v.dtype) - lnp.matmul(v, _H(v))
-            extra = extra + lnp.matmul(u * s_row ** -1.0, lnp.matmul(_H(HV), proj))
-    HA = lnp.matmul(lnp.matmul(u, Z), _H(v)) + extra
+            proj = lnp.eye(n, dtype=v.dtype) - lnp.matmul(v, _adjoint(v))
+            extra = extra + lnp.matmul(u * s_row ** -1.0, lnp.matmul(_adjoint(HV), proj))
+    HA = lnp.matmul(lnp.matmul(u, Z), _adjoint(v)) + extra
     return lnp.conjugate(HA)

@@ -1,16 +1,12 @@
 """``fixed_point``: iterate to ``x = f(params, x)``; implicit-function-theorem gradient."""
 from __future__ import annotations
 
+from .._numpy import namespace as lnp
+from ..autograd.api import vjp
 from ..autograd.custom import custom_vjp
 
 
-def _lnp():
-    import lazynp
-    return lazynp
-
-
 def _iterate(step, x, tol, max_iter, what):
-    lnp = _lnp()
     for _ in range(max_iter):
         nxt = step(x)
         delta = float(lnp.max(lnp.abs(nxt - x))) if lnp.size(x) else 0.0
@@ -22,7 +18,6 @@ def _iterate(step, x, tol, max_iter, what):
 
 
 def _solve(f, tol, max_iter, params, x0):
-    lnp = _lnp()
     return _iterate(lambda x: f(params, x), lnp.asarray(x0) * 1.0, tol, max_iter, "forward")
 
 
@@ -36,11 +31,10 @@ def _fwd(f, tol, max_iter, params, x0):
 
 def _bwd(f, tol, max_iter, res, g):
     """``w = g + (df/dx)^T w`` by iteration, then ``params_bar = (df/dparams)^T w``."""
-    lnp = _lnp()
     params, x = res
-    _, pull_x = lnp.vjp(lambda x_: f(params, x_), x)
+    _, pull_x = vjp(lambda x_: f(params, x_), x)
     w = _iterate(lambda w_: g + pull_x(w_)[0], lnp.asarray(g), tol, max_iter, "adjoint")
-    _, pull_p = lnp.vjp(lambda p: f(p, x), params)
+    _, pull_p = vjp(lambda p: f(p, x), params)
     return pull_p(w)[0], None
 
 

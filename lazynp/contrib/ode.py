@@ -1,12 +1,10 @@
 """``odeint``: fixed-step RK4 with an adjoint-method gradient."""
 from __future__ import annotations
 
+from .._numpy import namespace as lnp
+from ..autograd import tape
+from ..autograd.api import vjp
 from ..autograd.custom import custom_vjp
-
-
-def _lnp():
-    import lazynp
-    return lazynp
 
 
 def _rk4_step(func, y, t, h, args):
@@ -28,21 +26,18 @@ def _integrate(func, y, t0, t1, n_steps, args):
 def _check_closure(func, y0, t0, args):
     """``func`` must not read a differentiated value from its closure: its gradient would be
     silently lost (the adjoint only sees ``y`` and ``args``)."""
-    from .. import autograd as _ad
-    lnp = _lnp()
-    if not _ad._depth:
+    if not tape.depth():
         return
-    stop = _ad.stop_gradient     # (detached arguments: a dependence left is a closure's)
+    stop = tape.stop_gradient     # (detached arguments: a dependence left is a closure's)
     args = [stop(a) if isinstance(a, lnp.ndarray) else a for a in args]
-    if _ad._depends_on_inputs(lnp.asarray(func(stop(y0), stop(t0), *args))):
-        raise _ad.AutogradError(
+    if tape.depends_on_inputs(lnp.asarray(func(stop(y0), stop(t0), *args))):
+        raise tape.AutogradError(
             "lazynp.contrib.odeint: func reads a differentiated value that is not one of "
             "its arguments (a closure or global); pass it through odeint's *args so that "
             "the adjoint gradient covers it")
 
 
 def _solve(func, n_steps, y0, t, *args):
-    lnp = _lnp()
     y0 = lnp.asarray(y0)
     t = lnp.asarray(t)
     ys = [y0]
@@ -57,7 +52,6 @@ _odeint = custom_vjp(_solve, nondiff_argnums=(0, 1))
 
 
 def _fwd(func, n_steps, y0, t, *args):
-    lnp = _lnp()
     y0 = lnp.asarray(y0)
     t = lnp.asarray(t)
     _check_closure(func, y0, t[0], args)
@@ -71,7 +65,6 @@ def _bwd(func, n_steps, res, g):
     is integrated backwards (RK4, same number of steps); ``a`` jumps by the output's
     cotangent at each output time.  ``dL/dt_i = g_i . f(y_i, t_i)`` for the output times
     and ``dL/dt_0 = -a(t_0) . f(y_0, t_0)``."""
-    lnp = _lnp()
     ys, t, args = res
     T = t.shape[0]
     diff = [i for i, p in enumerate(args) if lnp.asarray(p).dtype.kind in "fc"]
@@ -84,7 +77,7 @@ def _bwd(func, n_steps, res, g):
             for i, v in zip(diff, dp):
                 full[i] = v
             return func(y_, tt, *full)
-        dy, pull = lnp.vjp(f_of, y, *[const[i] for i in diff])
+        dy, pull = vjp(f_of, y, *[const[i] for i in diff])
         cots = pull(a)
         return [dy, -cots[0]] + [-c for c in cots[1:]]
 

@@ -153,6 +153,8 @@ def leaf(value: np.ndarray, exported: bool = False) -> Node:
     n.value = value
     n.state = DONE
     n.exported = exported
+    if tape is not None:
+        tape.leaf_made(n)
     return n
 
 
@@ -179,11 +181,59 @@ class RecordState:
 
 _state = RecordState()
 
+# --- the tape: what an open autograd trace observes -----------------------------------------
+
+#: the open autograd trace watching the recorder (:func:`install_tape`), or None.  Its
+#: ``nodes`` list gets every node recorded and every view node (unless paused); it is told
+#: ``flushing(targets)`` before a flush and ``leaf_made(node)`` after a leaf is made.
+tape = None
+tape_paused = False
 #: set by an open autograd trace: called with an array handed to NumPy (``__array__``)
 array_hook = None
 #: set by an open autograd trace: called with an array, a name and the Python value that
 #: ``float()``/``complex()``/``item()``/``tolist()`` took out of it
 value_hook = None
+
+
+def install_tape(observer, paused: bool = False) -> None:
+    """Let ``observer`` (an open autograd trace) watch the recorder: recorded and view nodes
+    go on ``observer.nodes`` unless ``paused``; a write marks the version it replaces as
+    read later (``exported``: never overwritten in place); ``observer.flushing``,
+    ``observer.leaf_made``, ``observer.array_read`` (:data:`array_hook`) and
+    ``observer.value_taken`` (:data:`value_hook`) are called."""
+    global tape, array_hook, value_hook
+    tape = observer
+    array_hook = observer.array_read
+    value_hook = observer.value_taken
+    pause_tape(paused)
+
+
+def pause_tape(paused: bool) -> None:
+    """Stop (``paused``) or resume putting recorded nodes on the open tape."""
+    global tape_paused
+    tape_paused = paused
+    if speedups is not None:
+        speedups.set_tape(tape.nodes, paused)      # (the C recorder keeps its own copy)
+
+
+def remove_tape() -> None:
+    """The trace is closed: nothing watches the recorder."""
+    global tape, tape_paused, array_hook, value_hook
+    tape = array_hook = value_hook = None
+    tape_paused = False
+    if speedups is not None:
+        speedups.set_tape(None, False)
+
+
+def _taped(n: Node, op: Op, args: tuple) -> None:
+    """``n``, just recorded, on the open tape (``_speedups.record`` does the same in C)."""
+    if not tape_paused:
+        tape.nodes.append(n)
+    if op.kind == "write" and args and type(args[0]) is Node:
+        # the old version may be read by the backward pass: never overwrite it in place
+        _root(args[0]).exported = True
+
+
 _DEFAULT_EXT = _extobj_var.get()
 
 
@@ -199,7 +249,15 @@ STATS = {"ops_eager": 0, "flushes": 0, "nodes_executed": 0, "bound_flushes": 0,
 
 def record(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> Node:
     """Add a node to the pending graph (no work runs) and return it; or, when the execution
-    policy says so (:mod:`lazynp.core.policy`), run ``op`` at once and return a computed node."""
+    policy says so (:mod:`lazynp.core.policy`), run ``op`` at once and return a computed node.
+    An open autograd trace gets it on its tape (:func:`install_tape`)."""
+    n = _record(op, args, params, shape, dtype)
+    if tape is not None:
+        _taped(n, op, args)
+    return n
+
+
+def _record(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> Node:
     tree_only = False
     if not _policy.record_all and op.kind != "write":     # (writes: record_write)
         d = run_now(op, args, shape)
@@ -381,6 +439,8 @@ def view_node(base: Node, offset: int, shape: tuple, strides: tuple, dtype) -> N
     n = Node(VIEW, (base,), {"offset": offset, "shape": shape, "strides": strides, "dtype": dtype},
              shape, dtype)
     base.nuse += 1
+    if tape is not None and not tape_paused:
+        tape.nodes.append(n)
     return n
 
 
@@ -851,6 +911,8 @@ def own_result(out, shape: tuple, dtype, vals, check_alias: bool = True) -> np.n
 def flush(targets, wait: bool = True) -> None:
     """Run the pending subgraph behind ``targets`` (nodes) on the engine."""
     global _epoch
+    if tape is not None:
+        tape.flushing(targets)
     for t in targets:       # (computed already, e.g. evaluate() of a replayed gradient)
         if t.state != DONE or t.value is None or t.error is not None:
             break
