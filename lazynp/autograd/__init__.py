@@ -39,9 +39,3 @@ __all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "eleme
            "tensor_jacobian_product", "vector_jacobian_product", "make_vjp", "make_jvp",
            "make_hvp", "custom_vjp", "custom_jvp", "primitive", "defvjp"]
 
-
-def __getattr__(name: str):
-    if name == "_depth":      # (read by lazynp.jit; ``lazynp.core.graph.tape is not None`` too)
-        from .tape import depth
-        return depth()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

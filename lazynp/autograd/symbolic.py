@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import numpy as _np
 
-from .. import autograd as _autograd
 from ..ir.symbol import Symbol, SymbolError, add_member
 from ..jit import set_gradient_trace_check
 from ..symbol import trace
+from .api import grad
+from .tape import depth
 
 
 def _symbol_grad(self: Symbol, wrt=None, output: int = 0) -> Symbol:
@@ -35,14 +36,14 @@ def _symbol_grad(self: Symbol, wrt=None, output: int = 0) -> Symbol:
             y = y.sum()
         return y
 
-    g = _autograd.grad(fwd, argnums=argnums)
+    g = grad(fwd, argnums=argnums)
     examples = [_np.zeros(self.nodes[r].shape, self.nodes[r].dtype)
                 for r in self._input_refs]
     return trace(lambda *xs: tuple(g(*xs)), *examples, names=self._names)
 
 
 def _gradient_trace_open() -> bool:
-    return _autograd._depth > 0
+    return depth() > 0
 
 
 add_member("grad", _symbol_grad)
