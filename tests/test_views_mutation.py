@@ -1236,7 +1236,7 @@ def test_slice_augmented_assignment_in_a_loop_runs_in_place():
 
 def test_data_offsets_of_views_match_numpy_addresses():
     import sys
-    nd = sys.modules["lazynp.ndarray"]
+    nd = sys.modules["lazynp.array.ndarray"]
     base = numpy.zeros((6, 8))
     cases = [base[2:, 3:], base[::-1], base[:, ::-2], base.T, base[5, 7:], base[:0]]
     for dt in ("M8[s]", ">f8", "c16", "U3"):
