@@ -22,7 +22,8 @@ from ._numpy import fallback as _fallback  # noqa: E402
 from .core import graph as _graph  # noqa: E402
 from ._numpy.fallback import FallbackError
 from .array.ndarray import ndarray
-from ._numpy import composite as _composite, methods as _methods, namespace as _namespace  # noqa: E402
+from ._numpy import composite as _composite, methods as _methods  # noqa: E402
+from ._numpy import namespace as _namespace  # noqa: E402
 
 # the installers, once: the array's members that live in the namespace layer, and the
 # namespace in which NumPy's functions called on lazynp arrays find lazynp's versions

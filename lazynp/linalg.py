@@ -16,7 +16,8 @@ from numpy.lib.array_utils import normalize_axis_tuple
 from ._numpy import namespace as _ns
 from ._numpy.conversion import asarray as _asarray, recording
 from ._numpy.eager import eager_first
-from ._numpy.fallback import FallbackModule, call_numpy
+from ._numpy import fallback as _fallback
+from ._numpy.fallback import FallbackModule
 from .array.calls import lazy_call
 from .array.operands import to_numpy
 
@@ -159,7 +160,7 @@ def qr(a, mode="reduced"):
     """Lazy for ``mode='reduced'`` of a tall (or square) matrix stack; NumPy's otherwise."""
     a = _asarray(a)
     if mode != "reduced" or a.ndim < 2 or a.shape[-2] < a.shape[-1]:
-        return call_numpy(_np.linalg.qr, "linalg.qr", (a,), {"mode": mode})
+        return _fallback.call_numpy(_np.linalg.qr, "linalg.qr", (a,), {"mode": mode})
     m, n = a.shape[-2:]
     tw = _np.linalg.qr(_np.eye(1, dtype=a.dtype))
     q, r = lazy_call("linalg.qr", _np.linalg.qr, (a,), {"mode": mode},
@@ -173,7 +174,7 @@ def lstsq(a, b, rcond=None):
     solution through ``pinv``; the rank is read from the values) so that it carries a
     gradient."""
     if not recording([a, b]):
-        return call_numpy(_np.linalg.lstsq, "linalg.lstsq", (a, b), {"rcond": rcond})
+        return _fallback.call_numpy(_np.linalg.lstsq, "linalg.lstsq", (a, b), {"rcond": rcond})
     a, b = _asarray(a), _asarray(b)
     proto = _np.linalg.lstsq(_np.zeros(a.shape, a.dtype), _np.zeros(b.shape, b.dtype),
                              rcond=rcond)                  # NumPy's errors and dtypes

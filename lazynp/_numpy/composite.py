@@ -15,7 +15,8 @@ import numpy as np
 from . import namespace as ns
 from .conversion import has_lazy, nested_array, recording, standins, values_now
 from .eager import eager_versions
-from .fallback import call_numpy, forced, wrap_result
+from . import fallback as _fallback
+from .fallback import wrap_result
 from ..core import policy as _policy
 from ..array.operands import to_numpy
 from ..array.ndarray import ndarray
@@ -117,7 +118,7 @@ class _Concatenator:
             return self._np[key]
         if not _policy.record_all or any(isinstance(k, str) for k in items):
             res = wrap_result(self._np[to_numpy(key)])
-            return forced("numpy." + type(self._np).__name__, key, res)
+            return _fallback.forced("numpy." + type(self._np).__name__, key, res)
         return self._lazy(items)
 
     def __len__(self):
@@ -172,7 +173,7 @@ def insert(arr, obj, values, axis=None):
     """NumPy's ``insert``; with lazy arrays while everything is recorded, a gather from
     ``arr`` and ``values`` at positions NumPy's ``insert`` finds on index arrays."""
     if not recording([arr, values]):
-        return call_numpy(np.insert, "insert", (arr, obj, values), {"axis": axis})
+        return _fallback.call_numpy(np.insert, "insert", (arr, obj, values), {"axis": axis})
     arr = ns.asarray(arr) if isinstance(arr, ndarray) or not has_lazy(arr) else \
         nested_array(arr)
     vals = ns.asarray(values) if isinstance(values, ndarray) or not has_lazy(values) else \
@@ -191,7 +192,7 @@ def block(arrays):
     """NumPy's ``block``: nested lazy ``concatenate`` calls when lazy arrays are given while
     everything is recorded."""
     if not recording(arrays):
-        return call_numpy(np.block, "block", (arrays,), {})
+        return _fallback.call_numpy(np.block, "block", (arrays,), {})
     proto = np.block(standins(arrays))          # NumPy's shape, dtype and errors
 
     def depth(o):
@@ -214,7 +215,7 @@ def put(a, ind, v, mode="raise"):
     if not isinstance(a, ndarray):
         raise TypeError("argument 1 must be numpy.ndarray, not " + type(a).__name__)
     if not recording([a, v]) or mode != "raise":
-        return call_numpy(np.put, "put", (a, ind, v), {"mode": mode})
+        return _fallback.call_numpy(np.put, "put", (a, ind, v), {"mode": mode})
     ind = np.asarray(to_numpy(ind), dtype=np.intp).ravel()
     v = ns.ravel(ns.asarray(v) if isinstance(v, ndarray) else nested_array(v)
                  if has_lazy(v) else ns.asarray(np.asarray(v)))
@@ -231,7 +232,7 @@ def put(a, ind, v, mode="raise"):
 def place(arr, mask, vals):
     """NumPy's ``place``: a lazy masked write (``vals`` repeated as needed)."""
     if not recording([arr, vals]):
-        return call_numpy(np.place, "place", (arr, mask, vals), {})
+        return _fallback.call_numpy(np.place, "place", (arr, mask, vals), {})
     m = np.asarray(to_numpy(mask), dtype=bool)
     n = int(m.sum())
     v = ns.ravel(ns.asarray(vals))
@@ -247,7 +248,7 @@ def gradient(f, *varargs, axis=None, edge_order=1):
     """NumPy's ``gradient`` with scalar spacings, from lazy slices (differentiable); other
     spacings (coordinate arrays) are NumPy's."""
     if not recording([f]) or any(np.ndim(v) != 0 or isinstance(v, ndarray) for v in varargs):
-        return call_numpy(np.gradient, "gradient", (f,) + varargs,
+        return _fallback.call_numpy(np.gradient, "gradient", (f,) + varargs,
                           {"axis": axis, "edge_order": edge_order})
     f = ns.asarray(f)
     proto = np.gradient(np.zeros(f.shape, f.dtype), *varargs, axis=axis,
@@ -279,7 +280,7 @@ def real_if_close(a, tol=100):
     """NumPy's ``real_if_close``: the real part (a view) when every imaginary part is within
     ``tol`` machine epsilons of zero (decided on the values)."""
     if not recording([a]):
-        return call_numpy(np.real_if_close, "real_if_close", (a,), {"tol": tol})
+        return _fallback.call_numpy(np.real_if_close, "real_if_close", (a,), {"tol": tol})
     a = ns.asarray(a)
     if a.dtype.kind != "c":
         return a
@@ -293,7 +294,7 @@ def real_if_close(a, tol=100):
 # --- polynomials (NumPy's formulas on lazy arrays while recording) ----------------------------
 
 def _poly_fallback(name, args, kwargs=None):
-    return call_numpy(getattr(np, name), name, args, kwargs or {})
+    return _fallback.call_numpy(getattr(np, name), name, args, kwargs or {})
 
 
 def _poly_pair(a1, a2):
@@ -361,7 +362,7 @@ def polyint(p, m=1, k=None):
 
 def _forcing_call(np_fn, args, kwargs):
     """NumPy's ``np_fn`` on the forced values (a data-dependent shape), wrapped."""
-    return forced("numpy." + np_fn.__name__, (args, kwargs), wrap_result(
+    return _fallback.forced("numpy." + np_fn.__name__, (args, kwargs), wrap_result(
         np_fn(*to_numpy(args), **to_numpy(kwargs))))
 
 
@@ -394,7 +395,7 @@ def asarray_chkfinite(a, dtype=None, order=None):
     """NumPy's ``asarray_chkfinite``: the values are checked now; the array stays lazy
     (and differentiable) while recording."""
     if not recording([a]):
-        return call_numpy(np.asarray_chkfinite, "asarray_chkfinite", (a,),
+        return _fallback.call_numpy(np.asarray_chkfinite, "asarray_chkfinite", (a,),
                           {"dtype": dtype, "order": order})
     a = ns.asarray(a, dtype=dtype) if isinstance(a, ndarray) else nested_array(a, dtype)
     if a.dtype.kind in "fc" and not bool(ns.all(ns.isfinite(a))):
@@ -406,7 +407,7 @@ def sort_complex(a):
     """NumPy's ``sort_complex`` (lexicographic on real, then imaginary part): a lazy
     ``take_along_axis`` by NumPy's argsort of the values (read now) while recording."""
     if not recording([a]):
-        return call_numpy(np.sort_complex, "sort_complex", (a,), {})
+        return _fallback.call_numpy(np.sort_complex, "sort_complex", (a,), {})
     a = ns.asarray(a)
     proto = np.sort_complex(np.zeros(a.shape, a.dtype))
     perm = np.argsort(np.asarray(to_numpy(a)), axis=-1, kind="stable")

@@ -9,7 +9,8 @@ import numpy as np
 
 from . import composite, namespace as ns
 from .eager import NOT_EAGER, eager_method
-from .fallback import _note, call_numpy, dispatch_numpy_function, public_namespace
+from . import fallback as _fallback
+from .fallback import _note, dispatch_numpy_function, public_namespace
 from .shortcuts import METHODS
 from .ufunc import UFUNCS
 from ..array import indexing, views as _views
@@ -90,7 +91,7 @@ def _compare(uf):
                 if self.dtype.kind == "V":
                     # structured arrays: NumPy's ``==`` compares field by field (no ufunc)
                     op = operator.eq if uf.__name__ == "equal" else operator.ne
-                    return call_numpy(op, f"ndarray.__{op.__name__}__", (self, other), {})
+                    return _fallback.call_numpy(op, f"ndarray.__{op.__name__}__", (self, other), {})
                 return NotImplemented
             raise
     return f
@@ -268,7 +269,7 @@ def _getfield(self, dtype, offset=0):
 
 
 def _put(self, indices, values, mode="raise"):
-    call_numpy(np.put, "put", (self, indices, values), {"mode": mode})
+    _fallback.call_numpy(np.put, "put", (self, indices, values), {"mode": mode})
 
 
 def _tofile(self, fid, sep="", format="%s"):
@@ -310,7 +311,7 @@ def _array_ufunc(self, uf, method, *inputs, **kwargs):
     if lazy is None or lazy._np is not uf:
         if uf is np.matmul and method == "__call__":
             return ns.matmul(*inputs, **kwargs)
-        return call_numpy(getattr(uf, method) if method != "__call__" else uf,
+        return _fallback.call_numpy(getattr(uf, method) if method != "__call__" else uf,
                           f"{uf.__name__}.{method}", inputs, kwargs)
     return getattr(lazy, method)(*inputs, **kwargs) if method != "__call__" \
         else lazy(*inputs, **kwargs)

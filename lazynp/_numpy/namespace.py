@@ -25,7 +25,9 @@ from ..array.indexing import _Slot
 from ..array.operands import broadcast_shapes, key_of, operand, shape_of, to_numpy
 from .ufunc import UFUNCS
 from ..array.ndarray import ndarray
-from ..ops import core as _ops, elementwise as ew
+from ..ops import elementwise as ew
+from ..ops.core import CLIP as _CLIP, COPY as _COPY, EMPTY as _EMPTY, EYE as _EYE, \
+    FULL as _FULL, ONES as _ONES, WHERE as _WHERE, ZEROS as _ZEROS
 from ..ops.registry import Op, register
 
 _NoValue = np._NoValue
@@ -58,7 +60,7 @@ def zeros(shape, dtype=float, order="C", *, like=None, device=None):
         if d is not None:
             return _devices.create("zeros", d, _shape_arg(shape),
                                    float if dtype is None else dtype)
-    return _new(_ops.ZEROS, _shape_arg(shape), dtype)
+    return _new(_ZEROS, _shape_arg(shape), dtype)
 
 
 def ones(shape, dtype=None, order="C", *, like=None, device=None):
@@ -67,7 +69,7 @@ def ones(shape, dtype=None, order="C", *, like=None, device=None):
         if d is not None:
             return _devices.create("ones", d, _shape_arg(shape),
                                    float if dtype is None else dtype)
-    return _new(_ops.ONES, _shape_arg(shape), dtype)
+    return _new(_ONES, _shape_arg(shape), dtype)
 
 
 def empty(shape, dtype=float, order="C", *, like=None, device=None):
@@ -76,7 +78,7 @@ def empty(shape, dtype=float, order="C", *, like=None, device=None):
         if d is not None:
             return _devices.create("empty", d, _shape_arg(shape),
                                    float if dtype is None else dtype)
-    return _new(_ops.EMPTY, _shape_arg(shape), dtype)
+    return _new(_EMPTY, _shape_arg(shape), dtype)
 
 
 def full(shape, fill_value, dtype=None, order="C", *, like=None, device=None):
@@ -99,7 +101,7 @@ def full(shape, fill_value, dtype=None, order="C", *, like=None, device=None):
         # NumPy's conversion errors, as np.full converts (-1.0 into uint8 is 255)
         np.copyto(np.empty((), dtype), fill_value, casting="unsafe")
     shape = _shape_arg(shape)
-    node = graph.record(_ops.FULL, (), {"shape": shape, "dtype": dtype, "fill_value": fill_value},
+    node = graph.record(_FULL, (), {"shape": shape, "dtype": dtype, "fill_value": fill_value},
                         shape, dtype)
     return ndarray._from_node(node)
 
@@ -209,7 +211,7 @@ def _plain_numbers(obj) -> bool:
 
 def copy(a, order="K", subok=False):
     a = asarray(a)
-    return ndarray._from_node(graph.record(_ops.COPY, (a._node(),), None, a.shape, a.dtype))
+    return ndarray._from_node(graph.record(_COPY, (a._node(),), None, a.shape, a.dtype))
 
 
 arange = _conversion.values_now(np.arange)
@@ -226,7 +228,7 @@ def eye(N, M=None, k=0, dtype=float, order="C", *, device=None, like=None):
     M = N if M is None else operator.index(M)
     if N < 0 or M < 0:
         raise ValueError("negative dimensions are not allowed")
-    node = graph.record(_ops.EYE, (), {"N": N, "M": M, "k": operator.index(k), "dtype": dtype},
+    node = graph.record(_EYE, (), {"N": N, "M": M, "k": operator.index(k), "dtype": dtype},
                         (N, M), dtype)
     return ndarray._from_node(node)
 
@@ -291,7 +293,7 @@ def where(condition, x=_NoValue, y=_NoValue):
     keys = tuple(key_of(o) for o in ops)
     dt = _where_dtype(keys)
     shape = broadcast_shapes(*[shape_of(o) for o in ops])
-    node = graph.record(_ops.WHERE, tuple(ops), None, shape, dt)
+    node = graph.record(_WHERE, tuple(ops), None, shape, dt)
     return ndarray._from_node(node, shape == () and False)
 
 
@@ -325,7 +327,7 @@ def clip(a, a_min=_NoValue, a_max=_NoValue, out=None, *, min=_NoValue, max=_NoVa
     if kwargs:
         res = lazy_call("clip", np.clip, (a, lo, hi), kwargs)
     else:
-        res = ndarray._from_node(graph.record(_ops.CLIP, tuple(ops), None, shape, dt), shape == ())
+        res = ndarray._from_node(graph.record(_CLIP, tuple(ops), None, shape, dt), shape == ())
     if out is not None:
         out[...] = res
         return out
