@@ -280,7 +280,7 @@ def _dump(self, file):
     np.asarray(self._value()).dump(file)
 
 
-def _real(self) -> "ndarray":
+def _real(self):
     return ns.real(self)
 
 
@@ -288,7 +288,7 @@ def _set_real(self, value) -> None:
     self.real[...] = value
 
 
-def _imag(self) -> "ndarray":
+def _imag(self):
     return ns.imag(self)
 
 

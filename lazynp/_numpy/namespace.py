@@ -19,7 +19,7 @@ from . import conversion as _conversion, eager as _eager, fallback as _fallback,
 from ..core import policy as _policy, graph
 from ..array import views as _views
 from .. import devices as _devices
-from .conversion import asarray, concat, concatenate, expand_dims, stack
+from .conversion import asarray, concat, concatenate, expand_dims, stack  # (public here too)
 from ..array.calls import _fill_deep, dummy, function_op, lazy_call, twin
 from ..array.indexing import _Slot
 from ..array.operands import broadcast_shapes, key_of, operand, shape_of, to_numpy
