@@ -27,7 +27,7 @@ from .ufunc import UFUNCS
 from ..array.ndarray import ndarray
 from ..ops import elementwise as ew
 from ..ops.core import CLIP as _CLIP, COPY as _COPY, EMPTY as _EMPTY, EYE as _EYE, \
-    FULL as _FULL, ONES as _ONES, WHERE as _WHERE, ZEROS as _ZEROS
+    FULL as _FULL, ONES as _ONES, WHERE as _WHERE, ZEROS as _ZEROS, matmul_meta as _matmul_meta
 from ..ops.registry import Op, register
 
 _NoValue = np._NoValue
@@ -549,26 +549,6 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
 
 _matmul_cache: dict = {}
 _SLOT0, _SLOT1 = _Slot(0), _Slot(1)
-
-
-def _matmul_meta(a, b, kw: dict) -> tuple:
-    """Shape and dtype of ``matmul(a, b, **kw)``; raises NumPy's error for bad operands."""
-    if a.ndim == 0 or b.ndim == 0:
-        raise ValueError("matmul: Input operand %d does not have enough dimensions (has 0, "
-                         "gufunc core with signature (n?,k),(k,m?)->(n?,m?) requires 1)"
-                         % (0 if a.ndim == 0 else 1))
-    # mini dummies: batch dims real (zero-stride), n and m -> 1, k real: NumPy's own errors
-    am = np.broadcast_to(np.zeros((), a.dtype), a.shape[:-2] + (1, a.shape[-1])
-                         if a.ndim >= 2 else a.shape)
-    bm = np.broadcast_to(np.zeros((), b.dtype), b.shape[:-2] + (b.shape[-2], 1)
-                         if b.ndim >= 2 else b.shape)
-    r = np.matmul(am, bm, **kw)
-    shape = list(r.shape)
-    if a.ndim >= 2:
-        shape[-2 if b.ndim >= 2 else -1] = a.shape[-2]
-    if b.ndim >= 2:
-        shape[-1] = b.shape[-1]
-    return tuple(shape), r.dtype
 
 
 def matmul(x1, x2, /, out=None, *, dtype=None, casting="same_kind", order="K", subok=True,
