@@ -6,6 +6,8 @@ Names lazynp does not implement lazily fall back to NumPy (counted in :func:`sta
 """
 from __future__ import annotations
 
+import sys as _sys
+
 import numpy as _np
 
 from ._base import malloc as _malloc
@@ -19,12 +21,18 @@ from ._base import config as _config  # noqa: E402
 from ._numpy import fallback as _fallback  # noqa: E402
 from .core import graph as _graph  # noqa: E402
 from ._numpy.fallback import FallbackError
-from .array.ndarray import ndarray, _install_methods
+from .array.ndarray import ndarray
+from ._numpy import composite as _composite, methods as _methods  # noqa: E402
+from ._numpy import namespace as _namespace  # noqa: E402
 
-_install_methods()
+# the installers, once: the array's members that live in the namespace layer, and the
+# namespace in which NumPy's functions called on lazynp arrays find lazynp's versions
+_methods.install()
+_fallback.register_namespace(_sys.modules[__name__])
 
 from ._numpy.namespace import *  # noqa: E402,F401,F403
-from ._numpy.namespace import __all_lazy__ as _all_lazy  # noqa: E402
+from ._numpy.composite import *  # noqa: E402,F401,F403
+_all_lazy = _namespace.__all_lazy__ + _composite.__all__
 from ._numpy.ufunc import ufunc  # noqa: E402
 from ._api import evaluate, stats, reset_stats, set_strict, strict  # noqa: E402
 from .notebook.explain import explain  # noqa: E402
@@ -73,8 +81,15 @@ def __dir__():
 from .autograd import grad, value_and_grad, vjp, jvp, jacobian, hessian, elementwise_grad  # noqa: E402
 from .autograd import custom_vjp, custom_jvp, hessian_vector_product, make_vjp, make_jvp, make_hvp
 from . import autograd  # noqa: E402
-from .symbol import trace, Symbol  # noqa: E402
+from .symbol import Symbol  # noqa: E402
 from .jit import jit  # noqa: E402
 from .autograd import symbolic as _symbolic_grad  # noqa: E402,F401  (installs Symbol.grad)
 from . import symbol  # noqa: E402
-from ._numpy.namespace import trace  # noqa: E402,F811  (arrays: numpy.trace; functions: Symbol)
+
+
+def trace(a, *args, **kwargs):
+    """``numpy.trace(a, offset, axis1, axis2, dtype, out)`` for arrays; for a Python function,
+    ``lazynp.trace(f, *example_args)`` traces it into a :class:`lazynp.Symbol`."""
+    if callable(a) and not isinstance(a, ndarray):
+        return symbol.trace(a, *args, **kwargs)
+    return _namespace.trace(a, *args, **kwargs)

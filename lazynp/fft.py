@@ -8,13 +8,11 @@ import sys
 
 import numpy as _np
 
+from ._numpy.conversion import asarray as _asarray
+from ._numpy.eager import eager_first
 from ._numpy.fallback import FallbackModule
+from ._numpy.namespace import conjugate, roll
 from .array.calls import lazy_call
-
-
-def _asarray(a):
-    from ._numpy.namespace import asarray
-    return asarray(a)
 
 
 def _dtypes(a, real_out=False, real_in=False):
@@ -115,7 +113,6 @@ _SWAP = {None: "forward", "backward": "forward", "ortho": "ortho", "forward": "b
 
 def hfft(a, n=None, axis=-1, norm=None, out=None):
     """NumPy's ``hfft``: ``irfft(conj(a))`` with the swapped normalization."""
-    from ._numpy.namespace import conjugate
     if norm not in _SWAP:
         _np.fft.hfft(_np.zeros(2), norm=norm)             # NumPy's error
     a = _asarray(a)
@@ -126,7 +123,6 @@ def hfft(a, n=None, axis=-1, norm=None, out=None):
 
 def ihfft(a, n=None, axis=-1, norm=None, out=None):
     """NumPy's ``ihfft``: ``conj(rfft(a))`` with the swapped normalization."""
-    from ._numpy.namespace import conjugate
     if norm not in _SWAP:
         _np.fft.ihfft(_np.zeros(2), norm=norm)
     res = conjugate(rfft(a, n, axis, _SWAP[norm]))
@@ -137,7 +133,6 @@ def ihfft(a, n=None, axis=-1, norm=None, out=None):
 
 
 def _shift(x, axes, sign):
-    from ._numpy.namespace import roll
     x = _asarray(x)
     if axes is None:
         axes = tuple(range(x.ndim))
@@ -162,7 +157,6 @@ for _f in (hfft, ihfft, fftshift, ifftshift):
 
 
 def _with_eager(name, fn):
-    from ._numpy.eager import eager_first
     return eager_first(getattr(_np.fft, name), fn, "opaque")
 
 

@@ -13,15 +13,15 @@ import sys
 import numpy as _np
 from numpy.lib.array_utils import normalize_axis_tuple
 
+from ._numpy import namespace as _ns
+from ._numpy.conversion import asarray as _asarray, recording
+from ._numpy.eager import eager_first
+from ._numpy import fallback as _fallback
 from ._numpy.fallback import FallbackModule
 from .array.calls import lazy_call
+from .array.operands import to_numpy
 
 LinAlgError = _np.linalg.LinAlgError
-
-
-def _asarray(a):
-    from ._numpy.namespace import asarray
-    return asarray(a)
 
 
 def _square_twin(a):
@@ -160,8 +160,7 @@ def qr(a, mode="reduced"):
     """Lazy for ``mode='reduced'`` of a tall (or square) matrix stack; NumPy's otherwise."""
     a = _asarray(a)
     if mode != "reduced" or a.ndim < 2 or a.shape[-2] < a.shape[-1]:
-        from ._numpy.fallback import call_numpy
-        return call_numpy(_np.linalg.qr, "linalg.qr", (a,), {"mode": mode})
+        return _fallback.call_numpy(_np.linalg.qr, "linalg.qr", (a,), {"mode": mode})
     m, n = a.shape[-2:]
     tw = _np.linalg.qr(_np.eye(1, dtype=a.dtype))
     q, r = lazy_call("linalg.qr", _np.linalg.qr, (a,), {"mode": mode},
@@ -174,12 +173,8 @@ def lstsq(a, b, rcond=None):
     """NumPy's ``lstsq``; while recording with lazy inputs, built from lazy ops (the
     solution through ``pinv``; the rank is read from the values) so that it carries a
     gradient."""
-    from ._numpy.composite import recording
-    from ._numpy.fallback import call_numpy
-    from ._numpy import namespace as ns
     if not recording([a, b]):
-        return call_numpy(_np.linalg.lstsq, "linalg.lstsq", (a, b), {"rcond": rcond})
-    from .array.operands import to_numpy
+        return _fallback.call_numpy(_np.linalg.lstsq, "linalg.lstsq", (a, b), {"rcond": rcond})
     a, b = _asarray(a), _asarray(b)
     proto = _np.linalg.lstsq(_np.zeros(a.shape, a.dtype), _np.zeros(b.shape, b.dtype),
                              rcond=rcond)                  # NumPy's errors and dtypes
@@ -190,13 +185,13 @@ def lstsq(a, b, rcond=None):
     sv = svd(a, compute_uv=False)
     sv_now = _np.linalg.svd(av, compute_uv=False)
     rank = int(_np.sum(sv_now > cutoff * sv_now.max(initial=0.0)))
-    x = ns.matmul(pinv(a, rcond=cutoff), b)
+    x = _ns.matmul(pinv(a, rcond=cutoff), b)
     if rank == n and m > n:
-        r = b - ns.matmul(a, x)
-        resid = ns.sum(ns.real(r * ns.conjugate(r)), axis=0)
-        resid = ns.reshape(resid, (1,)) if b.ndim == 1 else resid
+        r = b - _ns.matmul(a, x)
+        resid = _ns.sum(_ns.real(r * _ns.conjugate(r)), axis=0)
+        resid = _ns.reshape(resid, (1,)) if b.ndim == 1 else resid
     else:
-        resid = ns.zeros((0,), proto[1].dtype)
+        resid = _ns.zeros((0,), proto[1].dtype)
     return x.astype(proto[0].dtype), resid.astype(proto[1].dtype), _np.int32(rank), \
         sv.astype(proto[3].dtype)
 
@@ -222,7 +217,6 @@ def pinv(a, rcond=None, hermitian=False, *, rtol=_np._NoValue):
 def _eig_dtypes(a):
     """eig's output dtypes depend on the values (real when every eigenvalue is real):
     NumPy runs on the values (the input is computed now)."""
-    from .array.operands import to_numpy
     w, v = _np.linalg.eig(to_numpy(a))
     return w.dtype, v.dtype
 
@@ -246,68 +240,59 @@ def eigvals(a):
 
 # the array API names of the namespace's functions (lazy through it)
 def matmul(x1, x2, /):
-    from ._numpy.namespace import matmul as f
-    return f(x1, x2)
+    return _ns.matmul(x1, x2)
 
 
 def matrix_transpose(x, /):
-    from ._numpy.namespace import matrix_transpose as f
-    return f(x)
+    return _ns.matrix_transpose(x)
 
 
 def tensordot(x1, x2, /, *, axes=2):
-    from ._numpy.namespace import tensordot as f
-    return f(x1, x2, axes=axes)
+    return _ns.tensordot(x1, x2, axes=axes)
 
 
 def vecdot(x1, x2, /, *, axis=-1):
-    from ._numpy.namespace import conjugate, sum as sum_
     x1, x2 = _asarray(x1), _asarray(x2)
     _np.linalg.vecdot(_np.zeros(x1.shape, x1.dtype), _np.zeros(x2.shape, x2.dtype),
                       axis=axis)                          # NumPy's errors
-    return sum_(conjugate(x1) * x2, axis=axis)
+    return _ns.sum(_ns.conjugate(x1) * x2, axis=axis)
 
 
 def trace(x, /, *, offset=0, dtype=None):
-    from ._numpy.namespace import trace as f
-    return f(_asarray(x), offset, -2, -1, dtype)
+    return _ns.trace(_asarray(x), offset, -2, -1, dtype)
 
 
 def diagonal(x, /, *, offset=0):
-    from ._numpy.namespace import diagonal as f
-    return f(_asarray(x), offset, -2, -1)
+    return _ns.diagonal(_asarray(x), offset, -2, -1)
 
 
 def cross(x1, x2, /, *, axis=-1):
-    from ._numpy.namespace import cross as f
     x1, x2 = _asarray(x1), _asarray(x2)
     _np.linalg.cross(_np.zeros(x1.shape, x1.dtype), _np.zeros(x2.shape, x2.dtype), axis=axis)
-    return f(x1, x2, axis=axis)
+    return _ns.cross(x1, x2, axis=axis)
 
 
 def outer(x1, x2, /):
-    from ._numpy.namespace import outer as f
     x1, x2 = _asarray(x1), _asarray(x2)
     _np.linalg.outer(_np.zeros(x1.shape, x1.dtype), _np.zeros(x2.shape, x2.dtype))
-    return f(x1, x2)
+    return _ns.outer(x1, x2)
 
 
 def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
-    from ._numpy.namespace import reshape, moveaxis
     x = _asarray(x)
     _np.linalg.vector_norm(_np.zeros(tuple(min(s, 1) for s in x.shape), x.dtype), axis=axis,
                            keepdims=keepdims, ord=ord)     # NumPy's errors
     if axis is None:
-        r = norm(reshape(x, (-1,)), ord=ord)
-        return reshape(r, (1,) * x.ndim) if keepdims else r
+        r = norm(_ns.reshape(x, (-1,)), ord=ord)
+        return _ns.reshape(r, (1,) * x.ndim) if keepdims else r
     axes = normalize_axis_tuple(axis, x.ndim)
     if len(axes) == 1:
         return norm(x, ord=ord, axis=axes[0], keepdims=keepdims)
     rest = [i for i in range(x.ndim) if i not in axes]
-    moved = moveaxis(x, axes, range(x.ndim - len(axes), x.ndim))
-    r = norm(reshape(moved, tuple(x.shape[i] for i in rest) + (-1,)), ord=ord, axis=-1)
+    moved = _ns.moveaxis(x, axes, range(x.ndim - len(axes), x.ndim))
+    r = norm(_ns.reshape(moved, tuple(x.shape[i] for i in rest) + (-1,)), ord=ord, axis=-1)
     if keepdims:
-        r = reshape(r, tuple(1 if i in axes else x.shape[i] for i in range(x.ndim)))
+        r = _ns.reshape(r, tuple(1 if i in axes else x.shape[i] for i in range(x.ndim)))
     return r
 
 
@@ -318,7 +303,6 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro"):
 def _with_eager(name, fn):
     """The execution policy: NumPy's own function at once on computed arguments
     (lazynp/_eager.py); the lazy ``fn`` otherwise."""
-    from ._numpy.eager import eager_first
     return eager_first(getattr(_np.linalg, name), fn, "opaque")
 
 

@@ -1,8 +1,9 @@
 """Construction functions built from recorded lazynp ops when their inputs are lazy and
 everything is recorded (inside ``grad``/``jit``/``record()``, or the lazy policy), so that a
-gradient flows through them: ``array``/``asarray`` of lists holding lazy arrays,
-``linspace``/``logspace``/``geomspace`` with lazy endpoints, ``r_``/``c_``, ``append``,
-``insert``, ``block``, ``put``, ``place``.
+gradient flows through them: ``linspace``/``logspace``/``geomspace`` with lazy endpoints,
+``r_``/``c_``, ``append``, ``insert``, ``block``, ``put``, ``place``... (``array``/
+``asarray`` of lists holding lazy arrays: :mod:`lazynp._numpy.conversion`).  They are
+written with the namespace's functions (:mod:`lazynp._numpy.namespace`, below this module).
 
 Outside those conditions each function is NumPy's own (values forced), as before.  Shapes,
 dtypes and errors come from NumPy run on zero-valued stand-ins of the lazy inputs.
@@ -11,70 +12,28 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import namespace as ns
+from .conversion import has_lazy, nested_array, recording, standins, values_now
+from .eager import eager_versions
+from . import fallback as _fallback
+from .fallback import wrap_result
 from ..core import policy as _policy
 from ..array.operands import to_numpy
 from ..array.ndarray import ndarray
 
-__all__ = ["has_lazy", "nested_array", "linspace", "logspace", "geomspace", "r_", "c_",
-           "append", "insert", "block", "put", "place", "gradient", "real_if_close"]
-
-
-def _ns():
-    from . import namespace as _namespace
-    return _namespace
-
-
-def has_lazy(obj) -> bool:
-    """True when ``obj`` is or (in nested lists/tuples) holds a lazynp array."""
-    if isinstance(obj, ndarray):
-        return True
-    if type(obj) in (list, tuple):
-        return any(has_lazy(x) for x in obj)
-    return False
-
-
-def recording(obj) -> bool:
-    """Build from recorded ops: lazy inputs while everything is recorded."""
-    return bool(_policy.record_all) and has_lazy(obj)
-
-
-def _standins(obj):
-    """``obj`` with each lazy array replaced by zeros of its shape and dtype."""
-    if isinstance(obj, ndarray):
-        return np.zeros(obj.shape, obj.dtype)
-    if type(obj) is list:
-        return [_standins(x) for x in obj]
-    if type(obj) is tuple:
-        return tuple(_standins(x) for x in obj)
-    return obj
-
-
-def nested_array(obj, dtype=None, ndmin=0):
-    """``numpy.array(obj)`` for lists/tuples holding lazy arrays, as a stack of them."""
-    ns = _ns()
-    proto = np.array(_standins(obj), dtype=dtype, ndmin=ndmin)   # NumPy's dtype and errors
-    dt = proto.dtype
-
-    def build(o):
-        if isinstance(o, ndarray):
-            return o.astype(dt)
-        if type(o) in (list, tuple) and len(o) and has_lazy(o):
-            return ns.stack([build(x) for x in o])
-        return ns.asarray(np.array(to_numpy(o), dtype=dt))
-
-    out = build(obj)
-    return out.reshape(proto.shape) if out.shape != proto.shape else out
+__all__ = ["linspace", "logspace", "geomspace", "r_", "c_", "append", "insert", "block", "put",
+           "place", "gradient", "real_if_close", "polyadd", "polysub", "polymul", "polyder",
+           "polyint", "compress", "extract", "asarray_chkfinite", "sort_complex"]
 
 
 # --- ranges -----------------------------------------------------------------------------------
 
-def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
-             device=None):
-    ns = _ns()
+def _recorded_linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0,
+                       *, device=None):
     num = int(np.asarray(num).item()) if not isinstance(num, int) else num
     if num < 0:
         np.linspace(0.0, 1.0, num)         # NumPy's error
-    proto = np.linspace(_standins(start), _standins(stop), num, endpoint, True, dtype, axis)
+    proto = np.linspace(standins(start), standins(stop), num, endpoint, True, dtype, axis)
     dt = proto[0].dtype
     start = ns.asarray(start) * 1.0
     stop = ns.asarray(stop) * 1.0
@@ -100,19 +59,17 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     return y
 
 
-def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
-    ns = _ns()
-    nd = np.broadcast(*[_standins(a) for a in (start, stop, base)]).ndim
+def _recorded_logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
+    nd = np.broadcast(*[standins(a) for a in (start, stop, base)]).ndim
     start, stop, base = (ns.reshape(a, (1,) * (nd - a.ndim) + a.shape)
                          for a in (ns.asarray(start), ns.asarray(stop), ns.asarray(base)))
-    y = linspace(start, stop, num=num, endpoint=endpoint, axis=axis)
+    y = _recorded_linspace(start, stop, num=num, endpoint=endpoint, axis=axis)
     ret = ns.power(ns.expand_dims(base, axis), y)
     return ret if dtype is None else ret.astype(dtype)
 
 
-def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
-    ns = _ns()
-    np.geomspace(_standins(start) + 1, _standins(stop) + 1, num, endpoint, dtype, axis)
+def _recorded_geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
+    np.geomspace(standins(start) + 1, standins(stop) + 1, num, endpoint, dtype, axis)
     start = ns.asarray(start) * 1.0
     stop = ns.asarray(stop) * 1.0
     if bool(ns.any(start == 0)) or bool(ns.any(stop == 0)):
@@ -122,8 +79,8 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
     start, stop = start.astype(dt), stop.astype(dt)
     sign = ns.sign(start)
     start, stop = start / sign, stop / sign
-    res = logspace(ns.log10(start), ns.log10(stop), num=num, endpoint=endpoint, base=10.0,
-                   dtype=dt)
+    res = _recorded_logspace(ns.log10(start), ns.log10(stop), num=num, endpoint=endpoint,
+                             base=10.0, dtype=dt)
     if num > 0:
         first = ns.expand_dims(ns.broadcast_to(start, res.shape[1:]), 0)
         if num > 1 and endpoint:
@@ -136,6 +93,11 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
     if axis != 0:
         res = ns.moveaxis(res, 0, axis)
     return res.astype(dtype)
+
+
+linspace = values_now(np.linspace, _recorded_linspace)
+logspace = values_now(np.logspace, _recorded_logspace)
+geomspace = values_now(np.geomspace, _recorded_geomspace)
 
 
 # --- concatenation ---------------------------------------------------------------------------
@@ -155,8 +117,7 @@ class _Concatenator:
         if not lazy:
             return self._np[key]
         if not _policy.record_all or any(isinstance(k, str) for k in items):
-            from . import fallback as _fallback
-            res = _fallback.wrap_result(self._np[to_numpy(key)])
+            res = wrap_result(self._np[to_numpy(key)])
             return _fallback.forced("numpy." + type(self._np).__name__, key, res)
         return self._lazy(items)
 
@@ -164,7 +125,6 @@ class _Concatenator:
         return 0
 
     def _lazy(self, items):
-        ns = _ns()
         objs, kinds = [], []
         for item in items:
             if isinstance(item, slice):
@@ -197,7 +157,6 @@ c_ = _Concatenator(np.c_, -1, 2, 0)
 
 def append(arr, values, axis=None):
     """NumPy's ``append``: a lazy ``concatenate``."""
-    ns = _ns()
     arr = nested_array(arr) if recording(arr) and not isinstance(arr, ndarray) \
         else ns.asarray(arr)
     values = nested_array(values) if recording(values) and not isinstance(values, ndarray) \
@@ -213,10 +172,8 @@ def append(arr, values, axis=None):
 def insert(arr, obj, values, axis=None):
     """NumPy's ``insert``; with lazy arrays while everything is recorded, a gather from
     ``arr`` and ``values`` at positions NumPy's ``insert`` finds on index arrays."""
-    ns = _ns()
     if not recording([arr, values]):
-        from .fallback import call_numpy
-        return call_numpy(np.insert, "insert", (arr, obj, values), {"axis": axis})
+        return _fallback.call_numpy(np.insert, "insert", (arr, obj, values), {"axis": axis})
     arr = ns.asarray(arr) if isinstance(arr, ndarray) or not has_lazy(arr) else \
         nested_array(arr)
     vals = ns.asarray(values) if isinstance(values, ndarray) or not has_lazy(values) else \
@@ -234,11 +191,9 @@ def insert(arr, obj, values, axis=None):
 def block(arrays):
     """NumPy's ``block``: nested lazy ``concatenate`` calls when lazy arrays are given while
     everything is recorded."""
-    ns = _ns()
     if not recording(arrays):
-        from .fallback import call_numpy
-        return call_numpy(np.block, "block", (arrays,), {})
-    proto = np.block(_standins(arrays))          # NumPy's shape, dtype and errors
+        return _fallback.call_numpy(np.block, "block", (arrays,), {})
+    proto = np.block(standins(arrays))          # NumPy's shape, dtype and errors
 
     def depth(o):
         return 1 + depth(o[0]) if type(o) is list and o else 0
@@ -257,12 +212,10 @@ def block(arrays):
 
 def put(a, ind, v, mode="raise"):
     """NumPy's ``put``: a lazy write through ``a``'s flat view."""
-    ns = _ns()
     if not isinstance(a, ndarray):
         raise TypeError("argument 1 must be numpy.ndarray, not " + type(a).__name__)
     if not recording([a, v]) or mode != "raise":
-        from .fallback import call_numpy
-        return call_numpy(np.put, "put", (a, ind, v), {"mode": mode})
+        return _fallback.call_numpy(np.put, "put", (a, ind, v), {"mode": mode})
     ind = np.asarray(to_numpy(ind), dtype=np.intp).ravel()
     v = ns.ravel(ns.asarray(v) if isinstance(v, ndarray) else nested_array(v)
                  if has_lazy(v) else ns.asarray(np.asarray(v)))
@@ -278,10 +231,8 @@ def put(a, ind, v, mode="raise"):
 
 def place(arr, mask, vals):
     """NumPy's ``place``: a lazy masked write (``vals`` repeated as needed)."""
-    ns = _ns()
     if not recording([arr, vals]):
-        from .fallback import call_numpy
-        return call_numpy(np.place, "place", (arr, mask, vals), {})
+        return _fallback.call_numpy(np.place, "place", (arr, mask, vals), {})
     m = np.asarray(to_numpy(mask), dtype=bool)
     n = int(m.sum())
     v = ns.ravel(ns.asarray(vals))
@@ -296,10 +247,8 @@ def place(arr, mask, vals):
 def gradient(f, *varargs, axis=None, edge_order=1):
     """NumPy's ``gradient`` with scalar spacings, from lazy slices (differentiable); other
     spacings (coordinate arrays) are NumPy's."""
-    ns = _ns()
     if not recording([f]) or any(np.ndim(v) != 0 or isinstance(v, ndarray) for v in varargs):
-        from .fallback import call_numpy
-        return call_numpy(np.gradient, "gradient", (f,) + varargs,
+        return _fallback.call_numpy(np.gradient, "gradient", (f,) + varargs,
                           {"axis": axis, "edge_order": edge_order})
     f = ns.asarray(f)
     proto = np.gradient(np.zeros(f.shape, f.dtype), *varargs, axis=axis,
@@ -330,10 +279,8 @@ def gradient(f, *varargs, axis=None, edge_order=1):
 def real_if_close(a, tol=100):
     """NumPy's ``real_if_close``: the real part (a view) when every imaginary part is within
     ``tol`` machine epsilons of zero (decided on the values)."""
-    ns = _ns()
     if not recording([a]):
-        from .fallback import call_numpy
-        return call_numpy(np.real_if_close, "real_if_close", (a,), {"tol": tol})
+        return _fallback.call_numpy(np.real_if_close, "real_if_close", (a,), {"tol": tol})
     a = ns.asarray(a)
     if a.dtype.kind != "c":
         return a
@@ -347,12 +294,10 @@ def real_if_close(a, tol=100):
 # --- polynomials (NumPy's formulas on lazy arrays while recording) ----------------------------
 
 def _poly_fallback(name, args, kwargs=None):
-    from .fallback import call_numpy
-    return call_numpy(getattr(np, name), name, args, kwargs or {})
+    return _fallback.call_numpy(getattr(np, name), name, args, kwargs or {})
 
 
 def _poly_pair(a1, a2):
-    ns = _ns()
     a1, a2 = ns.atleast_1d(ns.asarray(a1)), ns.atleast_1d(ns.asarray(a2))
     diff = a2.shape[0] - a1.shape[0]
     if diff > 0:
@@ -377,14 +322,12 @@ def polysub(a1, a2):
 
 
 def polymul(a1, a2):
-    ns = _ns()
     if not recording([a1, a2]) or isinstance(a1, np.poly1d) or isinstance(a2, np.poly1d):
         return _poly_fallback("polymul", (a1, a2))
     return ns.convolve(ns.atleast_1d(ns.asarray(a1)), ns.atleast_1d(ns.asarray(a2)))
 
 
 def polyder(p, m=1):
-    ns = _ns()
     if not recording([p]) or isinstance(p, np.poly1d):
         return _poly_fallback("polyder", (p, m))
     m = int(m)
@@ -398,7 +341,6 @@ def polyder(p, m=1):
 
 
 def polyint(p, m=1, k=None):
-    ns = _ns()
     if not recording([p, k]) or isinstance(p, np.poly1d):
         return _poly_fallback("polyint", (p, m, k))
     m = int(m)
@@ -420,15 +362,13 @@ def polyint(p, m=1, k=None):
 
 def _forcing_call(np_fn, args, kwargs):
     """NumPy's ``np_fn`` on the forced values (a data-dependent shape), wrapped."""
-    from . import fallback as _fallback
-    return _fallback.forced("numpy." + np_fn.__name__, (args, kwargs), _fallback.wrap_result(
+    return _fallback.forced("numpy." + np_fn.__name__, (args, kwargs), wrap_result(
         np_fn(*to_numpy(args), **to_numpy(kwargs))))
 
 
 def compress(condition, a, axis=None, out=None):
     """NumPy's ``compress``: a lazy ``take`` of the positions ``condition`` selects (the
     condition is read now) while recording."""
-    ns = _ns()
     if not recording([condition, a]) or out is not None:
         return _forcing_call(np.compress, (condition, a), {"axis": axis, "out": out})
     a = ns.asarray(a)
@@ -442,7 +382,6 @@ def compress(condition, a, axis=None, out=None):
 def extract(condition, arr):
     """NumPy's ``extract``: a lazy ``take`` of the flat positions where ``condition`` holds
     (read now) while recording."""
-    ns = _ns()
     if not recording([condition, arr]):
         return _forcing_call(np.extract, (condition, arr), {})
     arr = ns.asarray(arr)
@@ -455,10 +394,8 @@ def extract(condition, arr):
 def asarray_chkfinite(a, dtype=None, order=None):
     """NumPy's ``asarray_chkfinite``: the values are checked now; the array stays lazy
     (and differentiable) while recording."""
-    ns = _ns()
     if not recording([a]):
-        from .fallback import call_numpy
-        return call_numpy(np.asarray_chkfinite, "asarray_chkfinite", (a,),
+        return _fallback.call_numpy(np.asarray_chkfinite, "asarray_chkfinite", (a,),
                           {"dtype": dtype, "order": order})
     a = ns.asarray(a, dtype=dtype) if isinstance(a, ndarray) else nested_array(a, dtype)
     if a.dtype.kind in "fc" and not bool(ns.all(ns.isfinite(a))):
@@ -469,11 +406,12 @@ def asarray_chkfinite(a, dtype=None, order=None):
 def sort_complex(a):
     """NumPy's ``sort_complex`` (lexicographic on real, then imaginary part): a lazy
     ``take_along_axis`` by NumPy's argsort of the values (read now) while recording."""
-    ns = _ns()
     if not recording([a]):
-        from .fallback import call_numpy
-        return call_numpy(np.sort_complex, "sort_complex", (a,), {})
+        return _fallback.call_numpy(np.sort_complex, "sort_complex", (a,), {})
     a = ns.asarray(a)
     proto = np.sort_complex(np.zeros(a.shape, a.dtype))
     perm = np.argsort(np.asarray(to_numpy(a)), axis=-1, kind="stable")
     return ns.take_along_axis(a, perm, -1).astype(proto.dtype)
+
+
+globals().update(eager_versions(globals()))    # (compress, extract and the ranges)

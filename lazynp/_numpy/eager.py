@@ -16,7 +16,7 @@ from ..core import policy as _policy
 from . import shortcuts as _shortcuts
 from .._base import split as _split
 from .. import devices as _devices
-from ..array.operands import NOT_EAGER, eager_operand, value_for_eager
+from ..array.operands import NOT_EAGER, eager_operand, value_for_eager, wrap
 from ..core import graph as _graph
 from ..core.graph import STATS
 from ..array.ndarray import ndarray
@@ -172,50 +172,6 @@ def try_method(arr, name: str, args: tuple, kwargs: dict, kind: str):
     return wrap(res, (v,))
 
 
-def wrap(res, inputs=()):
-    """A NumPy result computed at once, as lazynp returns it: arrays as computed lazynp
-    arrays owning a C-ordered buffer (copied when NumPy's result shares memory with an
-    input or is not C-ordered), NumPy scalars and other objects as they are; tuples, lists
-    and named tuples element by element."""
-    t = type(res)
-    if t is np.ndarray:
-        if res.base is not None:
-            for v in inputs:
-                if type(v) is np.ndarray and np.may_share_memory(res, v):
-                    res = res.copy()
-                    break
-        if not res.flags.c_contiguous:
-            return _in_numpys_layout(res)
-        return ndarray._from_value(res)
-    if t is tuple:
-        return tuple(wrap(r, inputs) for r in res)
-    if t is list:
-        return [wrap(r, inputs) for r in res]
-    if isinstance(res, tuple) and hasattr(res, "_fields"):
-        return t(*[wrap(r, inputs) for r in res])
-    return res
-
-
-def _in_numpys_layout(res: np.ndarray):
-    """A result NumPy laid out in another order (``np.exp(a.T)`` keeps ``a.T``'s strides):
-    when its memory is one block in some axis order, the lazynp array is a view of that
-    block with NumPy's strides (no copy; ``strides`` and ``flags`` as NumPy's); otherwise a
-    C-ordered copy."""
-    st = res.strides
-    # (a result with a base is a view of NumPy's own temporary -- einsum's transposed
-    # product: wrap() has copied the ones sharing an input's memory)
-    if res.size > 1 and all(s > 0 for s in st):
-        perm = sorted(range(res.ndim), key=lambda i: -st[i])
-        block = res.transpose(perm)
-        if block.flags.c_contiguous:
-            base = ndarray._from_value(block)
-            inv = [0] * len(perm)
-            for i, p in enumerate(perm):
-                inv[p] = i
-            return base._view_of(base._get_shadow().transpose(inv))
-    return ndarray._from_value(np.ascontiguousarray(res))
-
-
 def eager_first(np_fn, lazy_fn, kind: str = "opaque"):
     """``lazy_fn`` behind a first attempt to run NumPy's ``np_fn`` at once (for functions
     that return fresh data)."""
@@ -239,6 +195,47 @@ def eager_first(np_fn, lazy_fn, kind: str = "opaque"):
         return lazy_fn(*args, **kwargs)
     f._lazynp_eager = np_fn
     return f
+
+
+#: The namespace functions that return fresh data, by the work kind the policy sizes them
+#: with: they try NumPy at once first (:func:`eager_versions`).  View functions and
+#: functions that write into an argument are not here: they go through the view and write
+#: machinery, which keeps storage shared.  ("opaque": NumPy at once at any size, nothing to
+#: fuse: percentile and quantile too, whose recorded versions took twice NumPy's time on
+#: 2.4M elements.)
+EAGER_KINDS = {
+    "reduction": """sum prod nansum nanprod max amax min amin all any mean nanmean std var
+        nanstd nanvar median nanmedian count_nonzero ptp argmax argmin nanargmax nanargmin
+        nanmax nanmin average cumsum cumprod nancumsum nancumprod diff ediff1d""",
+    "elementwise": """where clip nan_to_num round around isclose sinc i0 angle fix polyval
+        interp copy""",
+    "opaque": """allclose array_equal argpartition argsort argwhere bincount choose
+        column_stack compress concat concatenate convolve corrcoef correlate cov cross
+        diagflat digitize dot dstack einsum extract flatnonzero histogram histogram2d
+        histogram_bin_edges histogramdd hstack inner intersect1d isin kron lexsort matmul
+        percentile nanpercentile quantile nanquantile
+        nonzero outer pad partition repeat roll searchsorted select setdiff1d setxor1d sort
+        stack take take_along_axis tensordot tile tril triu union1d unique unique_all
+        unique_counts unique_inverse unique_values vander vdot vstack row_stack tri eye
+        identity zeros ones empty full zeros_like ones_like empty_like full_like arange
+        linspace logspace geomspace indices trapezoid""",
+}
+_KIND_OF = {name: kind for kind, names in EAGER_KINDS.items() for name in names.split()}
+
+
+def eager_versions(functions: dict) -> dict:
+    """The eager-first versions (:func:`eager_first`) of the lazy functions in
+    ``functions`` (a module's globals) that :data:`EAGER_KINDS` names, by name; those
+    already eager-first (imported from a lower module) are left out.  NumPy's function
+    tried first is the shortcut (:mod:`lazynp._numpy.shortcuts`) when there is one."""
+    out = {}
+    for name, fn in functions.items():
+        kind = _KIND_OF.get(name)
+        if kind is None or not hasattr(np, name) or hasattr(fn, "_lazynp_eager"):
+            continue
+        np_fn = _shortcuts.BY_NAME.get(name) or getattr(np, name)
+        out[name] = eager_first(np_fn, fn, kind)
+    return out
 
 
 # The C versions of try_call and try_method (same decisions; they hand the cases they do not

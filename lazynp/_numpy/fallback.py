@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import functools
 import types
+import weakref
 from collections import Counter, defaultdict
 
 import numpy as np
 
 from .._base import config as _config, site as _site
-from ..core import policy as _policy
+from ..core import graph, policy as _policy
 from ..array.operands import to_numpy
 from ..array.ndarray import ndarray
 
@@ -61,7 +62,6 @@ def _readonly(v):
 
 
 def _materialize_args(name: str, args, kwargs):
-    from ..array.ndarray import ndarray
     mutated = MUTATING.get(name.rsplit(".", 1)[-1], ())
     writebacks = []
     new_args = []
@@ -87,7 +87,6 @@ def wrap_result(res, inputs=()):
         if not arr.flags.c_contiguous or not arr.flags.writeable or arr.base is not None:
             arr = np.array(arr, copy=True, order="C")
         if _policy.record_all:       # (a transform watches new leaves: lazynp.autograd)
-            from ..core import graph
             return ndarray._from_node(graph.leaf(arr))
         return ndarray._from_value(arr)     # (a computed array; a Var when one is needed)
     if isinstance(res, tuple) and hasattr(res, "_fields"):
@@ -143,9 +142,22 @@ def _call_numpy(fn, name: str, args, kwargs):
     if writebacks and "out" in kwargs and res is new_kwargs.get("out"):
         return kwargs["out"]
     out = wrap_result(res)
-    from ..notebook.explain import tag_fallback
     tag_fallback(out, name)       # (drawn as a fallback by lazynp.explain)
     return out
+
+
+#: computed nodes made by a NumPy fallback -> the NumPy name (see :func:`call_numpy`; read
+#: by :mod:`lazynp.notebook.explain`)
+FALLBACK_NODES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def tag_fallback(result, name: str) -> None:
+    """Remember that the arrays in ``result`` came from NumPy's ``name`` (for pictures)."""
+    if isinstance(result, ndarray):
+        FALLBACK_NODES[result._var.head] = name     # (a computed array gets its Var now)
+    elif isinstance(result, (tuple, list)):
+        for r in result:
+            tag_fallback(r, name)
 
 
 def fallback_function(fn, name: str):
@@ -166,12 +178,28 @@ def fallback_attr(np_obj, name: str):
     return np_obj
 
 
+#: the public namespace, ``lazynp`` itself (:func:`register_namespace`)
+_namespace: types.ModuleType | None = None
+
+
+def register_namespace(module: types.ModuleType) -> None:
+    """Make ``module`` (``lazynp``: called once, by lazynp/__init__.py) the namespace in
+    which :func:`dispatch_numpy_function` finds lazynp's version of a NumPy function
+    (``numpy.linalg.solve``: ``lazynp.linalg.solve``)."""
+    global _namespace
+    _namespace = module
+
+
+def public_namespace() -> types.ModuleType:
+    """The public namespace, ``lazynp`` (see :func:`register_namespace`)."""
+    return _namespace
+
+
 def dispatch_numpy_function(func, args, kwargs):
     """``__array_function__``: run lazynp's version of a NumPy function when there is one."""
-    import lazynp
     mod = getattr(func, "__module__", "numpy") or "numpy"
     name = func.__name__
-    target = lazynp
+    target = _namespace
     for part in mod.split(".")[1:]:
         target = getattr(target, part, None)
         if target is None:

@@ -1,4 +1,5 @@
-"""``ndarray`` dunders and methods, each delegating to the lazy namespace."""
+"""``ndarray`` dunders and methods, each delegating to the lazy namespace; :func:`install`
+sets them on :class:`lazynp.ndarray` (called once, by lazynp/__init__.py)."""
 from __future__ import annotations
 
 import builtins
@@ -6,10 +7,16 @@ import operator
 
 import numpy as np
 
-from . import namespace as ns
-from ..core import graph
+from . import composite, namespace as ns
 from .eager import NOT_EAGER, eager_method
+from . import fallback as _fallback
+from .fallback import _note, dispatch_numpy_function, public_namespace
+from .shortcuts import METHODS
 from .ufunc import UFUNCS
+from ..array import indexing, views as _views
+from ..array.ndarray import CORE_NAMES, add_member, configure_core
+from ..core import graph
+from ..ops.core import ASTYPE
 
 _BINARY = {
     "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "true_divide",
@@ -83,9 +90,8 @@ def _compare(uf):
             if uf.__name__ in ("equal", "not_equal") and isinstance(exc, TypeError):
                 if self.dtype.kind == "V":
                     # structured arrays: NumPy's ``==`` compares field by field (no ufunc)
-                    from .fallback import call_numpy
                     op = operator.eq if uf.__name__ == "equal" else operator.ne
-                    return call_numpy(op, f"ndarray.__{op.__name__}__", (self, other), {})
+                    return _fallback.call_numpy(op, f"ndarray.__{op.__name__}__", (self, other), {})
                 return NotImplemented
             raise
     return f
@@ -118,7 +124,7 @@ def _astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
                         f"to the rule '{casting}'")
     if dtype == self.dtype and not copy:
         return self
-    node = graph.record(ns._ASTYPE, (self._node(),), {"dtype": dtype}, self.shape, dtype)
+    node = graph.record(ASTYPE, (self._node(),), {"dtype": dtype}, self.shape, dtype)
     return type(self)._from_node(node)
 
 
@@ -149,13 +155,11 @@ def _view(self, dtype=None, type=None):
     if type is not None and type is not lazy:
         if not (isinstance(type, builtins.type) and issubclass(type, np.ndarray)):
             raise ValueError("Type must be a sub-type of ndarray type")
-        from .fallback import _note
         _note("ndarray.view")
         buffer = self.__array__()
         return buffer.view(type) if dtype is None else buffer.view(dtype, type)
     if dtype is None:
         return self[...]
-    from ..array import views as _views
     return _views.view(self, np.ndarray.view, np.dtype(dtype))
 
 
@@ -215,7 +219,7 @@ _DELEGATED = ("sum", "prod", "mean", "std", "var", "min", "max", "argmin", "argm
 
 
 def _compress(self, condition, axis=None, out=None):
-    return ns.compress(condition, self, axis=axis, out=out)
+    return composite.compress(condition, self, axis=axis, out=out)
 
 
 def _partition(self, kth, axis=-1, kind="introselect", order=None):
@@ -265,8 +269,7 @@ def _getfield(self, dtype, offset=0):
 
 
 def _put(self, indices, values, mode="raise"):
-    from .fallback import call_numpy
-    call_numpy(np.put, "put", (self, indices, values), {"mode": mode})
+    _fallback.call_numpy(np.put, "put", (self, indices, values), {"mode": mode})
 
 
 def _tofile(self, fid, sep="", format="%s"):
@@ -277,11 +280,57 @@ def _dump(self, file):
     np.asarray(self._value()).dump(file)
 
 
-def install(cls, skip=frozenset()) -> None:
-    """Set the dunders and methods on ``cls``, except those named in ``skip`` (the ones
-    its core type implements itself)."""
-    from ..array.ndarray import graph as _g
-    members = {}
+def _real(self):
+    return ns.real(self)
+
+
+def _set_real(self, value) -> None:
+    self.real[...] = value
+
+
+def _imag(self):
+    return ns.imag(self)
+
+
+def _set_imag(self, value) -> None:
+    if self.dtype.kind != "c":
+        raise TypeError("array does not have imaginary part to set")
+    self.imag[...] = value
+
+
+def _contains(self, item) -> bool:
+    return bool(ns.any(self == item))
+
+
+def _array_namespace(self, api_version=None):
+    return public_namespace()
+
+
+def _array_ufunc(self, uf, method, *inputs, **kwargs):
+    lazy = UFUNCS.get(uf.__name__)
+    if lazy is None or lazy._np is not uf:
+        if uf is np.matmul and method == "__call__":
+            return ns.matmul(*inputs, **kwargs)
+        return _fallback.call_numpy(getattr(uf, method) if method != "__call__" else uf,
+                          f"{uf.__name__}.{method}", inputs, kwargs)
+    return getattr(lazy, method)(*inputs, **kwargs) if method != "__call__" \
+        else lazy(*inputs, **kwargs)
+
+
+def _array_function(self, func, types, args, kwargs):
+    return dispatch_numpy_function(func, args, kwargs)
+
+
+def install() -> None:
+    """Set the dunders and methods on :class:`lazynp.ndarray`, except those its core type
+    implements itself (the C core is handed their Python paths instead)."""
+    real, imag = property(_real, _set_real), property(_imag, _set_imag)
+    configure_core(getitem=indexing.getitem, setitem=indexing.setitem,
+                   array_ufunc=_array_ufunc, real=real, imag=imag)
+    members = {"__getitem__": indexing.getitem, "__setitem__": indexing.setitem,
+               "real": real, "imag": imag, "__contains__": _contains,
+               "__array_namespace__": _array_namespace, "__array_ufunc__": _array_ufunc,
+               "__array_function__": _array_function}
     for dunder, name in _BINARY.items():
         uf = UFUNCS[name]
         members[f"__{dunder}__"] = _binary_dunder(uf, reflected=False)
@@ -302,18 +351,16 @@ def install(cls, skip=frozenset()) -> None:
         byteswap=_byteswap, put=_put, tofile=_tofile, dump=_dump)
     for name in _DELEGATED:
         members[name] = _item_method(name)
-    if _g.speedups is not None:
-        from .shortcuts import METHODS
-        _g.speedups.configure_methods({n: members[n] for n in _g.speedups.METHOD_NAMES},
-                                      METHODS)
-    setter = _g.speedups.install_member if _g.speedups is not None else setattr
+    if graph.speedups is not None:
+        graph.speedups.configure_methods(
+            {n: members[n] for n in graph.speedups.METHOD_NAMES}, METHODS)
     for name, value in members.items():
-        if name not in skip:
-            setter(cls, name, value)
-    if _g.speedups is not None and "__add__" in skip:
+        if name not in CORE_NAMES:
+            add_member(name, value)
+    if graph.speedups is not None and "__add__" in CORE_NAMES:
         # The C type's own dunders try NumPy at once and fall back to these recorded paths.
         dunder_names = {**{k: k for k in _BINARY}, "matmul": "matmul", "divmod": "divmod"}
-        _g.speedups.configure_dunders(
+        graph.speedups.configure_dunders(
             forward={k: members[f"__{d}__"] for k, d in dunder_names.items()},
             reflected={k: members[f"__r{d}__"] for k, d in dunder_names.items()},
             inplace={k: members.get(f"__i{d}__") for k, d in dunder_names.items()},

@@ -14,24 +14,24 @@ import warnings
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
-from . import composite as _differentiable, eager as _eager, reductions as _reductions, shortcuts as _shortcuts
+from . import conversion as _conversion, eager as _eager, fallback as _fallback, \
+    reductions as _reductions
 from ..core import policy as _policy, graph
 from ..array import views as _views
 from .. import devices as _devices
-from .composite import append, asarray_chkfinite, block, c_, gradient, insert, place, polyadd, polyder, polyint, polymul, polysub, put, r_, real_if_close, sort_complex
+from .conversion import asarray, concat, concatenate, expand_dims, stack  # (public here too)
 from ..array.calls import _fill_deep, dummy, function_op, lazy_call, twin
 from ..array.indexing import _Slot
 from ..array.operands import broadcast_shapes, key_of, operand, shape_of, to_numpy
 from .ufunc import UFUNCS
 from ..array.ndarray import ndarray
 from ..ops import elementwise as ew
+from ..ops.core import CLIP as _CLIP, COPY as _COPY, EMPTY as _EMPTY, EYE as _EYE, \
+    FULL as _FULL, ONES as _ONES, WHERE as _WHERE, ZEROS as _ZEROS, matmul_meta
 from ..ops.registry import Op, register
-from ..ops.shapes import matmul_meta
 
 _NoValue = np._NoValue
-_bmax, _bmin, _babs, _bround, _bsum, _ball, _bany = (builtins.max, builtins.min, builtins.abs,
-                                                      builtins.round, builtins.sum, builtins.all,
-                                                      builtins.any)
+_bmax, _bany = builtins.max, builtins.any      # (the names are the namespace's max and any)
 
 
 # --- creation ------------------------------------------------------------------------------
@@ -46,30 +46,6 @@ def _shape_arg(shape) -> tuple:
     if _bany(s < 0 for s in out):
         raise ValueError("negative dimensions are not allowed")
     return out
-
-
-def _creation(name: str, np_fn):
-    def impl(shape, dtype, **kw):
-        return np_fn(shape, dtype=dtype, **kw)
-    impl.__name__ = name
-    return register(Op(name, "creation", impl, raises_on_values=False))
-
-
-_ZEROS = _creation("zeros", np.zeros)
-_ONES = _creation("ones", np.ones)
-_EMPTY = _creation("empty", np.empty)
-_FULL = register(Op("full", "creation", lambda shape, dtype, fill_value:
-                    np.full(shape, fill_value, dtype=dtype)))
-_EYE = register(Op("eye", "creation", lambda N, M, k, dtype: np.eye(N, M, k, dtype=dtype)))
-_COPY = register(Op("copy", "elementwise", lambda x: np.array(x, copy=True), expr="{0}",
-                    inplace=(0,), impl_out=lambda out, x: np.copyto(out, x),
-                    raises_on_values=False))
-_ASTYPE = register(Op("astype", "elementwise", lambda x, dtype: x.astype(dtype), expr="{0}",
-                     fp_errors_only=True))
-_WHERE = register(Op("where", "elementwise", np.where, expr="({1} if {0} else {2})",
-                     raises_on_values=False))
-_CLIP = register(Op("clip", "elementwise", lambda x, lo, hi: np.clip(x, lo, hi),
-                    expr="min(max({0}, {1}), {2})", raises_on_values=False))
 
 
 def _new(op, shape, dtype, device, **params):
@@ -146,47 +122,6 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, d
                 device=_devices.like_device(a, device))
 
 
-def _shareable(a, dtype) -> bool:
-    """A NumPy array ``asarray`` can wrap without copying, sharing its memory as NumPy
-    does: an exact ``numpy.ndarray``, C-contiguous (lazynp buffers are C-ordered), of the
-    requested dtype."""
-    return type(a) is np.ndarray and a.flags.c_contiguous and \
-        (dtype is None or np.dtype(dtype) == a.dtype)
-
-
-def asarray(a, dtype=None, order=None, *, device=None, copy=None, like=None):
-    """Convert to a lazynp array: lazy arrays pass through, a C-contiguous NumPy array is
-    wrapped sharing its memory (as NumPy's ``asarray``; work on it runs at once, so the
-    NumPy array's later writes are seen as NumPy would see them), other data is copied."""
-    if device is not None:                                   # (device hook)
-        res = _devices.asarray(a, device, dtype, copy)
-        if res is not None:
-            return res
-    if isinstance(a, ndarray):
-        if dtype is not None and np.dtype(dtype) != a.dtype:
-            if copy is False:
-                raise ValueError("Unable to avoid copy while creating an array as requested.")
-            return a.astype(dtype)
-        return a.copy() if copy else a
-    if _devices.HOOK and (_devices.is_device_array(a) or _devices.DEFAULTS_OPEN):
-        res = _devices.asarray(a, None, dtype, copy)         # (device hook)
-        if res is not None:
-            return res
-    if not copy and not _policy.record_all and _shareable(a, dtype):
-        return ndarray._from_shared(a)    # (recording everything: a snapshot, below)
-    if type(a) is not np.ndarray and _devices.is_foreign_gpu_array(a):
-        return _devices.asarray(a, None, dtype, copy)       # (device hook: CuPy, torch...)
-    if _differentiable.recording(a):       # a list holding lazy arrays: a lazy stack
-        return _differentiable.nested_array(a, dtype)
-    if copy is False:
-        res = np.asarray(to_numpy(a), dtype=dtype)     # NumPy's error when a copy is needed
-        if not res.flags.c_contiguous:
-            raise ValueError("lazynp.asarray(copy=False): lazynp arrays are C-ordered; this "
-                             "array would need a copy")
-    value = np.array(to_numpy(a), dtype=dtype, order="C", copy=True)
-    return ndarray._from_node(graph.leaf(value))
-
-
 asanyarray = asarray
 
 
@@ -227,8 +162,8 @@ def array(object, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, lik
         # (the common literal: no lazy array to find; a transform watches new leaves)
         return ndarray._from_value(np.array(object, dtype=dtype, copy=True, order="C",
                                             ndmin=ndmin))
-    if _differentiable.recording(object):  # a list holding lazy arrays: a lazy stack
-        return _differentiable.nested_array(object, dtype, ndmin)
+    if _conversion.recording(object):  # a list holding lazy arrays: a lazy stack
+        return _conversion.nested_array(object, dtype, ndmin)
     value = np.array(to_numpy(object), dtype=dtype, copy=True, order="C", ndmin=ndmin)
     return ndarray._from_node(graph.leaf(value))
 
@@ -261,39 +196,12 @@ def copy(a, order="K", subok=False):
     return ndarray._from_node(graph.record(_COPY, (a._node(),), None, a.shape, a.dtype))
 
 
-def _values_now(np_fn):
-    """Creation functions whose values are known at the call: run NumPy now, wrap a leaf."""
-    from . import fallback as _fallback
-    lazy = getattr(_differentiable, np_fn.__name__, None)
-
-    def f(*args, **kwargs):
-        device = kwargs.pop("device", None)
-        if device is not None or _devices.DEFAULTS_OPEN:     # (device hook)
-            d = _devices.creation_target(device)
-            if d is not None:
-                return _devices.asarray(np_fn(*to_numpy(args), **to_numpy(kwargs)), d)
-        if lazy is not None and _differentiable.recording(args[:2]):
-            return lazy(*args, **kwargs)        # lazy endpoints: recorded (differentiable)
-        res = np_fn(*to_numpy(args), **to_numpy(kwargs))
-        if isinstance(res, tuple):
-            res = tuple(ndarray._from_node(graph.leaf(np.asarray(r, order="C"))) for r in res)
-        else:
-            res = ndarray._from_node(graph.leaf(np.asarray(res, order="C")))
-        return _fallback.forced("numpy." + np_fn.__name__, (args, kwargs), res)
-    f.__name__ = np_fn.__name__
-    f.__doc__ = np_fn.__doc__
-    return f
-
-
-arange = _values_now(np.arange)
-linspace = _values_now(np.linspace)
-logspace = _values_now(np.logspace)
-geomspace = _values_now(np.geomspace)
-indices = _values_now(np.indices)
-tri = _values_now(np.tri)
-frombuffer = _values_now(np.frombuffer)
-fromiter = _values_now(np.fromiter)
-fromstring = _values_now(np.fromstring)
+arange = _conversion.values_now(np.arange)
+indices = _conversion.values_now(np.indices)
+tri = _conversion.values_now(np.tri)
+frombuffer = _conversion.values_now(np.frombuffer)
+fromiter = _conversion.values_now(np.fromiter)
+fromstring = _conversion.values_now(np.fromstring)
 
 
 def eye(N, M=None, k=0, dtype=float, order="C", *, device=None, like=None):
@@ -347,7 +255,6 @@ class _GridProxy:
         self._grid = grid
 
     def __getitem__(self, key):
-        from . import fallback as _fallback
         return _fallback.forced("numpy.mgrid", key,
                                 _fallback.wrap_result(self._grid[to_numpy(key)]))
 
@@ -776,16 +683,9 @@ def einsum(*operands, out=None, optimize=False, **kwargs):
     return res
 
 
-def trace(a, *args, **kwargs):
-    """``numpy.trace(a, offset, axis1, axis2, dtype, out)`` for arrays; for a Python function,
-    ``lazynp.trace(f, *example_args)`` traces it into a :class:`lazynp.Symbol`."""
-    if callable(a) and not isinstance(a, ndarray):
-        from ..symbol import trace as trace_symbol
-        return trace_symbol(a, *args, **kwargs)
-    return _trace_array(a, *args, **kwargs)
-
-
-def _trace_array(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    """``numpy.trace`` (``lazynp.trace`` of a Python function traces it into a
+    :class:`lazynp.Symbol`: the face, lazynp/__init__.py, dispatches)."""
     if out is None:
         r = _eager.try_call(np.trace, (a, offset, axis1, axis2, dtype), {}, "reduction")
         if r is not _eager.NOT_EAGER:
@@ -843,10 +743,6 @@ def moveaxis(a, source, destination):
 
 def rollaxis(a, axis, start=0):
     return _views.view_from_start(asarray(a), np.rollaxis, axis, start)
-
-
-def expand_dims(a, axis):
-    return _views.view_from_start(asarray(a), np.expand_dims, axis)
 
 
 def squeeze(a, axis=None):
@@ -935,70 +831,6 @@ def unstack(x, /, *, axis=0):
 
 
 # --- copies ----------------------------------------------------------------------------------
-
-_PY_SCALARS = (bool, int, float, complex)
-
-
-def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
-    """Lazy ``numpy.concatenate``."""
-    arrays = list(arrays)
-    arrs = [asarray(a) for a in arrays]
-    if not arrs:
-        raise ValueError("need at least one array to concatenate")
-    # with axis=None, bare Python scalars stay weakly typed (NEP 50) as in NumPy's call
-    weak = axis is None and any(type(a) in _PY_SCALARS for a in arrays)
-    if axis is None:
-        arrs = [a.reshape(-1) for a in arrs]
-        axis = 0
-    tw = [np.zeros(tuple(s if i == axis or (axis < 0 and i == a.ndim + axis) else _bmin(s, 1)
-                         for i, s in enumerate(a.shape)) if a.ndim else (), a.dtype)
-          for a in arrs]
-    kw = {"casting": casting} if dtype is None else {"dtype": dtype, "casting": casting}
-    if weak:
-        tw = [a if type(a) in _PY_SCALARS else t for a, t in zip(arrays, tw)]
-        arrs = [a if type(a) in _PY_SCALARS else t for a, t in zip(arrays, arrs)]
-        dt = np.concatenate(tw, axis=None, **kw).dtype      # NumPy's errors
-        shape = (_bsum(1 if type(a) in _PY_SCALARS else a.shape[0] for a in arrs),)
-        res = lazy_call("concatenate", np.concatenate, (arrs,), dict(kw, axis=None),
-                        meta=lambda n, t: (shape, dt))
-        if out is not None:
-            out[...] = res
-            return out
-        return res
-    np.concatenate(tw, axis=axis, **kw)  # NumPy's errors (ndim, dtype casting)
-    nd = arrs[0].ndim
-    ax = normalize_axis_index(axis, nd)
-    for i, a in enumerate(arrs[1:], 1):
-        for d in range(nd):
-            if d != ax and a.shape[d] != arrs[0].shape[d]:
-                raise ValueError("all the input array dimensions except for the concatenation "
-                                 f"axis must match exactly, but along dimension {d}, the array "
-                                 f"at index 0 has size {arrs[0].shape[d]} and the array at "
-                                 f"index {i} has size {a.shape[d]}")
-    dt = np.concatenate(tw, axis=axis, **kw).dtype
-    shape = list(arrs[0].shape)
-    shape[ax] = _bsum(a.shape[ax] for a in arrs)
-    res = lazy_call("concatenate", np.concatenate, (arrs,), dict(kw, axis=ax),
-                    meta=lambda n, t: (tuple(shape), dt))
-    if out is not None:
-        out[...] = res
-        return out
-    return res
-
-
-concat = concatenate
-
-
-def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
-    arrs = [asarray(a) for a in arrays]
-    if not arrs:
-        raise ValueError("need at least one array to stack")
-    if _bany(a.shape != arrs[0].shape for a in arrs):
-        raise ValueError("all input arrays must have the same shape")
-    ax = normalize_axis_index(axis, arrs[0].ndim + 1)
-    return concatenate([expand_dims(a, ax) for a in arrs], axis=ax, out=out, dtype=dtype,
-                       casting=casting)
-
 
 def vstack(tup, *, dtype=None, casting="same_kind"):
     return concatenate([atleast_2d(a) for a in tup], axis=0, dtype=dtype, casting=casting)
@@ -1153,8 +985,7 @@ def fill_diagonal(a, val, wrap=False) -> None:
         raise ValueError("All dimensions of input must be of equal length")
     flat = a.reshape(-1) if a.flags.c_contiguous else None
     if flat is None or wrap:
-        from .fallback import call_numpy
-        call_numpy(np.fill_diagonal, "fill_diagonal", (a, val), {"wrap": wrap})
+        _fallback.call_numpy(np.fill_diagonal, "fill_diagonal", (a, val), {"wrap": wrap})
         return
     if a.ndim == 2:
         step = a.shape[1] + 1
@@ -1175,7 +1006,6 @@ def _forcing(name):
     np_fn = getattr(np, name)
 
     def f(*args, **kwargs):
-        from . import fallback as _fallback
         return _fallback.forced("numpy." + name, (args, kwargs), _fallback.wrap_result(
             np_fn(*to_numpy(args), **to_numpy(kwargs))))
     f.__name__ = name
@@ -1197,8 +1027,6 @@ histogram2d = _forcing("histogram2d")
 histogramdd = _forcing("histogramdd")
 histogram_bin_edges = _forcing("histogram_bin_edges")
 digitize = _forcing("digitize")
-extract = _differentiable.extract
-compress = _differentiable.compress
 trim_zeros = _forcing("trim_zeros")
 isin = _forcing("isin")
 intersect1d = _forcing("intersect1d")
@@ -1279,38 +1107,7 @@ for _n in dir(np):
 globals().update(_UFUNC_NAMES)
 
 # --- the execution policy: functions that return fresh data try NumPy at once first ----------
-# (lazynp/_eager.py; view functions and functions that write into an argument are not here:
-# they go through the view and write machinery, which keeps storage shared)
-
-def _eager_functions():
-    # ("opaque": NumPy at once at any size, nothing to fuse: percentile and quantile too, whose
-    # recorded versions took twice NumPy's time on 2.4M elements)
-    kinds = {
-        "reduction": """sum prod nansum nanprod max amax min amin all any mean nanmean std var
-            nanstd nanvar median nanmedian count_nonzero ptp argmax argmin nanargmax nanargmin
-            nanmax nanmin average cumsum cumprod nancumsum nancumprod diff ediff1d""",
-        "elementwise": """where clip nan_to_num round around isclose sinc i0 angle fix polyval
-            interp copy""",
-        "opaque": """allclose array_equal argpartition argsort argwhere bincount choose
-            column_stack compress concat concatenate convolve corrcoef correlate cov cross
-            diagflat digitize dot dstack einsum extract flatnonzero histogram histogram2d
-            histogram_bin_edges histogramdd hstack inner intersect1d isin kron lexsort matmul
-            percentile nanpercentile quantile nanquantile
-            nonzero outer pad partition repeat roll searchsorted select setdiff1d setxor1d sort
-            stack take take_along_axis tensordot tile tril triu union1d unique unique_all
-            unique_counts unique_inverse unique_values vander vdot vstack row_stack tri eye
-            identity zeros ones empty full zeros_like ones_like empty_like full_like arange
-            linspace logspace geomspace indices trapezoid""",
-    }
-    g = globals()
-    for kind, names in kinds.items():
-        for name in names.split():
-            if name in g and hasattr(np, name) and not isinstance(g[name], UFUNCS["add"].__class__):
-                np_fn = _shortcuts.BY_NAME.get(name) or getattr(np, name)
-                g[name] = _eager.eager_first(np_fn, g[name], kind)
-
-
-_eager_functions()
+globals().update(_eager.eager_versions(globals()))
 
 __all_lazy__ = [n for n in list(globals()) if not n.startswith("_") and n not in
                 ("builtins", "operator", "np", "graph", "Op", "register", "ndarray",

@@ -9,7 +9,9 @@ from ..array.ndarray import ndarray
 from numpy.lib.array_utils import normalize_axis_index
 
 from .. import devices as _devices
+from .conversion import asarray
 from ..core import graph
+from ..array.calls import lazy_call
 from ..array.operands import operand
 from ..ops import reductions as R
 
@@ -19,7 +21,6 @@ _NoValue = np._NoValue
 def _asarray(a):
     if type(a) is ndarray:
         return a
-    from .namespace import asarray
     return asarray(a)
 
 
@@ -92,7 +93,6 @@ def _reduce_into(x, *, fn, out_dtype, out_shape, **kw):
 def _into(name, fn, a, args_kw, where, out, shape, result_shape=None):
     """``fn(a, out=<array of out's dtype>, **args_kw)``, recorded (NumPy's errors now).
     ``result_shape(input shape)``: the shape of the result (default: the reduction's)."""
-    from ..array.calls import lazy_call
     kw = dict(args_kw)
     if where is not True:
         kw["where"] = where
@@ -111,7 +111,6 @@ def _into(name, fn, a, args_kw, where, out, shape, result_shape=None):
 
 def _opaque(name, fn, a, args_kw, where, out):
     """A reduction NumPy runs with all its arguments (array-valued keywords)."""
-    from ..array.calls import lazy_call
     kw = dict(args_kw)
     if where is not True:
         kw["where"] = where

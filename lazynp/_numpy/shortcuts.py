@@ -12,24 +12,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._base import config as _config
-
-
-def _load_short_sum():
-    """The C extension's ``add.reduce`` over a short last axis (None without it)."""
-    if _config.PURE_PYTHON:
-        return None
-    try:
-        from .._speedups import short_sum
-    except ImportError:
-        return None
-    return short_sum
+from ..core import graph
 
 
 #: ``add.reduce(a, axis=-1)`` of a C-ordered float array whose last axis has 2 to 7
 #: elements, computed in NumPy's order of additions without its per-row loop calls (a
 #: (600, 4, 2) array: 46 -> 3 us); None where it does not apply or a float flag was raised.
-_short_sum = _load_short_sum()
+#: (The C extension's; None without it.)
+_short_sum = None if graph.speedups is None else graph.speedups.short_sum
 _ndarray = np.ndarray
 _NoValue = np._NoValue
 _add_reduce = np.add.reduce

@@ -9,11 +9,14 @@ import numpy as np
 
 from ..array.ndarray import ndarray
 
-from . import eager as _eager
+from . import eager as _eager, fallback as _fallback, reductions as _reductions
+from .conversion import asarray
 from ..core import policy as _policy, graph
 from .. import devices as _devices
-from ..array.operands import broadcast_shapes, key_of, operand, shape_of
+from ..array import indexing as _indexing
+from ..array.operands import broadcast_shapes, key_of, operand, shape_of, to_numpy
 from ..ops import elementwise as ew
+from ..ops.core import TUPLE_GET, UFUNC_CALL
 from ..ops.registry import Op, register
 
 _NoValue = np._NoValue
@@ -29,22 +32,6 @@ def _ufunc_out_impl(base, *vals, geom, ufunc, kw, has_where):
 
 
 UFUNC_OUT = register(Op("ufunc_out", "write", _ufunc_out_impl, inplace=(0,)))
-
-
-def _tuple_get_impl(t, i):
-    return t[i]
-
-
-TUPLE_GET = register(Op("tuple_get", "index", _tuple_get_impl, raises_on_values=False))
-
-
-def _call_impl(*vals, ufunc, kw, has_where):
-    if has_where:
-        return ufunc(*vals[:-1], where=vals[-1], **kw)
-    return ufunc(*vals, **kw)
-
-
-UFUNC_CALL = register(Op("ufunc_call", "elementwise", _call_impl))
 
 
 def _ufunc_named(name: str) -> "ufunc":
@@ -327,7 +314,6 @@ class ufunc(_UfuncBase):
         return True
 
     def _eager(self, args, out, where, dtype, casting, signature):
-        from ..array.operands import to_numpy
         kw = {"where": where, "casting": casting}
         if dtype is not None:
             kw["dtype"] = dtype
@@ -338,7 +324,6 @@ class ufunc(_UfuncBase):
     # --- methods -------------------------------------------------------------------------
     def reduce(self, array, axis=0, dtype=None, out=None, keepdims=False, initial=_NoValue,
                where=True):
-        from . import reductions as _reductions
         if not _policy.record_all and out is None:
             kw = {"axis": axis}
             if dtype is not None:
@@ -359,7 +344,6 @@ class ufunc(_UfuncBase):
                                      dtype, out, keepdims, where, kw)
 
     def accumulate(self, array, axis=0, dtype=None, out=None):
-        from . import reductions as _reductions
         if not _policy.record_all and out is None:
             r = _eager.try_call(self._np.accumulate, (array,), {"axis": axis, "dtype": dtype},
                                 "reduction")
@@ -368,20 +352,17 @@ class ufunc(_UfuncBase):
         return _reductions.accumulate(self._np, array, axis, dtype, out)
 
     def outer(self, A, B, **kwargs):
-        from . import namespace as ns
         r = _eager.try_call(self._np.outer, (A, B), kwargs, "elementwise")
         if r is not _eager.NOT_EAGER:
             return r
-        A = ns.asarray(A)
-        B = ns.asarray(B)
+        A = asarray(A)
+        B = asarray(B)
         return self(A.reshape(A.shape + (1,) * B.ndim), B, **kwargs)
 
     def at(self, a, indices, b=None):
-        from ..array import indexing as _indexing
         _indexing.ufunc_at(self, a, indices, b)
 
     def reduceat(self, array, indices, axis=0, dtype=None, out=None):
-        from . import fallback as _fallback
         return _fallback.call_numpy(self._np.reduceat, f"{self.__name__}.reduceat",
                                     (array, indices), {"axis": axis, "dtype": dtype, "out": out})
 

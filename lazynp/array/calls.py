@@ -15,6 +15,7 @@ from .._base import split as _split
 from ..core import graph
 from .indexing import _Slot, _fill
 from ..core.graph import Node
+from ..ops.core import TUPLE_GET
 from ..ops.registry import OPS, Op, register
 
 
@@ -129,7 +130,6 @@ def lazy_call(name: str, fn, args: tuple, kwargs: dict, *, kind: str = "opaque",
         shape, dtype = m
         node = graph.record(op, tuple(nodes), {"tpl": tpl}, tuple(shape), np.dtype(dtype))
         return ndarray._from_node(node, scalar and shape == ())
-    from .._numpy.ufunc import TUPLE_GET
     multi = graph.record(op, tuple(nodes), {"tpl": tpl}, tuple(m[0][0]), np.dtype(m[0][1]))
     return tuple(ndarray._from_node(graph.record(TUPLE_GET, (multi, i), None, tuple(s),
                                                  np.dtype(d)))

@@ -15,7 +15,7 @@ import numpy as np
 from .ndarray import ndarray
 
 from ..core import policy as _policy, graph
-from .operands import PY_SCALARS, broadcast_shapes, eager_operand, operand, to_numpy
+from .operands import PY_SCALARS, broadcast_shapes, eager_operand, operand, to_numpy, wrap
 from ..core.graph import Node
 from ..ops.registry import Op, register
 
@@ -137,13 +137,21 @@ def is_field_key(index) -> bool:
     return type(index) is list and len(index) > 0 and all(isinstance(k, str) for k in index)
 
 
+def empty_like_shadow(sh: np.ndarray):
+    """The array standing for an empty view NumPy made (``sh``): a new one of zeros of its
+    shape and dtype, read-only when ``sh`` is."""
+    out = ndarray._from_node(graph.leaf(np.zeros(sh.shape, sh.dtype)))
+    if not sh.flags.writeable:
+        out.flags.writeable = False
+    return out
+
+
 def field_view(arr, key):
     """``arr[key]`` for a field name (or a list of them): a view sharing ``arr``'s storage,
     as in NumPy (its dtype, shape for sub-array fields, errors: NumPy's, from the shadow)."""
-    from .views import _empty_like_shadow
     shadow = arr._get_shadow()[key]
     if shadow.size == 0:
-        return _empty_like_shadow(shadow)
+        return empty_like_shadow(shadow)
     return arr._view_of(shadow)
 
 
@@ -176,7 +184,7 @@ def getitem(arr, index):
         if val is not None:
             idx = _eager_index(index)
             if idx is not None:
-                return wrap_eager(val[idx], (val,))
+                return wrap(val[idx], (val,))
     template, args, dummy_index = _advanced_template(index)
     dummy = np.broadcast_to(np.empty((), arr.dtype), arr.shape)
     shape = dummy[dummy_index].shape
@@ -203,11 +211,6 @@ def _eager_index(index):
     if isinstance(index, ndarray):
         return index._eager_value()
     return index
-
-
-def wrap_eager(res, inputs=()):
-    from .._numpy.eager import wrap
-    return wrap(res, inputs)
 
 
 def _advanced_template(index):

@@ -14,8 +14,10 @@ first time something needs it (a view, a recorded op reading it).
 The class is made of two parts.  The *core* (state, construction, metadata, indexing, the
 arithmetic dunders: the hot paths of eager code) is the C type ``lazynp._speedups.ndarray``
 when the extension is built, else :class:`_CoreReference` below (the reference the C one is
-tested against).  The *members* (:class:`_Members` and :mod:`lazynp._numpy.methods`) are Python,
-installed on the core type by :func:`_install_methods`.
+tested against).  The *members* are Python: :class:`_Members`, installed on the core type
+here, and those the namespace layer installs through :func:`add_member` and
+:func:`configure_core` (:func:`lazynp._numpy.methods.install`: the dunders and methods that
+delegate to the namespace, and, on the pure Python core, ``__getitem__``/``__setitem__``).
 """
 from __future__ import annotations
 
@@ -258,15 +260,7 @@ class _CoreReference:
                 check_buffer_dtype(self.dtype)
             return memoryview(self.__array__())
 
-    # --- indexing ----------------------------------------------------------------------
-    def __getitem__(self, index):
-        from . import indexing as _indexing
-        return _indexing.getitem(self, index)
-
-    def __setitem__(self, index, value) -> None:
-        from . import indexing as _indexing
-        _indexing.setitem(self, index, value)
-
+    # --- indexing (``__getitem__``/``__setitem__``: lazynp.array.indexing's) --------------
     def __iter__(self):
         if not self.shape:
             raise TypeError("iteration over a 0-d array")
@@ -346,26 +340,6 @@ class _Members:
         if self.ndim < 2:
             raise ValueError("matrix transpose with ndim < 2 is undefined")
         return self.swapaxes(-1, -2)
-
-    @property
-    def real(self) -> "ndarray":
-        from .._numpy import namespace as ns
-        return ns.real(self)
-
-    @real.setter
-    def real(self, value) -> None:
-        self.real[...] = value
-
-    @property
-    def imag(self) -> "ndarray":
-        from .._numpy import namespace as ns
-        return ns.imag(self)
-
-    @imag.setter
-    def imag(self, value) -> None:
-        if self.dtype.kind != "c":
-            raise TypeError("array does not have imaginary part to set")
-        self.imag[...] = value
 
     @property
     def flat(self):
@@ -508,10 +482,6 @@ class _Members:
             return format(v[()], spec)
         return format(v, spec)
 
-    def __contains__(self, item) -> bool:
-        from .._numpy import namespace as ns
-        return bool(ns.any(self == item))
-
     __hash__ = None  # like NumPy arrays (unlike NumPy scalars: see README)
 
     def __reduce__(self):
@@ -523,32 +493,11 @@ class _Members:
     def __deepcopy__(self, memo):
         return self.copy()
 
-    def __array_namespace__(self, api_version=None):
-        import lazynp
-        return lazynp
-
     def __dlpack__(self, **kw):
         return self._value().__dlpack__(**kw)
 
     def __dlpack_device__(self):
         return self._value().__dlpack_device__()
-
-    # --- NumPy interoperability -------------------------------------------------------
-    def __array_ufunc__(self, uf, method, *inputs, **kwargs):
-        from .._numpy import ufunc as _ufunc
-        lazy = _ufunc.UFUNCS.get(uf.__name__)
-        if lazy is None or lazy._np is not uf:
-            from .._numpy import fallback as _fallback, namespace as _namespace
-            if uf is np.matmul and method == "__call__":
-                return _namespace.matmul(*inputs, **kwargs)
-            return _fallback.call_numpy(getattr(uf, method) if method != "__call__" else uf,
-                                        f"{uf.__name__}.{method}", inputs, kwargs)
-        return getattr(lazy, method)(*inputs, **kwargs) if method != "__call__" \
-            else lazy(*inputs, **kwargs)
-
-    def __array_function__(self, func, types, args, kwargs):
-        from .._numpy import fallback as _fallback
-        return _fallback.dispatch_numpy_function(func, args, kwargs)
 
     # --- writes ------------------------------------------------------------------------
     def _write(self, op, args: tuple, params: dict) -> None:
@@ -589,8 +538,7 @@ class _Flat:
             self._arr.flatten()[idx]
 
     def __setitem__(self, idx, value):
-        from .._numpy import namespace as ns
-        flat = ns.reshape(self._arr, -1)
+        flat = self._arr.reshape(-1)
         if flat._var is self._arr._var:
             flat[idx] = value
         else:
@@ -663,7 +611,7 @@ runs (fused, planned, multi-threaded) when a value is needed: printing, ``float(
 offset, strides, order)`` is NumPy's constructor.
 """
 
-ndarray, _CORE_NAMES = _make_class()
+ndarray, CORE_NAMES = _make_class()   # (CORE_NAMES: the members its core type defines)
 
 
 def add_member(name: str, value) -> None:
@@ -675,31 +623,21 @@ def add_member(name: str, value) -> None:
 _CORE_TYPES = (ndarray,)
 
 
-def _getitem_py(arr, index):
-    from . import indexing as _indexing
-    return _indexing.getitem(arr, index)
-
-
-def _setitem_py(arr, index, value):
-    from . import indexing as _indexing
-    _indexing.setitem(arr, index, value)
-
-
 def _view_node_now(base, offset, shape, strides, dtype):
     return graph.view_node(base, offset, shape, strides, dtype)   # (autograd may hook it)
 
 
-def _install_methods():
-    """Methods and dunders that delegate to the namespace (defined in _methods); the C
-    core's Python paths."""
-    from .._numpy import methods as _methods
-    if graph.speedups is not None:
-        graph.speedups.configure_array(
-            ndarray, leaf=graph.leaf, leaf_op=graph.LEAF, materialize=graph.materialize,
-            getitem=_getitem_py,
-            setitem=_setitem_py, writable=graph.writable_view, construct=_construct_value,
-            data_offset=_data_offset, view_node=_view_node_now, view_on=graph._view_impl,
-            array=_Members.__array__, array_ufunc=_Members.__array_ufunc__,
-            transpose=lambda a: a.transpose())
-        graph.speedups.configure_parts(_Members.real, _Members.imag)
-    _methods.install(ndarray, _CORE_NAMES)
+def configure_core(*, getitem, setitem, array_ufunc, real: property, imag: property) -> None:
+    """Hand the C core (when built) the Python paths of the members that live above this
+    module: indexing (:mod:`lazynp.array.indexing`), ``__array_ufunc__`` and the ``real``
+    and ``imag`` properties (:mod:`lazynp._numpy.methods`, which calls this once).  The
+    pure Python class gets these as members (:func:`add_member`) instead."""
+    if graph.speedups is None:
+        return
+    graph.speedups.configure_array(
+        ndarray, leaf=graph.leaf, leaf_op=graph.LEAF, materialize=graph.materialize,
+        getitem=getitem, setitem=setitem, writable=graph.writable_view,
+        construct=_construct_value, data_offset=_data_offset, view_node=_view_node_now,
+        view_on=graph._view_impl, array=_Members.__array__, array_ufunc=array_ufunc,
+        transpose=lambda a: a.transpose())
+    graph.speedups.configure_parts(real, imag)

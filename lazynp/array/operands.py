@@ -121,3 +121,47 @@ def broadcast_shapes(*shapes) -> tuple:
                     raise ValueError("operands could not be broadcast together with shapes "
                                      + " ".join(str(tuple(x)).replace(" ", "") for x in shapes) + " ")
     return tuple(out)
+
+
+def wrap(res, inputs=()):
+    """A NumPy result computed at once, as lazynp returns it: arrays as computed lazynp
+    arrays owning a C-ordered buffer (copied when NumPy's result shares memory with an
+    input or is not C-ordered), NumPy scalars and other objects as they are; tuples, lists
+    and named tuples element by element."""
+    t = type(res)
+    if t is np.ndarray:
+        if res.base is not None:
+            for v in inputs:
+                if type(v) is np.ndarray and np.may_share_memory(res, v):
+                    res = res.copy()
+                    break
+        if not res.flags.c_contiguous:
+            return _in_numpys_layout(res)
+        return ndarray._from_value(res)
+    if t is tuple:
+        return tuple(wrap(r, inputs) for r in res)
+    if t is list:
+        return [wrap(r, inputs) for r in res]
+    if isinstance(res, tuple) and hasattr(res, "_fields"):
+        return t(*[wrap(r, inputs) for r in res])
+    return res
+
+
+def _in_numpys_layout(res: np.ndarray):
+    """A result NumPy laid out in another order (``np.exp(a.T)`` keeps ``a.T``'s strides):
+    when its memory is one block in some axis order, the lazynp array is a view of that
+    block with NumPy's strides (no copy; ``strides`` and ``flags`` as NumPy's); otherwise a
+    C-ordered copy."""
+    st = res.strides
+    # (a result with a base is a view of NumPy's own temporary -- einsum's transposed
+    # product: wrap() has copied the ones sharing an input's memory)
+    if res.size > 1 and all(s > 0 for s in st):
+        perm = sorted(range(res.ndim), key=lambda i: -st[i])
+        block = res.transpose(perm)
+        if block.flags.c_contiguous:
+            base = ndarray._from_value(block)
+            inv = [0] * len(perm)
+            for i, p in enumerate(perm):
+                inv[p] = i
+            return base._view_of(base._get_shadow().transpose(inv))
+    return ndarray._from_value(np.ascontiguousarray(res))

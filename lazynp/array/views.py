@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ndarray import _data_offset, ndarray
-
-from ..core import graph
+from .calls import lazy_call
+from .indexing import empty_like_shadow
+from .ndarray import _data_offset
 
 
 def _in_shadow(var, sh: np.ndarray) -> bool:
@@ -49,11 +49,10 @@ def view(arr, fn, *args, **kwargs):
 
 
 def _finish_view(arr, fn, sh, args: tuple, kwargs: dict):
-    from .calls import lazy_call
     if type(sh) is not np.ndarray:
         sh = np.asarray(sh)
     if sh.size == 0:
-        return _empty_like_shadow(sh)
+        return empty_like_shadow(sh)
     if not _in_shadow(arr._var, sh):
         name = getattr(fn, "__name__", "view")
         return lazy_call(name, fn, (arr,) + args, kwargs, meta=lambda n, t: (sh.shape, sh.dtype))
@@ -65,20 +64,12 @@ def views(arr, fn, *args, **kwargs) -> list:
     out = []
     for sh in fn(arr._get_shadow(), *args, **kwargs):
         out.append(arr._view_of(sh) if sh.size and _in_shadow(arr._var, sh)
-                   else _empty_like_shadow(sh))
-    return out
-
-
-def _empty_like_shadow(sh):
-    out = ndarray._from_node(graph.leaf(np.zeros(sh.shape, sh.dtype)))
-    if not sh.flags.writeable:
-        out.flags.writeable = False
+                   else empty_like_shadow(sh))
     return out
 
 
 def reshape(arr, shape, order="C", copy=None):
     """NumPy's reshape: a view when NumPy makes one (any order), else a copy."""
-    from .calls import lazy_call
     sh = arr._get_shadow()
     try:
         r = sh.reshape(shape, order=order, copy=False)
@@ -93,5 +84,5 @@ def reshape(arr, shape, order="C", copy=None):
         return lazy_call("reshape", np.reshape, (arr, shape), {"order": order},
                          meta=lambda n, t: (r.shape, r.dtype))
     if r.size == 0:
-        return _empty_like_shadow(r)
+        return empty_like_shadow(r)
     return arr._view_of(r)

@@ -26,7 +26,7 @@ from ..devices.registry import Backend, register_backend
 from ..ops import elementwise as ew
 from ..ops import reductions as R
 from ..ops.registry import OPS, Op, register
-from ..ops.shapes import matmul_meta
+from ..ops.core import matmul_meta
 from . import memory, runtime
 
 

@@ -101,9 +101,9 @@ def add_replicas(values: Sequence[Any]) -> Any:
     total = values[0]
     if len(values) == 1:
         return total
-    if any(is_lazy(v) for v in values):
-        from .. import asarray
-        total = asarray(total)
+    if any(is_lazy(v) for v in values) and not is_lazy(total):
+        # a lazy sum: the first replica (a NumPy array) as a computed array of its own
+        total = _lazy_ndarray._from_node(graph.leaf(np.array(total, order="C")))
     for v in values[1:]:
         total = total + v
     return total

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import html
 import os
-import weakref
 
 import numpy as _np
 
@@ -23,25 +22,12 @@ from ..ir.passes import memory_plan, pipeline
 from ..ir.symbol import Ref, SNode, Symbol
 from ..ops.registry import OPS
 from .jupyter import nbytes_text, prod, html_table, text_table
+from .._numpy.fallback import FALLBACK_NODES, tag_fallback
 
 __all__ = ["explain", "Explanation", "tag_fallback"]
 
 #: Jupyter shows the graph picture of reports up to this many nodes (tables always)
 MAX_DRAWN_NODES = 300
-
-#: computed nodes made by a NumPy fallback -> the NumPy name (see _fallback.call_numpy)
-FALLBACK_NODES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def tag_fallback(result, name: str) -> None:
-    """Remember that the arrays in ``result`` came from NumPy's ``name`` (for pictures)."""
-    from ..array.ndarray import ndarray
-    if isinstance(result, ndarray):
-        FALLBACK_NODES[result._var.head] = name     # (a computed array gets its Var now)
-    elif isinstance(result, (tuple, list)):
-        for r in result:
-            tag_fallback(r, name)
-
 
 # --- explain(*arrays) --------------------------------------------------------------------
 
