@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 
 from ._base import config as _config
+from ._base import native as _native
 from ._numpy import fallback as _fallback
 from .core import graph
 
@@ -39,8 +40,8 @@ def stats() -> dict:
     out.update(pool.STATS)
     out.update(tree.STATS)
     out.update(_fallback.report())
-    if graph.speedups is not None:
-        for k, n in graph.speedups.eager_counters().items():
+    if _native.ext is not None:
+        for k, n in _native.ext.eager_counters().items():
             out[k] = out.get(k, 0) + n
     from . import devices
     if devices.ACTIVE:                                       # (device hook)
@@ -61,8 +62,8 @@ def reset_stats() -> None:
         for k in d:
             d[k] = 0
     _fallback.reset()
-    if graph.speedups is not None:
-        graph.speedups.reset_eager_counters()
+    if _native.ext is not None:
+        _native.ext.reset_eager_counters()
     from . import devices
     if devices.ACTIVE:                                       # (device hook)
         from .engine import streams

@@ -419,7 +419,7 @@ def reset_after_fork() -> None:
 
 
 def install(speedups) -> None:
-    """Let the C fast paths (``lazynp._speedups``, when built) split their NumPy calls."""
+    """Let the C fast paths (``lazynp._base._speedups``, when built) split their NumPy calls."""
     if speedups is None or not enabled:
         return
     kinds = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,

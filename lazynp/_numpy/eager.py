@@ -15,6 +15,7 @@ import numpy as np
 from ..core import policy as _policy
 from . import shortcuts as _shortcuts
 from .._base import split as _split
+from .._base import native as _native
 from .. import devices as _devices
 from ..array.operands import NOT_EAGER, eager_operand, value_for_eager
 from ..core import graph as _graph
@@ -219,8 +220,8 @@ def _in_numpys_layout(res: np.ndarray):
 def eager_first(np_fn, lazy_fn, kind: str = "opaque"):
     """``lazy_fn`` behind a first attempt to run NumPy's ``np_fn`` at once (for functions
     that return fresh data)."""
-    if _graph.speedups is not None:
-        f = _graph.speedups.EagerFirst(np_fn, lazy_fn, kind)    # (the same, in C)
+    if _native.ext is not None:
+        f = _native.ext.EagerFirst(np_fn, lazy_fn, kind)    # (the same, in C)
         functools.update_wrapper(f, lazy_fn)
         f._lazynp_eager = np_fn
         return f
@@ -245,9 +246,9 @@ def eager_first(np_fn, lazy_fn, kind: str = "opaque"):
 # take to the Python versions above).
 eager_call = try_call
 eager_method = try_method
-if _graph.speedups is not None:
-    _graph.speedups.configure_eager(not_eager=NOT_EAGER, try_call=try_call,
+if _native.ext is not None:
+    _native.ext.configure_eager(not_eager=NOT_EAGER, try_call=try_call,
                                     try_method=try_method, wrap=wrap)
-    _graph.speedups.configure_device_hook(vars(_devices), _devices.dispatch)  # (device hook)
-    eager_call = _graph.speedups.eager_call
-    eager_method = _graph.speedups.eager_method
+    _native.ext.configure_device_hook(vars(_devices), _devices.dispatch)  # (device hook)
+    eager_call = _native.ext.eager_call
+    eager_method = _native.ext.eager_method

@@ -8,6 +8,7 @@ import numpy as np
 
 from . import namespace as ns
 from ..core import graph
+from .._base import native as _native
 from .eager import NOT_EAGER, eager_method
 from .ufunc import UFUNCS
 
@@ -280,7 +281,6 @@ def _dump(self, file):
 def install(cls, skip=frozenset()) -> None:
     """Set the dunders and methods on ``cls``, except those named in ``skip`` (the ones
     its core type implements itself)."""
-    from ..array.ndarray import graph as _g
     members = {}
     for dunder, name in _BINARY.items():
         uf = UFUNCS[name]
@@ -302,18 +302,18 @@ def install(cls, skip=frozenset()) -> None:
         byteswap=_byteswap, put=_put, tofile=_tofile, dump=_dump)
     for name in _DELEGATED:
         members[name] = _item_method(name)
-    if _g.speedups is not None:
+    if _native.ext is not None:
         from .shortcuts import METHODS
-        _g.speedups.configure_methods({n: members[n] for n in _g.speedups.METHOD_NAMES},
+        _native.ext.configure_methods({n: members[n] for n in _native.ext.METHOD_NAMES},
                                       METHODS)
-    setter = _g.speedups.install_member if _g.speedups is not None else setattr
+    setter = _native.ext.install_member if _native.ext is not None else setattr
     for name, value in members.items():
         if name not in skip:
             setter(cls, name, value)
-    if _g.speedups is not None and "__add__" in skip:
+    if _native.ext is not None and "__add__" in skip:
         # The C type's own dunders try NumPy at once and fall back to these recorded paths.
         dunder_names = {**{k: k for k in _BINARY}, "matmul": "matmul", "divmod": "divmod"}
-        _g.speedups.configure_dunders(
+        _native.ext.configure_dunders(
             forward={k: members[f"__{d}__"] for k, d in dunder_names.items()},
             reflected={k: members[f"__r{d}__"] for k, d in dunder_names.items()},
             inplace={k: members.get(f"__i{d}__") for k, d in dunder_names.items()},

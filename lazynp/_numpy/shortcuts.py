@@ -12,24 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._base import config as _config
-
-
-def _load_short_sum():
-    """The C extension's ``add.reduce`` over a short last axis (None without it)."""
-    if _config.PURE_PYTHON:
-        return None
-    try:
-        from .._speedups import short_sum
-    except ImportError:
-        return None
-    return short_sum
+from .._base import native as _native
 
 
 #: ``add.reduce(a, axis=-1)`` of a C-ordered float array whose last axis has 2 to 7
 #: elements, computed in NumPy's order of additions without its per-row loop calls (a
 #: (600, 4, 2) array: 46 -> 3 us); None where it does not apply or a float flag was raised.
-_short_sum = _load_short_sum()
+_short_sum = _native.ext.short_sum if _native.ext is not None else None
 _ndarray = np.ndarray
 _NoValue = np._NoValue
 _add_reduce = np.add.reduce

@@ -48,6 +48,7 @@ import numpy as _np
 
 from .. import devices as _devices
 from ..core import graph as _graph
+from .._base import native as _native
 from .._numpy import fallback as _fallback
 from . import replay as _replay
 from ..core.graph import Node
@@ -233,7 +234,7 @@ def _h_array(arr, name="numpy.asarray"):
 
 def _c_tape():
     """The C recorder's tape switch (``_speedups.set_tape``), or None (pure Python)."""
-    return getattr(_graph.speedups, "set_tape", None) if _graph.record is not _graph.py_record \
+    return getattr(_native.ext, "set_tape", None) if _graph.record is not _graph.py_record \
         else None
 
 

@@ -23,7 +23,7 @@ from sys import _getframe, getrefcount
 
 import numpy as np
 
-from .._base import config as _config, site as _site, split as _split
+from .._base import config as _config, native as _native, site as _site, split as _split
 from . import late_warnings as _late_warnings, policy as _policy
 from .. import engine
 from ..engine.interrupts import held as _held
@@ -1409,16 +1409,9 @@ _prod = math.prod
 
 # --- the C recorder ---------------------------------------------------------------------------
 
-def _load_speedups():
-    """``lazynp._speedups`` (the C Node, Var and record) unless it is not built or
-    ``LAZYNP_PURE_PYTHON`` is set; the pure Python definitions above are then used."""
-    if _config.PURE_PYTHON:
-        return None
-    try:
-        from .. import _speedups
-    except ImportError:
-        return None
-    _speedups.configure(
+def _configure_speedups(ext) -> None:
+    """Hand the C recorder this module's objects (once, at import)."""
+    ext.configure(
         bound_flush=_bound_flush, extobj_var=_extobj_var, default_ext=_DEFAULT_EXT,
         pkg=_PKG, tree_ids=_tree_ids,
         tree_structure=_tree.structure, merge_inputs=_tree.merge_inputs, max_tree=_MAX_TREE,
@@ -1428,27 +1421,28 @@ def _load_speedups():
         run_at_call=run_at_call, warnings_state=_late_warnings.state,
         warnings_dict=vars(_late_warnings.warnings), log_default=_LOG_DEFAULT,
         caught=_caught, issue_caught=_issue_caught)
-    return _speedups
 
 
-speedups = _load_speedups()
-_policy.attach_speedups(speedups, run_eager, run_now, value_for_eager)
+_speedups = _native.ext
+if _speedups is not None:
+    _configure_speedups(_speedups)
+_policy.attach_speedups(_speedups, run_eager, run_now, value_for_eager)
 py_record = record          # the pure Python recorder (tests compare the C one against it)
-if speedups is not None:
-    Node = speedups.Node
-    Var = speedups.Var
-    record = speedups.record
-    _state = speedups.state
-    _pending_vars = speedups.pending_vars
-    _live_pending_heads = speedups.live_pending_heads
-    speedups.configure_executor(view=VIEW, book_lock=_book_lock, pool=_pool, value_of=_value_of,
-                                normalize=_normalize, node_failed=_node_failed,
-                                ndarray=np.ndarray)
-    _run_node = speedups.run_node
-    _plan_counts = speedups.plan_counts
-    _schedule_scan = speedups.schedule_scan
-    _run_bulk = speedups.run_bulk
+if _speedups is not None:
+    Node = _speedups.Node
+    Var = _speedups.Var
+    record = _speedups.record
+    _state = _speedups.state
+    _pending_vars = _speedups.pending_vars
+    _live_pending_heads = _speedups.live_pending_heads
+    _speedups.configure_executor(view=VIEW, book_lock=_book_lock, pool=_pool,
+                                 value_of=_value_of, normalize=_normalize,
+                                 node_failed=_node_failed, ndarray=np.ndarray)
+    _run_node = _speedups.run_node
+    _plan_counts = _speedups.plan_counts
+    _schedule_scan = _speedups.schedule_scan
+    _run_bulk = _speedups.run_bulk
     py_collect = _collect       # (tests compare the C planning against the Python one)
-    _collect = speedups.collect
+    _collect = _speedups.collect
 else:
     _run_node = _plan_counts = _schedule_scan = _run_bulk = None

@@ -16,7 +16,7 @@ the one place that decides when work runs.  An operation is
   computed first (one flush: a small op gains nothing from joining their graph).  Its result is a computed array, errors and warnings come from NumPy at the
   call, and where NumPy returns a scalar the result is NumPy's scalar.
 
-The decision itself is a few comparisons; the C fast paths (``lazynp._speedups``) make the
+The decision itself is a few comparisons; the C fast paths (``lazynp._base._speedups``) make the
 same decision from the same numbers, pushed to them by :func:`_sync`.
 
 One more rule keeps NumPy's errors and warnings where the user handles them: an op that can
@@ -82,7 +82,7 @@ if _mode not in MODES:
 record_all = 1 if _mode == "lazy" else 0
 _transforms = 0
 _scopes = 0         # open ``policy(...)`` blocks
-_c = None          # lazynp._speedups, once graph.py has loaded it
+_c = None          # lazynp._base._speedups, once graph.py has loaded it
 _run_eager = None  # graph.run_eager (the C recorder calls it)
 _run_now = None    # graph.run_now (the C recorder's path for pending arguments)
 _value_for_eager = None   # graph.value_for_eager (the C fast paths' pending operands)
