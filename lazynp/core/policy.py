@@ -243,10 +243,8 @@ def tree_op(op) -> bool:
     """Does medium work of ``op`` join tree kernels?  Elementwise ufuncs but those whose
     kernel form calls libm (exp, sin...): NumPy's math loops may give other bits.  (Powers
     do: the tree takes those by a scalar 2, squares, and leaves the others to NumPy.)"""
-    if op.kind != "elementwise" or op.ufunc is None:
-        return False
-    from ..kernels.tree import libm_names
-    return op.name not in libm_names() or op.name == "power"
+    return op.kind == "elementwise" and op.ufunc is not None and \
+        (not op.calls_libm or op.name == "power")
 
 
 def sized_ok(kind: str, size: int) -> bool:
