@@ -17,6 +17,8 @@ import threading
 
 import numpy as np
 
+from ._base import native as _native
+
 __all__ = ["Device", "device", "default_device", "get_default_device", "placement"]
 
 
@@ -118,11 +120,13 @@ def default_device(spec):
     _local.device = d
     DEFAULTS_OPEN += 1
     HOOK = True
+    _hook_changed()
     try:
         yield d
     finally:
         DEFAULTS_OPEN -= 1
         HOOK = ACTIVE or DEFAULTS_OPEN > 0
+        _hook_changed()
         _local.device = old
 
 
@@ -192,6 +196,13 @@ HOOK = False
 def activate() -> None:
     global ACTIVE, HOOK
     ACTIVE = HOOK = True
+    _hook_changed()
+
+
+def _hook_changed() -> None:
+    """Tell the C eager-first functions :data:`HOOK`'s new value."""
+    if _native.ext is not None:
+        _native.ext.set_device_hook(HOOK)
 
 
 def any_on_device(args, out=None) -> bool:

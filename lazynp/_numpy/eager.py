@@ -249,6 +249,7 @@ eager_method = try_method
 if _native.ext is not None:
     _native.ext.configure_eager(not_eager=NOT_EAGER, try_call=try_call,
                                     try_method=try_method, wrap=wrap)
-    _native.ext.configure_device_hook(vars(_devices), _devices.dispatch)  # (device hook)
+    _native.ext.configure_device_hook(dispatch=_devices.dispatch)  # (device hook)
+    _native.ext.set_device_hook(_devices.HOOK)
     eager_call = _native.ext.eager_call
     eager_method = _native.ext.eager_method

@@ -701,6 +701,6 @@ def _install_methods():
             setitem=_setitem_py, writable=graph.writable_view, construct=_construct_value,
             data_offset=_data_offset, view_node=_view_node_now, view_on=graph._view_impl,
             array=_Members.__array__, array_ufunc=_Members.__array_ufunc__,
-            transpose=lambda a: a.transpose())
+            transpose=lambda a: a.transpose(), check_buffer_dtype=check_buffer_dtype)
         _native.ext.configure_parts(_Members.real, _Members.imag)
     _methods.install(ndarray, _CORE_NAMES)

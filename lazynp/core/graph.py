@@ -99,16 +99,21 @@ class keeping_graph:
     """Context manager: keep the recorded graph (args/params) of nodes computed inside."""
 
     def __enter__(self):
-        global keep_graph
-        keep_graph += 1
+        _set_keep_graph(keep_graph + 1)
         _policy.enter_transform()       # a transform needs the graph: record everything
         return self
 
     def __exit__(self, *exc):
-        global keep_graph
-        keep_graph -= 1
+        _set_keep_graph(keep_graph - 1)
         _policy.exit_transform()
         return False
+
+
+def _set_keep_graph(n: int) -> None:
+    global keep_graph
+    keep_graph = n
+    if _speedups is not None:
+        _speedups.set_keep_graph(n)
 
 
 class TracingError(RuntimeError):
@@ -1410,23 +1415,27 @@ _prod = math.prod
 # --- the C recorder ---------------------------------------------------------------------------
 
 def _configure_speedups(ext) -> None:
-    """Hand the C recorder this module's objects (once, at import)."""
+    """Hand the C recorder this module's objects (once, at import; every name
+    ``configure`` reads is listed in :data:`lazynp._base.native.INTERFACE`)."""
     ext.configure(
         bound_flush=_bound_flush, extobj_var=_extobj_var, default_ext=_DEFAULT_EXT,
         pkg=_PKG, tree_ids=_tree_ids,
         tree_structure=_tree.structure, merge_inputs=_tree.merge_inputs, max_tree=_MAX_TREE,
         graph_dict=globals(), max_pending=_state.max_pending,
+        flush=flush, restart_site=restart_site, run_untreed=_run_untreed, tree_into=tree_into,
+        lone_sites=lone_sites,
+        run_eager=run_eager, run_now=run_now, value_for_eager=value_for_eager,
         protected_ranges=_policy.protected_ranges, errstate_traps=_policy.errstate_traps,
         errstate_ignores=_policy.errstate_ignores,
         run_at_call=run_at_call, warnings_state=_late_warnings.state,
-        warnings_dict=vars(_late_warnings.warnings), log_default=_LOG_DEFAULT,
+        warnings_module=_late_warnings.warnings, log_default=_LOG_DEFAULT,
         caught=_caught, issue_caught=_issue_caught)
+    ext.set_keep_graph(keep_graph)
 
 
 _speedups = _native.ext
 if _speedups is not None:
     _configure_speedups(_speedups)
-_policy.attach_speedups(_speedups, run_eager, run_now, value_for_eager)
 py_record = record          # the pure Python recorder (tests compare the C one against it)
 if _speedups is not None:
     Node = _speedups.Node

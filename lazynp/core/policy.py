@@ -36,6 +36,8 @@ import sys
 import numpy as _np
 from numpy._core.umath import _extobj_contextvar as _extobj_var
 
+from .._base import native as _native
+
 #: Kinds of op whose work fusion or threads can speed up: below the size bound they run
 #: at once (when their inputs are computed), from it they are recorded.
 SIZED_KINDS = frozenset(("elementwise", "reduction", "write"))
@@ -82,10 +84,7 @@ if _mode not in MODES:
 record_all = 1 if _mode == "lazy" else 0
 _transforms = 0
 _scopes = 0         # open ``policy(...)`` blocks
-_c = None          # lazynp._base._speedups, once graph.py has loaded it
-_run_eager = None  # graph.run_eager (the C recorder calls it)
-_run_now = None    # graph.run_now (the C recorder's path for pending arguments)
-_value_for_eager = None   # graph.value_for_eager (the C fast paths' pending operands)
+_c = _native.ext   # the C extension (None: pure Python), which caches the numbers
 
 
 def _sync() -> None:
@@ -93,20 +92,8 @@ def _sync() -> None:
     record_all = (_mode == "lazy") + _transforms
     if _c is not None:
         _c.set_policy(record_all, EAGER_MAX_ELEMS, min(TREE_MIN_ELEMS, EAGER_MAX_ELEMS),
-                      TREE_MAX_ELEMS, SIZED_KINDS, _run_eager, _run_now, _value_for_eager)
+                      TREE_MAX_ELEMS, SIZED_KINDS, tree_op)
         _c.set_transforms(_transforms + _scopes)
-
-
-def attach_speedups(mod, run_eager, run_now, value_for_eager) -> None:
-    """Called by graph.py with the C extension (or None), which mirrors the policy, the
-    function that runs an op at once, the decision for ops on pending arguments and the
-    value of a pending operand."""
-    global _c, _run_eager, _run_now, _value_for_eager
-    _c = mod
-    _run_eager = run_eager
-    _run_now = run_now
-    _value_for_eager = value_for_eager
-    _sync()
 
 
 def enter_transform() -> None:
@@ -343,3 +330,6 @@ def run_at_call(op, site, ext, wstate) -> bool:
     # they are ignored (``np.errstate(all="ignore")``, ``simplefilter("ignore")``): recorded
     return not (op.fp_errors_only and
                 (wstate.ignores or (ext is not None and errstate_ignores(ext))))
+
+
+_sync()
