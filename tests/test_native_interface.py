@@ -56,5 +56,6 @@ def test_the_extension_reads_no_module_globals():
     source = PYX.read_text()
     assert "globals()" not in source and "vars(" not in source
     assert not re.search(r"^\s*(from lazynp\S* c?import|import lazynp)", source, re.M)
-    # (graph.record by name, for autograd's hook of it: the one read left)
-    assert re.findall(r"\w+_dict\[[^\]]*\]", source) == ['_graph_dict["record"]']
+    # (graph.record by name, for autograd's hook of it: the one read left, until autograd
+    # observes the recorder instead)
+    assert set(re.findall(r"\w+_dict\[[^\]]*\]", source)) <= {'_graph_dict["record"]'}

@@ -466,15 +466,22 @@ BINARY_KINDS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and",
 cdef object _sized_kinds = frozenset()
 cdef object _tree_op_fn = None       # lazynp.core.policy.tree_op
 cdef dict _mid_tree_ops = {}        # op -> its answer
+cdef object _op_bounds_fn = None     # lazynp.core.policy.op_bounds
+cdef dict _op_bounds = {}           # op -> its answer, for the current numbers
 # set once by configure(): graph.run_eager, graph.run_now, graph.value_for_eager
 cdef object _run_eager_fn = None, _run_now_py = None, _value_for_eager_fn = None
 
 
 def set_policy(int record_all, Py_ssize_t eager_max, Py_ssize_t tree_min,
-               Py_ssize_t tree_max, sized_kinds, tree_op):
-    """The execution policy's numbers and its ``tree_op`` rule (lazynp.core.policy._sync),
-    whose answer is cached per op."""
+               Py_ssize_t tree_max, sized_kinds, tree_op, op_bounds):
+    """The execution policy's numbers, and its ``tree_op`` and ``op_bounds`` answers for
+    an op, cached per op (lazynp.core.policy._sync; the module docstring there says which
+    decisions these numbers make here)."""
     global _record_all, _eager_max, _tree_min, _tree_max, _sized_kinds, _tree_op_fn
+    global _op_bounds_fn
+    if op_bounds is not _op_bounds_fn or eager_max != _eager_max or tree_min != _tree_min:
+        _op_bounds.clear()
+        _op_bounds_fn = op_bounds
     _record_all = record_all
     _eager_max = eager_max
     _tree_min = tree_min
@@ -490,10 +497,20 @@ DEF D_NOW = 1
 DEF D_TREE = 2
 
 
+cdef inline tuple _bounds_of(op):
+    """lazynp.core.policy.op_bounds(op): ``(tree_from, record_from)``, cached per op."""
+    b = _op_bounds.get(op)
+    if b is None:
+        b = _op_bounds[op] = tuple(_op_bounds_fn(op))
+    return <tuple>b
+
+
 cdef int _run_now(op, tuple args, shape) except -1:
     """graph.run_now: D_NOW (node arguments all computed, the work small or of a kind
-    fusion cannot improve), D_RECORD, or D_TREE (recorded if it joins a tree kernel)."""
-    cdef Py_ssize_t size = _size_of(shape), n
+    fusion cannot improve), D_RECORD, or D_TREE (recorded if it joins a tree kernel), by
+    the policy's bounds for ``op`` (lazynp.core.policy.decide); shared, failed and most
+    pending arguments are left to graph.run_now."""
+    cdef Py_ssize_t size = _size_of(shape), n, tree_from, record_from
     cdef Node an, r
     cdef bint pending = False
     for a in args:
@@ -507,24 +524,24 @@ cdef int _run_now(op, tuple args, shape) except -1:
             n = _size_of(an.shape)
             if n > size:
                 size = n
+    if size < _tree_min and not pending:
+        return D_NOW        # (no op's tree_from is below _tree_min)
+    tree_from, record_from = _bounds_of(op)
     if pending:
         # medium elementwise work joins its pending arguments' tree, as in graph.run_now;
         # anything else, there
-        if _tree_min <= size < _eager_max and _is_mid_tree_op(op) and \
-                op.kind in _sized_kinds:
+        if tree_from <= size < record_from:
             for a in args:
                 if type(a) is Node and (<Node>a).dtype.hasobject:
                     return _run_now_py(op, args, shape)
             return D_TREE
         return _run_now_py(op, args, shape)
-    if size < _tree_min or op.kind not in _sized_kinds:
+    if size < tree_from:
         return D_NOW
     for a in args:          # (arrays of Python objects: NumPy's object loops, at once)
         if type(a) is Node and (<Node>a).dtype.hasobject:
             return D_NOW
-    if size >= _eager_max:
-        return D_NOW if op.name == "copy" else D_RECORD    # (lazynp.core.policy.AT_ONCE_OPS)
-    return D_TREE if _is_mid_tree_op(op) else D_NOW
+    return D_TREE if size < record_from else D_RECORD
 
 
 def eager_counters():

@@ -50,7 +50,7 @@ INTERFACE: dict[str, tuple[tuple[str, ...], str]] = {
                             "node_failed", "ndarray"), "lazynp.core.graph"),
     "set_keep_graph": (("n",), "lazynp.core.graph"),
     "set_policy": (("record_all", "eager_max", "tree_min", "tree_max", "sized_kinds",
-                    "tree_op"), "lazynp.core.policy"),
+                    "tree_op", "op_bounds"), "lazynp.core.policy"),
     "set_transforms": (("n",), "lazynp.core.policy"),
     "configure_split": (("fn", "min_costly", "min_cheap", "costly", "ufuncs_by_kind"),
                         "lazynp._base.split"),

@@ -142,9 +142,11 @@ def _joins_pending_tree(uf, args: tuple) -> bool:
     here would compute the pending tree alone and cut the chain."""
     for a in args:
         if isinstance(a, ndarray) and a._eager_value() is None:
-            if _policy.TREE_MIN_ELEMS <= _policy.counted_size(a) < _policy.EAGER_MAX_ELEMS:
-                op = _UFUNC_OPS.get(uf.__name__)
-                return op is not None and _policy.tree_op(op)
+            op = _UFUNC_OPS.get(uf.__name__)
+            if op is None:
+                return False
+            if _policy.decide(op, _policy.counted_size(a)) == _policy.TREE:
+                return True
     return False
 
 

@@ -399,25 +399,26 @@ def computed(n: Node) -> bool:
 
 
 def run_now(op: Op, args: tuple, shape: tuple) -> int:
-    """The policy's decision for one op (:func:`lazynp.core.policy.decide`): ``_NOW`` (1) when
-    its work is small (or of a kind fusion cannot improve) and its node arguments are
-    computed, ``_RECORD`` (0), or ``_TREE`` (2): record it if it joins a tree kernel
-    (:func:`record` decides; pending arguments are left as they are).
+    """The policy's decision for one op (:func:`lazynp.core.policy.decide_on_nodes`, from
+    what this function sees of its node arguments): ``_NOW`` (1), ``_RECORD`` (0), or
+    ``_TREE`` (2): record it if it joins a tree kernel (:func:`record` decides; pending
+    arguments are left as they are).
 
     Small work on *pending* arguments computes them first (one flush) and then runs at
     once: recording it would join their graph, but a small op gains nothing from fusion,
     and every recorded op costs more than NumPy's call (a loop of small writes into a
-    large pending array would otherwise record every step).  An argument that failed
-    keeps the op recorded (its error is raised where a value is read)."""
+    large pending array would otherwise record every step)."""
     size = _prod(shape)
     pending = None
     shared = False
     objects = False
+    failed = False
     for a in args:
         if type(a) is Node:
             r = a.args[0] if a.op is VIEW else a
             if r.error is not None:
-                return False
+                failed = True
+                break
             if r.state != DONE or r.value is None:
                 if pending is None:
                     pending = []
@@ -428,25 +429,23 @@ def run_now(op: Op, args: tuple, shape: tuple) -> int:
             n = _prod(a.shape)
             if n > size:
                 size = n
-    if objects:
-        size = 0       # (NumPy's object loops, at once: _policy.counted_size)
-    d = _NOW if shared else _policy.decide(op, size)
-    if d == _RECORD:
-        return _RECORD
-    if d == _TREE and any(_permuted_arg(a) for a in args):
-        d = _NOW        # (NumPy's result keeps the layout: _policy.counted_size)
+    d = _policy.decide_on_nodes(op, size, failed, shared, objects, lambda: _permuted_args(args))
     if pending is not None and d == _NOW:
         return _NOW if compute_now(pending) else _RECORD
     return d
 
 
-def _permuted_arg(a) -> bool:
-    """A computed node argument whose axes are out of memory order (_policy.permuted)."""
-    if type(a) is not Node or not computed(a):
-        return False
-    if a.op is VIEW:
-        return _policy.permuted_layout(a.params["shape"], a.params["strides"])
-    return type(a.value) is np.ndarray and _policy.permuted(a.value)
+def _permuted_args(args: tuple) -> bool:
+    """Is a computed node argument out of memory order (_policy.permuted)?"""
+    for a in args:
+        if type(a) is not Node or not computed(a):
+            continue
+        if a.op is VIEW:
+            if _policy.permuted_layout(a.params["shape"], a.params["strides"]):
+                return True
+        elif type(a.value) is np.ndarray and _policy.permuted(a.value):
+            return True
+    return False
 
 
 def symbolic(nodes) -> bool:
