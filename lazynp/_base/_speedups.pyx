@@ -403,7 +403,8 @@ def set_keep_graph(Py_ssize_t n):
 
 cdef object _array_cls = None      # lazynp.ndarray (the type below)
 cdef object _ndarray_np = None
-cdef object _VIEW = None, _book_lock = None, _pool = None, _value_of = None
+cdef object _VIEW = None, _book_lock = None, _value_of = None
+cdef Py_ssize_t _pool_min_bytes = 0     # kernels/pool.MIN_BYTES
 
 
 # --- the array type: state, metadata and the eager fast paths ----------------------------------
@@ -3257,12 +3258,13 @@ def data_offset(a, base):
 cdef object _normalize = None, _node_failed = None
 
 
-def configure_executor(*, view, book_lock, pool, value_of, normalize, node_failed, ndarray):
+def configure_executor(*, view, book_lock, pool_min_bytes, value_of, normalize, node_failed,
+                       ndarray):
     """Hand the executor graph.py's objects (called once, when graph.py is imported)."""
-    global _VIEW, _book_lock, _pool, _value_of, _normalize, _node_failed, _ndarray_np
+    global _VIEW, _book_lock, _pool_min_bytes, _value_of, _normalize, _node_failed, _ndarray_np
     _VIEW = view
     _book_lock = book_lock
-    _pool = pool
+    _pool_min_bytes = pool_min_bytes
     _value_of = value_of
     _normalize = normalize
     _node_failed = node_failed
@@ -3281,7 +3283,7 @@ def run_node(Node n, epoch):
         nbytes = n.dtype.itemsize
         for s in n.shape:
             nbytes *= <Py_ssize_t>s
-        if nbytes >= <Py_ssize_t>_pool.MIN_BYTES:
+        if nbytes >= _pool_min_bytes:
             return False
     cdef Node a
     vals = []

@@ -46,7 +46,7 @@ INTERFACE: dict[str, tuple[tuple[str, ...], str]] = {
                    "protected_ranges", "errstate_traps", "errstate_ignores", "run_at_call",
                    "warnings_state", "warnings_module", "log_default", "caught",
                    "issue_caught"), "lazynp.core.graph"),
-    "configure_executor": (("view", "book_lock", "pool", "value_of", "normalize",
+    "configure_executor": (("view", "book_lock", "pool_min_bytes", "value_of", "normalize",
                             "node_failed", "ndarray"), "lazynp.core.graph"),
     "set_keep_graph": (("n",), "lazynp.core.graph"),
     "set_policy": (("record_all", "eager_max", "tree_min", "tree_max", "sized_kinds",

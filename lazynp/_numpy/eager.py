@@ -106,7 +106,6 @@ def try_ufunc(uf, args: tuple, out, kw: dict):
         if not kw and _joins_pending_tree(uf, args):
             return NOT_EAGER
         return try_call(uf, args, kw, "elementwise")
-    from ..core import graph
     outs = out if type(out) is tuple else (out,)
     acc = [0]
     unwrapped = _unwrap_call(args, kw, acc)
@@ -122,7 +121,7 @@ def try_ufunc(uf, args: tuple, out, kw: dict):
     targets = []
     for o in outs:
         if isinstance(o, ndarray):
-            t = graph.writable_view(o, o.size)
+            t = _graph.writable_view(o, o.size)
             if t is None:
                 return NOT_EAGER
             targets.append(t)

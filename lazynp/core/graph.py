@@ -1443,9 +1443,10 @@ if _speedups is not None:
     _state = _speedups.state
     _pending_vars = _speedups.pending_vars
     _live_pending_heads = _speedups.live_pending_heads
-    _speedups.configure_executor(view=VIEW, book_lock=_book_lock, pool=_pool,
-                                 value_of=_value_of, normalize=_normalize,
-                                 node_failed=_node_failed, ndarray=np.ndarray)
+    _speedups.configure_executor(view=VIEW, book_lock=_book_lock,
+                                 pool_min_bytes=_pool.MIN_BYTES, value_of=_value_of,
+                                 normalize=_normalize, node_failed=_node_failed,
+                                 ndarray=np.ndarray)
     _run_node = _speedups.run_node
     _plan_counts = _speedups.plan_counts
     _schedule_scan = _speedups.schedule_scan
