@@ -110,6 +110,7 @@ class keeping_graph:
 
 
 def _set_keep_graph(n: int) -> None:
+    """Set :data:`keep_graph` (the C recorder keeps a copy)."""
     global keep_graph
     keep_graph = n
     if _speedups is not None:

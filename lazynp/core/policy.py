@@ -224,7 +224,7 @@ RECORD, NOW, TREE = 0, 1, 2
 
 
 #: a size no work reaches: the bound of a band that is empty
-NEVER = (1 << 62)
+NEVER = 1 << 62
 _bounds: dict = {}      # op -> op_bounds(op), for the current numbers (_sync clears it)
 
 
