@@ -1,4 +1,4 @@
-"""Builds the optional C recorder (lazynp/_speedups.pyx); everything else is in pyproject.toml.
+"""Builds the optional C recorder (lazynp/_base/_speedups.pyx); everything else is in pyproject.toml.
 
 Without a C compiler the extension is skipped and lazynp runs its pure Python recorder.
 """
@@ -7,7 +7,7 @@ from setuptools import Extension, setup
 try:
     import numpy
     from Cython.Build import cythonize
-    extensions = cythonize([Extension("lazynp._speedups", ["lazynp/_speedups.pyx"],
+    extensions = cythonize([Extension("lazynp._base._speedups", ["lazynp/_base/_speedups.pyx"],
                                       include_dirs=[numpy.get_include()],
                                       define_macros=[("NPY_NO_DEPRECATED_API",
                                                       "NPY_2_0_API_VERSION"),

@@ -36,7 +36,7 @@ def _ensure_installed(smoke: bool) -> None:
     if smoke:
         return
     try:
-        import lazynp._speedups  # noqa: F401
+        import lazynp._base._speedups  # noqa: F401
         return
     except ImportError:
         pass

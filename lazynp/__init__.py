@@ -19,6 +19,7 @@ _malloc.tune()
 from . import ndarray as _old_ndarray_path, _ufunc as _old_ufunc_path  # noqa: E402,F401
 from ._base import config as _config  # noqa: E402
 from ._numpy import fallback as _fallback  # noqa: E402
+from ._base import native as _native  # noqa: E402
 from .core import graph as _graph  # noqa: E402
 from ._numpy.fallback import FallbackError
 from .array.ndarray import ndarray
@@ -43,7 +44,7 @@ from .core import lifecycle as _lifecycle
 from ._base import split as _split  # noqa: E402
 
 _lifecycle.install()
-_split.install(_graph.speedups)
+_split.install(_native.ext)
 
 __version__ = "0.1.0"
 newaxis = None

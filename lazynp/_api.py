@@ -4,7 +4,7 @@ from __future__ import annotations
 import contextlib
 
 from . import devices
-from ._base import config as _config, counters as _counters
+from ._base import config as _config, counters as _counters, native as _native
 from ._numpy import fallback as _fallback
 from .array.ndarray import ndarray
 from .core import graph
@@ -36,8 +36,8 @@ def stats() -> dict:
     out.update(graph.STATS)
     out.update(_counters.read_all())
     out.update(_fallback.report())
-    if graph.speedups is not None:
-        for k, n in graph.speedups.eager_counters().items():
+    if _native.ext is not None:
+        for k, n in _native.ext.eager_counters().items():
             out[k] = out.get(k, 0) + n
     return out
 
@@ -49,8 +49,8 @@ def reset_stats() -> None:
     graph._state.n_recorded = 0
     _counters.reset_all()
     _fallback.reset()
-    if graph.speedups is not None:
-        graph.speedups.reset_eager_counters()
+    if _native.ext is not None:
+        _native.ext.reset_eager_counters()
 
 
 def set_strict(on: bool = True) -> None:

@@ -12,9 +12,10 @@ import numpy
 import pytest
 
 import lazynp as np
+from lazynp._base import native
 from lazynp.core import graph
 
-HAS_BUFFER = graph.speedups is not None or sys.version_info >= (3, 12)
+HAS_BUFFER = native.ext is not None or sys.version_info >= (3, 12)
 needs_buffer = pytest.mark.skipif(not HAS_BUFFER, reason="pure Python recorder on Python "
                                   "3.11: a Python class cannot export a buffer before 3.12")
 

@@ -16,6 +16,7 @@ import numpy
 import pytest
 
 import lazynp
+from lazynp._base import native
 from lazynp.core import graph
 
 OPERATORS = {
@@ -126,10 +127,10 @@ def test_an_operator_inside_a_traced_function_is_recorded():
         numpy.testing.assert_allclose(float(jf(lazynp.array(x))), float(f(x)), rtol=1e-12)
 
 
-@pytest.mark.skipif(graph.speedups is None, reason="OperatorDeferral is part of the C core")
+@pytest.mark.skipif(native.ext is None, reason="OperatorDeferral is part of the C core")
 def test_the_deferral_gives_the_method_outside_operators_and_is_read_only():
     deferral = type(lazynp.ndarray).__dict__["__array_ufunc__"]
-    assert type(deferral) is graph.speedups.OperatorDeferral
+    assert type(deferral) is native.ext.OperatorDeferral
     method = lazynp.ndarray.__dict__["__array_ufunc__"]
     assert deferral.__get__(lazynp.ndarray, type(lazynp.ndarray)) is method
     assert lazynp.ndarray.__array_ufunc__ is method

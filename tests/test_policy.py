@@ -383,12 +383,12 @@ def test_large_object_arrays_run_numpys_object_loops(bound):
         lazynp.core.policy.set_eager_max_elems(saved)
 
 
-@pytest.mark.skipif(lazynp.core.graph.speedups is None, reason="elision is the C fast path's")
+@pytest.mark.skipif(lazynp._base.native.ext is None, reason="elision is the C fast path's")
 def test_large_temporaries_run_at_once_are_reused_in_place():
     """``(a + b) + c`` and ``2.0 * (a + b)``: the temporary's buffer takes the result, as
     NumPy's elision does (a new 2 MB array per operation costs page faults); a Cython
     change once made the check compare shape pointers, so no temporary was ever reused."""
-    counters = lazynp.core.graph.speedups.eager_counters
+    counters = lazynp._base.native.ext.eager_counters
     n = numpy.random.default_rng(5).random((512, 512))
     a, b, c = lazynp.array(n), lazynp.array(n * 2.0), lazynp.array(n * 3.0)
     u = lazynp.array(n)

@@ -17,6 +17,7 @@ import numpy
 import pytest
 
 import lazynp
+from lazynp._base import native
 from lazynp.core import graph
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -26,10 +27,10 @@ def test_extension_is_built_where_a_compiler_exists():
     """``pip install`` builds the C recorder when it can; lazynp then uses it."""
     cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
     if os.environ.get("LAZYNP_PURE_PYTHON") not in (None, "", "0"):
-        assert graph.speedups is None
+        assert native.ext is None
     elif shutil.which(cc):
-        assert graph.speedups is not None, "lazynp._speedups was not built (see setup.py)"
-        assert graph.Node is graph.speedups.Node and graph.record is graph.speedups.record
+        assert native.ext is not None, "lazynp._base._speedups was not built (see setup.py)"
+        assert graph.Node is native.ext.Node and graph.record is native.ext.record
 
 
 def _programs(np, a, b, c):
@@ -57,7 +58,7 @@ def _recorded(recorder):
     recorder); the result nodes."""
     saved = graph.record
     graph.record = recorder
-    graph.speedups.set_recorder(None if recorder is graph.speedups.record else recorder)
+    native.ext.set_recorder(None if recorder is native.ext.record else recorder)
     try:
         rng = numpy.random.default_rng(5)
         a, b = (lazynp.evaluate(lazynp.asarray(rng.random(4))) for _ in range(2))
@@ -65,7 +66,7 @@ def _recorded(recorder):
         return [r._node() for r in _programs(lazynp, a, b, c)], (a, b, c)
     finally:
         graph.record = saved
-        graph.speedups.set_recorder(None)
+        native.ext.set_recorder(None)
 
 
 def _describe(node, seen: dict) -> tuple:
@@ -86,10 +87,10 @@ def _describe(node, seen: dict) -> tuple:
 
 @pytest.mark.usefixtures("lazy_policy")
 def test_c_and_python_recorders_record_the_same_graph():
-    if graph.speedups is None:      # the pure Python recorder is the one in use
+    if native.ext is None:      # the pure Python recorder is the one in use
         assert graph.record is graph.py_record
         return
-    c_nodes, _ = _recorded(graph.speedups.record)
+    c_nodes, _ = _recorded(native.ext.record)
     py_nodes, _ = _recorded(graph.py_record)
     for k, (cn, pn) in enumerate(zip(c_nodes, py_nodes)):
         assert _describe(cn, {}) == _describe(pn, {}), f"program {k}"
@@ -143,7 +144,7 @@ def test_pure_python_recorder_runs_the_core_tests():
 def test_c_and_python_flush_planning_agree(monkeypatch):
     """graph._collect and graph._Plan's counts in C give the Python versions' order, in-flush
     uses, buffer readers, external inputs and what must outlive the flush."""
-    if graph.speedups is None:
+    if native.ext is None:
         return
     x = lazynp.asarray(numpy.arange(12.0).reshape(3, 4))
     y = lazynp.exp(x) * 2.0
@@ -166,7 +167,7 @@ def test_c_and_python_flush_planning_agree(monkeypatch):
     gen0 = graph._state.generation
     want = plan(graph.py_collect, None)
     gen1 = graph._state.generation
-    got = plan(graph.speedups.collect, graph.speedups.plan_counts)
+    got = plan(native.ext.collect, native.ext.plan_counts)
     assert got == want and len(want[0]) >= 8
     assert graph._state.generation - gen1 == gen1 - gen0
     assert any(needed for _, _, needed in want[1]) and not all(n for _, _, n in want[1])

@@ -35,13 +35,13 @@ def _counting():
 def counted(monkeypatch):
     counts, call = _counting()
     monkeypatch.setattr(_split, "call", call)
-    if lazynp.core.graph.speedups is not None:
-        lazynp.core.graph.speedups.configure_split(
+    if lazynp._base.native.ext is not None:
+        lazynp._base.native.ext.configure_split(
             call, _split.SPLIT_MIN_COSTLY, _split.SPLIT_MIN, [numpy.exp, numpy.log, numpy.sin],
             {"add": numpy.add, "sub": numpy.subtract, "mul": numpy.multiply,
              "truediv": numpy.true_divide})
     yield counts
-    _split.install(lazynp.core.graph.speedups)
+    _split.install(lazynp._base.native.ext)
 
 
 CASES = [

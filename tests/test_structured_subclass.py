@@ -286,7 +286,7 @@ def test_buffer_protocol_of_structured_arrays_like_numpy():
             except (BufferError, ValueError) as exc:
                 fmt = type(exc).__name__
             except TypeError:           # the pure Python core before Python 3.12: no buffer
-                assert np is lazynp and lazynp._graph.speedups is None and \
+                assert np is lazynp and lazynp._base.native.ext is None and \
                     sys.version_info < (3, 12)
                 fmt = None
             return fmt, numpy.asarray(v)

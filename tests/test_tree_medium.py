@@ -16,6 +16,7 @@ from hypothesis import given, settings, HealthCheck
 from hypothesis import strategies as st
 
 import lazynp
+from lazynp._base import native
 from lazynp.core import policy as _policy, graph
 from lazynp.kernels import cpu, tree
 
@@ -193,7 +194,7 @@ def test_errors_raise_at_the_call_in_a_try_block():
     exact(b, numpy.ones(N))          # NumPy's error leaves the target as it was
 
 
-C_ONLY = pytest.mark.skipif(graph.speedups is None,
+C_ONLY = pytest.mark.skipif(native.ext is None,
                             reason="what runs at once here is the C recorder's fast path")
 
 
@@ -218,7 +219,7 @@ def test_arrays_out_of_memory_order_run_at_once():
     la = lazynp.array(a).T
     before = trees()
     r = la * 2.0 + 1.0
-    if graph.speedups is not None:   # (the pure Python recorder's results are C-ordered)
+    if native.ext is not None:   # (the pure Python recorder's results are C-ordered)
         assert trees() == before and graph.computed(r._node())
         assert numpy.asarray(r).flags.f_contiguous       # NumPy's layout kept
     exact(r, a.T * 2.0 + 1.0)
@@ -296,7 +297,7 @@ def test_computed_inputs_broadcast_in_a_tree():
     exact(ld, d)
     m = b.mean(axis=0)
     exact((lb - lazynp.asarray(m)) * 2.0 + lb[:, :1], (b - m) * 2.0 + b[:, :1])
-    if graph.speedups is not None:     # (the C recorder reads views of pending arrays so)
+    if native.ext is not None:     # (the C recorder reads views of pending arrays so)
         assert trees() - before == 5
     assert lazynp.stats()["tree_kernels_rejected"] == rejected
 

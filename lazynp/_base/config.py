@@ -20,7 +20,7 @@ BULK_BYTES = int(os.environ.get("LAZYNP_BULK_BYTES", str(1 << 20)))
 FUSION = os.environ.get("LAZYNP_FUSION", "1") not in ("0", "false", "False")
 
 #: ``LAZYNP_PURE_PYTHON=1`` runs the pure Python recorder even when the C one
-#: (``lazynp._speedups``) is built.
+#: (``lazynp._base._speedups``) is built.
 PURE_PYTHON = os.environ.get("LAZYNP_PURE_PYTHON", "0") not in ("", "0", "false", "False")
 
 #: Eager ``grad``/``value_and_grad`` compile a plan for a forward-graph structure seen twice

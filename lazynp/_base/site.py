@@ -7,7 +7,7 @@ import sys
 #: the lazynp package folder (this file lives in its ``_base/``)
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: how tracebacks name the C extension's source (Cython records it relative to the build)
-_C_SOURCE = "lazynp/_speedups.pyx"
+_C_SOURCE = "lazynp/_base/_speedups.pyx"
 
 
 def in_package(filename: str) -> bool:

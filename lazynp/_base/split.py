@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -377,17 +378,39 @@ def _stable_argsort(args: tuple, kwargs: dict):
             _axis_arg(args, kwargs, 1, -1) not in (-1, 0, None) or \
             set(kwargs) - {"axis", "kind", "stable", "order"}:
         return None
-    from ..kernels import merge
-    if not merge.mergeable(a):
+    merger = _stable_merge
+    if merger is None or not merger.mergeable(a):
         return None
-    kernel = merge.kernel_for(a)
+    kernel = merger.kernel_for(a)
     if kernel is None:
         return None
     cut = a.shape[0] // 2
     halves = _both(np.argsort, (a[:cut],), {"kind": "stable"}, (a[cut:],), {"kind": "stable"})
     if halves is None:
         return None
-    return merge.merge(kernel, a, halves[0], halves[1], cut)
+    return merger.merge(kernel, a, halves[0], halves[1], cut)
+
+
+class StableMerge(NamedTuple):
+    """The merge of two stably argsorted halves (kernels/merge.py provides it)."""
+
+    #: ``mergeable(keys)``: can the merge compare these keys as NumPy's sort does?
+    mergeable: Callable[[np.ndarray], bool]
+    #: ``kernel_for(keys)``: the compiled merge for the keys' type, or None while it compiles
+    kernel_for: Callable[[np.ndarray], Any]
+    #: ``merge(kernel, keys, lo, hi, cut)``: the argsort of ``keys`` from its halves' ones
+    merge: Callable[..., np.ndarray]
+
+
+_stable_merge: StableMerge | None = None
+
+
+def register_stable_merge(merger: StableMerge) -> None:
+    """Let a stable argsort run on two threads, its halves joined by ``merger``
+    (registered once, by :func:`lazynp.core.lifecycle.install`); until then such an
+    argsort runs in one call."""
+    global _stable_merge
+    _stable_merge = merger
 
 
 def _run_rows(fn, rule, args: tuple, kwargs: dict):
@@ -419,7 +442,7 @@ def reset_after_fork() -> None:
 
 
 def install(speedups) -> None:
-    """Let the C fast paths (``lazynp._speedups``, when built) split their NumPy calls."""
+    """Let the C fast paths (``lazynp._base._speedups``, when built) split their NumPy calls."""
     if speedups is None or not enabled:
         return
     kinds = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,

@@ -15,6 +15,7 @@ import numpy as np
 from ..core import policy as _policy
 from . import shortcuts as _shortcuts
 from .._base import split as _split
+from .._base import native as _native
 from .. import devices as _devices
 from ..array.operands import NOT_EAGER, eager_operand, value_for_eager, wrap
 from ..core import graph as _graph
@@ -105,7 +106,6 @@ def try_ufunc(uf, args: tuple, out, kw: dict):
         if not kw and _joins_pending_tree(uf, args):
             return NOT_EAGER
         return try_call(uf, args, kw, "elementwise")
-    from ..core import graph
     outs = out if type(out) is tuple else (out,)
     acc = [0]
     unwrapped = _unwrap_call(args, kw, acc)
@@ -121,7 +121,7 @@ def try_ufunc(uf, args: tuple, out, kw: dict):
     targets = []
     for o in outs:
         if isinstance(o, ndarray):
-            t = graph.writable_view(o, o.size)
+            t = _graph.writable_view(o, o.size)
             if t is None:
                 return NOT_EAGER
             targets.append(t)
@@ -141,9 +141,11 @@ def _joins_pending_tree(uf, args: tuple) -> bool:
     here would compute the pending tree alone and cut the chain."""
     for a in args:
         if isinstance(a, ndarray) and a._eager_value() is None:
-            if _policy.TREE_MIN_ELEMS <= _policy.counted_size(a) < _policy.EAGER_MAX_ELEMS:
-                op = _UFUNC_OPS.get(uf.__name__)
-                return op is not None and _policy.tree_op(op)
+            op = _UFUNC_OPS.get(uf.__name__)
+            if op is None:
+                return False
+            if _policy.decide(op, _policy.counted_size(a)) == _policy.TREE:
+                return True
     return False
 
 
@@ -175,8 +177,8 @@ def try_method(arr, name: str, args: tuple, kwargs: dict, kind: str):
 def eager_first(np_fn, lazy_fn, kind: str = "opaque"):
     """``lazy_fn`` behind a first attempt to run NumPy's ``np_fn`` at once (for functions
     that return fresh data)."""
-    if _graph.speedups is not None:
-        f = _graph.speedups.EagerFirst(np_fn, lazy_fn, kind)    # (the same, in C)
+    if _native.ext is not None:
+        f = _native.ext.EagerFirst(np_fn, lazy_fn, kind)    # (the same, in C)
         functools.update_wrapper(f, lazy_fn)
         f._lazynp_eager = np_fn
         return f
@@ -242,9 +244,10 @@ def eager_versions(functions: dict) -> dict:
 # take to the Python versions above).
 eager_call = try_call
 eager_method = try_method
-if _graph.speedups is not None:
-    _graph.speedups.configure_eager(not_eager=NOT_EAGER, try_call=try_call,
+if _native.ext is not None:
+    _native.ext.configure_eager(not_eager=NOT_EAGER, try_call=try_call,
                                     try_method=try_method, wrap=wrap)
-    _graph.speedups.configure_device_hook(vars(_devices), _devices.dispatch)  # (device hook)
-    eager_call = _graph.speedups.eager_call
-    eager_method = _graph.speedups.eager_method
+    _native.ext.configure_device_hook(dispatch=_devices.dispatch)  # (device hook)
+    _native.ext.set_device_hook(_devices.HOOK)
+    eager_call = _native.ext.eager_call
+    eager_method = _native.ext.eager_method

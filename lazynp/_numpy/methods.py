@@ -8,6 +8,7 @@ import operator
 import numpy as np
 
 from . import composite, namespace as ns
+from .._base import native as _native
 from .eager import NOT_EAGER, eager_method
 from . import fallback as _fallback
 from .fallback import _note, dispatch_numpy_function, public_namespace
@@ -351,16 +352,16 @@ def install() -> None:
         byteswap=_byteswap, put=_put, tofile=_tofile, dump=_dump)
     for name in _DELEGATED:
         members[name] = _item_method(name)
-    if graph.speedups is not None:
-        graph.speedups.configure_methods(
-            {n: members[n] for n in graph.speedups.METHOD_NAMES}, METHODS)
+    if _native.ext is not None:
+        _native.ext.configure_methods(
+            {n: members[n] for n in _native.ext.METHOD_NAMES}, METHODS)
     for name, value in members.items():
         if name not in CORE_NAMES:
             add_member(name, value)
-    if graph.speedups is not None and "__add__" in CORE_NAMES:
+    if _native.ext is not None and "__add__" in CORE_NAMES:
         # The C type's own dunders try NumPy at once and fall back to these recorded paths.
         dunder_names = {**{k: k for k in _BINARY}, "matmul": "matmul", "divmod": "divmod"}
-        graph.speedups.configure_dunders(
+        _native.ext.configure_dunders(
             forward={k: members[f"__{d}__"] for k, d in dunder_names.items()},
             reflected={k: members[f"__r{d}__"] for k, d in dunder_names.items()},
             inplace={k: members.get(f"__i{d}__") for k, d in dunder_names.items()},

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import graph
+from .._base import native as _native
 
 
 #: ``add.reduce(a, axis=-1)`` of a C-ordered float array whose last axis has 2 to 7
 #: elements, computed in NumPy's order of additions without its per-row loop calls (a
 #: (600, 4, 2) array: 46 -> 3 us); None where it does not apply or a float flag was raised.
-#: (The C extension's; None without it.)
-_short_sum = None if graph.speedups is None else graph.speedups.short_sum
+_short_sum = _native.ext.short_sum if _native.ext is not None else None
 _ndarray = np.ndarray
 _NoValue = np._NoValue
 _add_reduce = np.add.reduce

@@ -12,6 +12,7 @@ from ..array.ndarray import ndarray
 from . import eager as _eager, fallback as _fallback, reductions as _reductions
 from .conversion import asarray
 from ..core import policy as _policy, graph
+from .._base import native as _native
 from .. import devices as _devices
 from ..array import indexing as _indexing
 from ..array.operands import broadcast_shapes, key_of, operand, shape_of, to_numpy
@@ -38,7 +39,7 @@ def _ufunc_named(name: str) -> "ufunc":
     return UFUNCS[name]
 
 
-_UfuncBase = object if graph.speedups is None else graph.speedups.UfuncBase
+_UfuncBase = object if _native.ext is None else _native.ext.UfuncBase
 
 
 class ufunc(_UfuncBase):
@@ -58,11 +59,11 @@ class ufunc(_UfuncBase):
         self.signature = np_ufunc.signature
         self._dtypes = {}
         self._c = None      # the C call path (lazynp._speedups) of one-output ufuncs
-        if graph.speedups is not None and self._op is not None and self.nout == 1 and \
+        if _native.ext is not None and self._op is not None and self.nout == 1 and \
                 self.nin in (1, 2):
             dunders = (self.dunder(False, False), self.dunder(True, False)) \
                 if self.nin == 2 else ()
-            self._c = graph.speedups.UfuncInfo(self._op, np_ufunc, self._dtypes,
+            self._c = _native.ext.UfuncInfo(self._op, np_ufunc, self._dtypes,
                                                ew.result_dtypes, *dunders)
 
     def __repr__(self) -> str:
@@ -123,7 +124,7 @@ class ufunc(_UfuncBase):
         return ndarray._from_node(graph.record(self._op, tuple(ops), None, shape, dt),
                                   shape == ())
 
-    if graph.speedups is None:
+    if _native.ext is None:
         __call__ = _call_py     # (else UfuncBase.__call__, in C)
 
     def _scalars_only(self, args):
@@ -137,8 +138,8 @@ class ufunc(_UfuncBase):
         ``reflected``.  The hot path of eager code, so what it uses are closure locals.
         ``sequence_aware``: a lazy scalar leaves ``list * n`` to Python, like a NumPy int.
         The C version (``lazynp._speedups``) is used when it is built."""
-        if graph.speedups is not None:
-            return graph.speedups.binary_dunder(self, reflected, sequence_aware,
+        if _native.ext is not None:
+            return _native.ext.binary_dunder(self, reflected, sequence_aware,
                                                 ew.result_dtypes, ew.check_python_int,
                                                 broadcast_shapes, np.power)
         np_uf = self._np

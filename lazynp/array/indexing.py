@@ -15,6 +15,7 @@ import numpy as np
 from .ndarray import ndarray
 
 from ..core import policy as _policy, graph
+from .._base import native as _native
 from .operands import PY_SCALARS, broadcast_shapes, eager_operand, operand, to_numpy, wrap
 from ..core.graph import Node
 from ..ops.registry import Op, register
@@ -54,7 +55,7 @@ def _setitem_impl(base, value, *idx_vals, geom, index):
 
 
 #: ``target[mask] = scalar`` without branches (lazynp._speedups.mask_fill), or None.
-_mask_fill = graph.speedups.mask_fill if graph.speedups is not None else None
+_mask_fill = _native.ext.mask_fill if _native.ext is not None else None
 
 
 def assign(target: np.ndarray, idx, value) -> None:

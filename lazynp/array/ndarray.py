@@ -29,6 +29,7 @@ import weakref
 import numpy as np
 
 from ..core import policy as _policy, graph
+from .._base import native as _native
 from ..core.graph import DONE, Node, Var
 
 
@@ -37,7 +38,7 @@ def _data_offset_py(a: np.ndarray, base: np.ndarray) -> int:
     return a.__array_interface__["data"][0] - base.__array_interface__["data"][0]
 
 
-_data_offset = _data_offset_py if graph.speedups is None else graph.speedups.data_offset
+_data_offset = _data_offset_py if _native.ext is None else _native.ext.data_offset
 
 
 def _c_contiguous_owned(value: np.ndarray) -> np.ndarray:
@@ -580,15 +581,15 @@ def _make_class():
     """``lazynp.ndarray``: the C core type when built, else a Python class on the reference
     core; either way with the members of :class:`_Members` (and :mod:`lazynp._numpy.methods`).
     Returns ``(class, names its core defines)``."""
-    if graph.speedups is not None:
-        cls = graph.speedups.ndarray
-        graph.speedups.set_metatype(cls, _ArrayType)
+    if _native.ext is not None:
+        cls = _native.ext.ndarray
+        _native.ext.set_metatype(cls, _ArrayType)
         core = frozenset(cls.__dict__)
         # what NumPy's operators see on the class: None during `numpy_scalar * array`, so
         # that they give way to the array's reflected operator (see OperatorDeferral)
-        _ArrayType.__array_ufunc__ = graph.speedups.OperatorDeferral(
+        _ArrayType.__array_ufunc__ = _native.ext.OperatorDeferral(
             cls.__dict__["__array_ufunc__"])
-        install = graph.speedups.install_member
+        install = _native.ext.install_member
         for name, value in _CoreReference.__dict__.items():   # the core's cold paths
             if name not in _SKIP and name not in core:
                 install(cls, name, value)
@@ -616,8 +617,8 @@ ndarray, CORE_NAMES = _make_class()   # (CORE_NAMES: the members its core type d
 
 def add_member(name: str, value) -> None:
     """Set a method or property on :class:`ndarray` (the C type is otherwise immutable)."""
-    if graph.speedups is not None:
-        graph.speedups.install_member(ndarray, name, value)
+    if _native.ext is not None:
+        _native.ext.install_member(ndarray, name, value)
     else:
         setattr(ndarray, name, value)
 _CORE_TYPES = (ndarray,)
@@ -632,12 +633,12 @@ def configure_core(*, getitem, setitem, array_ufunc, real: property, imag: prope
     module: indexing (:mod:`lazynp.array.indexing`), ``__array_ufunc__`` and the ``real``
     and ``imag`` properties (:mod:`lazynp._numpy.methods`, which calls this once).  The
     pure Python class gets these as members (:func:`add_member`) instead."""
-    if graph.speedups is None:
+    if _native.ext is None:
         return
-    graph.speedups.configure_array(
+    _native.ext.configure_array(
         ndarray, leaf=graph.leaf, leaf_op=graph.LEAF, materialize=graph.materialize,
         getitem=getitem, setitem=setitem, writable=graph.writable_view,
         construct=_construct_value, data_offset=_data_offset, view_node=_view_node_now,
         view_on=graph._view_impl, array=_Members.__array__, array_ufunc=array_ufunc,
-        transpose=lambda a: a.transpose())
-    graph.speedups.configure_parts(real, imag)
+        transpose=lambda a: a.transpose(), check_buffer_dtype=check_buffer_dtype)
+    _native.ext.configure_parts(real, imag)

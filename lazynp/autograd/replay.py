@@ -36,6 +36,7 @@ from types import BuiltinFunctionType, FunctionType
 import numpy as np
 
 from .._base import config as _config
+from .._base import native as _native
 from ..core import graph as _graph
 from ..array.indexing import _Slot
 from ..core.graph import Node
@@ -149,9 +150,9 @@ def structure(outs: list, tape: dict, inputs: list) -> tuple:
 
 
 _py_structure = structure
-if getattr(_graph.speedups, "replay_structure", None) is not None:
+if getattr(_native.ext, "replay_structure", None) is not None:
 
-    def structure(outs: list, tape: dict, inputs: list, _c=_graph.speedups.replay_structure):
+    def structure(outs: list, tape: dict, inputs: list, _c=_native.ext.replay_structure):
         return _c(outs, tape, inputs, _freeze, _graph.PLACEHOLDER, _graph.VIEW, Uncacheable,
                   _Slot)
     structure.__doc__ = _py_structure.__doc__

@@ -23,7 +23,7 @@ from sys import _getframe, getrefcount
 
 import numpy as np
 
-from .._base import config as _config, site as _site, split as _split
+from .._base import config as _config, native as _native, site as _site, split as _split
 from . import late_warnings as _late_warnings, policy as _policy
 from .. import engine
 from ..engine.interrupts import held as _held
@@ -99,16 +99,22 @@ class keeping_graph:
     """Context manager: keep the recorded graph (args/params) of nodes computed inside."""
 
     def __enter__(self):
-        global keep_graph
-        keep_graph += 1
+        _set_keep_graph(keep_graph + 1)
         _policy.enter_transform()       # a transform needs the graph: record everything
         return self
 
     def __exit__(self, *exc):
-        global keep_graph
-        keep_graph -= 1
+        _set_keep_graph(keep_graph - 1)
         _policy.exit_transform()
         return False
+
+
+def _set_keep_graph(n: int) -> None:
+    """Set :data:`keep_graph` (the C recorder keeps a copy)."""
+    global keep_graph
+    keep_graph = n
+    if _speedups is not None:
+        _speedups.set_keep_graph(n)
 
 
 class TracingError(RuntimeError):
@@ -212,8 +218,8 @@ def pause_tape(paused: bool) -> None:
     """Stop (``paused``) or resume putting recorded nodes on the open tape."""
     global tape_paused
     tape_paused = paused
-    if speedups is not None:
-        speedups.set_tape(tape.nodes, paused)      # (the C recorder keeps its own copy)
+    if _speedups is not None:
+        _speedups.set_tape(tape.nodes, paused)      # (the C recorder keeps its own copy)
 
 
 def remove_tape() -> None:
@@ -221,8 +227,8 @@ def remove_tape() -> None:
     global tape, tape_paused, array_hook, value_hook
     tape = array_hook = value_hook = None
     tape_paused = False
-    if speedups is not None:
-        speedups.set_tape(None, False)
+    if _speedups is not None:
+        _speedups.set_tape(None, False)
 
 
 def _taped(n: Node, op: Op, args: tuple) -> None:
@@ -454,25 +460,26 @@ def computed(n: Node) -> bool:
 
 
 def run_now(op: Op, args: tuple, shape: tuple) -> int:
-    """The policy's decision for one op (:func:`lazynp.core.policy.decide`): ``_NOW`` (1) when
-    its work is small (or of a kind fusion cannot improve) and its node arguments are
-    computed, ``_RECORD`` (0), or ``_TREE`` (2): record it if it joins a tree kernel
-    (:func:`record` decides; pending arguments are left as they are).
+    """The policy's decision for one op (:func:`lazynp.core.policy.decide_on_nodes`, from
+    what this function sees of its node arguments): ``_NOW`` (1), ``_RECORD`` (0), or
+    ``_TREE`` (2): record it if it joins a tree kernel (:func:`record` decides; pending
+    arguments are left as they are).
 
     Small work on *pending* arguments computes them first (one flush) and then runs at
     once: recording it would join their graph, but a small op gains nothing from fusion,
     and every recorded op costs more than NumPy's call (a loop of small writes into a
-    large pending array would otherwise record every step).  An argument that failed
-    keeps the op recorded (its error is raised where a value is read)."""
+    large pending array would otherwise record every step)."""
     size = _prod(shape)
     pending = None
     shared = False
     objects = False
+    failed = False
     for a in args:
         if type(a) is Node:
             r = a.args[0] if a.op is VIEW else a
             if r.error is not None:
-                return False
+                failed = True
+                break
             if r.state != DONE or r.value is None:
                 if pending is None:
                     pending = []
@@ -483,25 +490,23 @@ def run_now(op: Op, args: tuple, shape: tuple) -> int:
             n = _prod(a.shape)
             if n > size:
                 size = n
-    if objects:
-        size = 0       # (NumPy's object loops, at once: _policy.counted_size)
-    d = _NOW if shared else _policy.decide(op, size)
-    if d == _RECORD:
-        return _RECORD
-    if d == _TREE and any(_permuted_arg(a) for a in args):
-        d = _NOW        # (NumPy's result keeps the layout: _policy.counted_size)
+    d = _policy.decide_on_nodes(op, size, failed, shared, objects, lambda: _permuted_args(args))
     if pending is not None and d == _NOW:
         return _NOW if compute_now(pending) else _RECORD
     return d
 
 
-def _permuted_arg(a) -> bool:
-    """A computed node argument whose axes are out of memory order (_policy.permuted)."""
-    if type(a) is not Node or not computed(a):
-        return False
-    if a.op is VIEW:
-        return _policy.permuted_layout(a.params["shape"], a.params["strides"])
-    return type(a.value) is np.ndarray and _policy.permuted(a.value)
+def _permuted_args(args: tuple) -> bool:
+    """Is a computed node argument out of memory order (_policy.permuted)?"""
+    for a in args:
+        if type(a) is not Node or not computed(a):
+            continue
+        if a.op is VIEW:
+            if _policy.permuted_layout(a.params["shape"], a.params["strides"]):
+                return True
+        elif type(a.value) is np.ndarray and _policy.permuted(a.value):
+            return True
+    return False
 
 
 def symbolic(nodes) -> bool:
@@ -1471,46 +1476,45 @@ _prod = math.prod
 
 # --- the C recorder ---------------------------------------------------------------------------
 
-def _load_speedups():
-    """``lazynp._speedups`` (the C Node, Var and record) unless it is not built or
-    ``LAZYNP_PURE_PYTHON`` is set; the pure Python definitions above are then used."""
-    if _config.PURE_PYTHON:
-        return None
-    try:
-        from .. import _speedups
-    except ImportError:
-        return None
-    _speedups.configure(
+def _configure_speedups(ext) -> None:
+    """Hand the C recorder this module's objects (once, at import; every name
+    ``configure`` reads is listed in :data:`lazynp._base.native.INTERFACE`)."""
+    ext.configure(
         bound_flush=_bound_flush, extobj_var=_extobj_var, default_ext=_DEFAULT_EXT,
         pkg=_PKG, tree_ids=_tree_ids,
         tree_structure=_tree.structure, merge_inputs=_tree.merge_inputs, max_tree=_MAX_TREE,
-        graph_dict=globals(), max_pending=_state.max_pending,
+        max_pending=_state.max_pending,
+        flush=flush, restart_site=restart_site, run_untreed=_run_untreed, tree_into=tree_into,
+        lone_sites=lone_sites,
+        run_eager=run_eager, run_now=run_now, value_for_eager=value_for_eager,
         protected_ranges=_policy.protected_ranges, errstate_traps=_policy.errstate_traps,
         errstate_ignores=_policy.errstate_ignores,
         run_at_call=run_at_call, warnings_state=_late_warnings.state,
-        warnings_dict=vars(_late_warnings.warnings), log_default=_LOG_DEFAULT,
+        warnings_module=_late_warnings.warnings, log_default=_LOG_DEFAULT,
         caught=_caught, issue_caught=_issue_caught)
-    return _speedups
+    ext.set_keep_graph(keep_graph)
 
 
-speedups = _load_speedups()
-_policy.attach_speedups(speedups, run_eager, run_now, value_for_eager)
+_speedups = _native.ext
+if _speedups is not None:
+    _configure_speedups(_speedups)
 py_record = record          # the pure Python recorder (tests compare the C one against it)
-if speedups is not None:
-    Node = speedups.Node
-    Var = speedups.Var
-    record = speedups.record
-    _state = speedups.state
-    _pending_vars = speedups.pending_vars
-    _live_pending_heads = speedups.live_pending_heads
-    speedups.configure_executor(view=VIEW, book_lock=_book_lock, pool=_pool, value_of=_value_of,
-                                normalize=_normalize, node_failed=_node_failed,
-                                ndarray=np.ndarray)
-    _run_node = speedups.run_node
-    _plan_counts = speedups.plan_counts
-    _schedule_scan = speedups.schedule_scan
-    _run_bulk = speedups.run_bulk
+if _speedups is not None:
+    Node = _speedups.Node
+    Var = _speedups.Var
+    record = _speedups.record
+    _state = _speedups.state
+    _pending_vars = _speedups.pending_vars
+    _live_pending_heads = _speedups.live_pending_heads
+    _speedups.configure_executor(view=VIEW, book_lock=_book_lock,
+                                 pool_min_bytes=_pool.MIN_BYTES, value_of=_value_of,
+                                 normalize=_normalize, node_failed=_node_failed,
+                                 ndarray=np.ndarray)
+    _run_node = _speedups.run_node
+    _plan_counts = _speedups.plan_counts
+    _schedule_scan = _speedups.schedule_scan
+    _run_bulk = _speedups.run_bulk
     py_collect = _collect       # (tests compare the C planning against the Python one)
-    _collect = speedups.collect
+    _collect = _speedups.collect
 else:
     _run_node = _plan_counts = _schedule_scan = _run_bulk = None

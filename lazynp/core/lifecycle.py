@@ -20,7 +20,7 @@ import os
 from .._base import split as _split
 from .. import engine
 from . import graph
-from ..kernels import cpu, pool
+from ..kernels import cpu, merge, pool
 
 _ATTEMPTS = 100        # another thread may push work while the fork waits: wait again
 _held: list = []       # the fork_done callbacks of what fork_prepare holds, in order
@@ -74,7 +74,10 @@ def _at_exit() -> None:
 
 
 def install() -> None:
-    """Register the fork and exit hooks (once, at import)."""
+    """Register the fork and exit hooks, and the merge that lets a large stable argsort run
+    on two threads (once, at import)."""
+    _split.register_stable_merge(_split.StableMerge(merge.mergeable, merge.kernel_for,
+                                                    merge.merge))
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
                             after_in_child=_after_fork_in_child)

@@ -16,8 +16,19 @@ the one place that decides when work runs.  An operation is
   computed first (one flush: a small op gains nothing from joining their graph).  Its result is a computed array, errors and warnings come from NumPy at the
   call, and where NumPy returns a scalar the result is NumPy's scalar.
 
-The decision itself is a few comparisons; the C fast paths (``lazynp._speedups``) make the
-same decision from the same numbers, pushed to them by :func:`_sync`.
+The decision is :func:`decide` (for an op on graph nodes, :func:`decide_on_nodes`;
+``graph.run_now`` gathers what it needs), a few comparisons of the work's size with the op's
+bounds (:func:`op_bounds`).  The C fast paths (``lazynp._base._speedups``) hold no rule of
+their own: they cache what :func:`_sync` hands them and compare sizes with it, namely
+``record_all`` and the number of open transforms and scopes (nothing runs at once while
+they record); :data:`EAGER_MAX_ELEMS` and :data:`SIZED_KINDS` (:func:`sized_ok`: the
+eager calls, methods and dunders run at once below it); ``min(TREE_MIN_ELEMS,
+EAGER_MAX_ELEMS)`` and :data:`EAGER_MAX_ELEMS` as the tree band of the elementwise dunders
+and ufunc calls, whose ops are tree ops (their :func:`op_bounds`); :data:`TREE_MAX_ELEMS`
+(a tree assigned into a region runs as one kernel below it); and, per op, the answers of
+:func:`tree_op` and :func:`op_bounds` (the recorder's ``_run_now``: :func:`decide` on
+computed arguments; shared or failed arguments and pending work outside the tree band
+go to ``graph.run_now``).
 
 One more rule keeps NumPy's errors and warnings where the user handles them: an op that can
 raise or warn on its values (``Op.raises_on_values``) and would be recorded **runs at the
@@ -32,9 +43,12 @@ import contextlib
 import dis
 import os
 import sys
+from typing import Callable
 
 import numpy as _np
 from numpy._core.umath import _extobj_contextvar as _extobj_var
+
+from .._base import native as _native
 
 #: Kinds of op whose work fusion or threads can speed up: below the size bound they run
 #: at once (when their inputs are computed), from it they are recorded.
@@ -82,31 +96,17 @@ if _mode not in MODES:
 record_all = 1 if _mode == "lazy" else 0
 _transforms = 0
 _scopes = 0         # open ``policy(...)`` blocks
-_c = None          # lazynp._speedups, once graph.py has loaded it
-_run_eager = None  # graph.run_eager (the C recorder calls it)
-_run_now = None    # graph.run_now (the C recorder's path for pending arguments)
-_value_for_eager = None   # graph.value_for_eager (the C fast paths' pending operands)
+_c = _native.ext   # the C extension (None: pure Python), which caches the numbers
 
 
 def _sync() -> None:
     global record_all
     record_all = (_mode == "lazy") + _transforms
+    _bounds.clear()
     if _c is not None:
         _c.set_policy(record_all, EAGER_MAX_ELEMS, min(TREE_MIN_ELEMS, EAGER_MAX_ELEMS),
-                      TREE_MAX_ELEMS, SIZED_KINDS, _run_eager, _run_now, _value_for_eager)
+                      TREE_MAX_ELEMS, SIZED_KINDS, tree_op, op_bounds)
         _c.set_transforms(_transforms + _scopes)
-
-
-def attach_speedups(mod, run_eager, run_now, value_for_eager) -> None:
-    """Called by graph.py with the C extension (or None), which mirrors the policy, the
-    function that runs an op at once, the decision for ops on pending arguments and the
-    value of a pending operand."""
-    global _c, _run_eager, _run_now, _value_for_eager
-    _c = mod
-    _run_eager = run_eager
-    _run_now = run_now
-    _value_for_eager = value_for_eager
-    _sync()
 
 
 def enter_transform() -> None:
@@ -228,30 +228,70 @@ RECORD, NOW, TREE = 0, 1, 2
 NOT_EAGER = type("NotEager", (), {"__repr__": lambda self: "NOT_EAGER"})()
 
 
+#: a size no work reaches: the bound of a band that is empty
+NEVER = 1 << 62
+_bounds: dict = {}      # op -> op_bounds(op), for the current numbers (_sync clears it)
+
+
+def op_bounds(op) -> tuple[int, int]:
+    """:func:`decide`'s answers for ``op`` as two sizes ``(tree_from, record_from)``: work
+    of fewer elements than ``tree_from`` runs at once (:data:`NOW`), from ``tree_from`` and
+    below ``record_from`` it joins a tree kernel (:data:`TREE`), from ``record_from`` it is
+    recorded (:data:`RECORD`).  Every op's ``tree_from`` is at least
+    ``min(TREE_MIN_ELEMS, EAGER_MAX_ELEMS)``; a tree op's bounds are exactly that and
+    :data:`EAGER_MAX_ELEMS` (the C fast paths of the elementwise dunders use these two
+    numbers)."""
+    hit = _bounds.get(op)
+    if hit is None:
+        if op.kind not in SIZED_KINDS or op.name in AT_ONCE_OPS:
+            # (a copy runs at once at any size: ``A = np.asarray(A).copy()`` is then
+            # written in place, so it must be materialized; recorded, it kept the work
+            # after it waiting)
+            hit = (NEVER, NEVER)
+        elif tree_op(op):
+            hit = (min(TREE_MIN_ELEMS, EAGER_MAX_ELEMS), EAGER_MAX_ELEMS)
+        else:
+            hit = (EAGER_MAX_ELEMS, EAGER_MAX_ELEMS)
+        _bounds[op] = hit
+    return hit
+
+
 def decide(op, size: int) -> int:
     """For an op whose node arguments are computed (or pending) and whose largest operand
     or result has ``size`` elements: :data:`NOW` (run at once), :data:`RECORD`, or
     :data:`TREE` (record it if it joins a tree kernel, else run at once)."""
-    kind = op.kind
-    if kind not in SIZED_KINDS:
+    tree_from, record_from = op_bounds(op)
+    if size < tree_from:
         return NOW
-    if size >= EAGER_MAX_ELEMS:
-        # (a copy runs at once at any size: ``A = np.asarray(A).copy()`` is then written
-        # in place, so it must be materialized; recorded, it kept the work after it waiting)
-        return NOW if op.name in AT_ONCE_OPS else RECORD
-    if size < TREE_MIN_ELEMS:
+    return TREE if size < record_from else RECORD
+
+
+def decide_on_nodes(op, size: int, failed: bool, shared: bool, objects: bool,
+                    permuted: Callable[[], bool]) -> int:
+    """:func:`decide` for an op on graph nodes, from what the recorder saw of them
+    (:func:`lazynp.core.graph.run_now`): an argument that ``failed`` keeps the op
+    recorded (its error is raised where a value is read); one ``shared`` with the user
+    (an array the user's NumPy code holds too) makes it run at once, as NumPy would write
+    it; arrays of Python ``objects`` run on NumPy's object loops, at once
+    (:func:`counted_size`); and work that would join a tree kernel runs at once when
+    ``permuted()`` (a computed argument out of memory order: NumPy's result keeps that
+    layout, :func:`counted_size`)."""
+    if failed:
+        return RECORD
+    if shared:
         return NOW
-    return TREE if tree_op(op) else NOW
+    d = decide(op, 0 if objects else size)
+    if d == TREE and permuted():
+        return NOW
+    return d
 
 
 def tree_op(op) -> bool:
     """Does medium work of ``op`` join tree kernels?  Elementwise ufuncs but those whose
     kernel form calls libm (exp, sin...): NumPy's math loops may give other bits.  (Powers
     do: the tree takes those by a scalar 2, squares, and leaves the others to NumPy.)"""
-    if op.kind != "elementwise" or op.ufunc is None:
-        return False
-    from ..kernels.tree import libm_names
-    return op.name not in libm_names() or op.name == "power"
+    return op.kind == "elementwise" and op.ufunc is not None and \
+        (not op.calls_libm or op.name == "power")
 
 
 def sized_ok(kind: str, size: int) -> bool:
@@ -350,3 +390,6 @@ def run_at_call(op, site, ext, wstate) -> bool:
     # they are ignored (``np.errstate(all="ignore")``, ``simplefilter("ignore")``): recorded
     return not (op.fp_errors_only and
                 (wstate.ignores or (ext is not None and errstate_ignores(ext))))
+
+
+_sync()

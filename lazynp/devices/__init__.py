@@ -18,6 +18,7 @@ import contextlib
 
 import numpy as np
 
+from .._base import native as _native
 from ..core.policy import NOT_EAGER
 from .names import (CPU, Device, device, device_of, foreign_device,  # noqa: F401
                     get_default_device, is_device_array, is_foreign_gpu_array, placement,
@@ -34,8 +35,14 @@ ACTIVE = False
 #: the number of open :func:`default_device` blocks (creation functions test it)
 DEFAULTS_OPEN = 0
 #: ACTIVE or DEFAULTS_OPEN: the one flag the eager-first functions test (the C recorder
-#: reads it from this module's globals)
+#: is told each change: :func:`_hook_changed`)
 HOOK = False
+
+
+def _hook_changed() -> None:
+    """Tell the C eager-first functions :data:`HOOK`'s new value."""
+    if _native.ext is not None:
+        _native.ext.set_device_hook(HOOK)
 
 
 @contextlib.contextmanager
@@ -47,11 +54,13 @@ def default_device(spec):
     old = set_default_device(d)
     DEFAULTS_OPEN += 1
     HOOK = True
+    _hook_changed()
     try:
         yield d
     finally:
         DEFAULTS_OPEN -= 1
         HOOK = ACTIVE or DEFAULTS_OPEN > 0
+        _hook_changed()
         set_default_device(old)
 
 
@@ -63,6 +72,7 @@ def activate() -> Backend:
         # the one plug-in load of the backend (listed in pyproject's ignore_imports)
         from ..cuda import array as _cuda_backend  # noqa: F401
         ACTIVE = HOOK = True
+        _hook_changed()
     return registered_backend("cuda")
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._base import native as _native
 from . import cpu, exprs, fpflags, pool
 
 #: below this many elements a kernel runs serially: waking the parallel threads costs
@@ -276,16 +277,12 @@ def strided_inputs(vals: list, shape: tuple):
 
 def _data_offset(a, base) -> int:
     """Byte offset of ``a``'s data from ``base``'s (the C helper when built)."""
-    global _data_offset_c
-    if _data_offset_c is None:
-        from ..core import graph
-        _data_offset_c = graph.speedups.data_offset if graph.speedups is not None else False
-    if _data_offset_c:
+    if _data_offset_c is not None:
         return _data_offset_c(a, base)
     return a.__array_interface__["data"][0] - base.__array_interface__["data"][0]
 
 
-_data_offset_c = None
+_data_offset_c = _native.ext.data_offset if _native.ext is not None else None
 
 
 def loop_order(table, ndim: int):

@@ -37,20 +37,6 @@ from . import cpu, exprs, fpflags, fused
 MAX_TREE = 256
 
 
-def libm_names() -> frozenset:
-    """Ufuncs whose kernel form calls a libm function (exp, sin, a general power...):
-    NumPy's own loops (SIMD ones, its float32 sin/cos) can give other bits.  (A power
-    by a scalar 2 is a square in a tree, exact: see :func:`squares`.)"""
-    global _libm
-    if _libm is None:
-        from .._base.split import COSTLY
-        from ..ops.elementwise import SIMD_UNARY
-        _libm = frozenset(COSTLY) | SIMD_UNARY
-    return _libm
-
-
-_libm = None
-
 _F64 = np.dtype(np.float64)
 _I64 = np.dtype(np.int64)
 _EMPTY_F = np.empty(0, _F64)
@@ -92,7 +78,7 @@ def structure(key: tuple, node) -> int | None:
             sid = _next_id[0]
             _next_id[0] += 1
             inlined = _inlined_sids(key)
-            if node.op.name in libm_names() and "sq" not in key or \
+            if node.op.calls_libm and "sq" not in key or \
                     any(c in with_libm for c in inlined):
                 with_libm.add(sid)
             if key[-1] == "dup" or any(c in may_share for c in inlined):
@@ -105,7 +91,7 @@ def structure(key: tuple, node) -> int | None:
 #: docstring): their flushes find the repeats (:func:`dag`)
 may_share: set = set()
 
-#: structure ids of trees with a libm math function (:func:`libm_names`: exp, tanh, sin...):
+#: structure ids of trees with a libm math function (``Op.calls_libm``: exp, tanh, sin...):
 #: NumPy's loops may give other bits, so from medium sizes they are left to the fusion pass,
 #: which leaves its SIMD functions to NumPy (passes/fusion.py)
 with_libm: set = set()

@@ -71,6 +71,23 @@ _ALIASES = {"abs": "absolute", "conj": "conjugate", "bitwise_not": "invert", "ac
             "atanh": "arctanh", "atan2": "arctan2", "pow": "power", "bitwise_invert": "invert"}
 
 
+#: Unary ufuncs that NumPy builds with SIMD loops on x86 (X86_V3/V4 dispatch targets), which
+#: run 4-13x faster than the scalar libm call a Numba kernel makes for them (llvmlite has no
+#: SVML).  Measured per element on 65k float64 values: tanh 1.7 vs 11.6 ns, exp 0.8 vs 4.7 ns,
+#: log 0.8 vs 3.5 ns, cbrt 1.0 vs 13.7 ns.  sin and cos are left out: NumPy's float64 loops
+#: are no faster than libm; so is float64 exp, which the kernels compute with their own
+#: vectorizable ``_fexp`` (2.3 ns, kernels/cpu.py).  The fusion pass leaves these to NumPy
+#: on large arrays.
+SIMD_UNARY = frozenset({
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tan", "arcsin", "arccos",
+    "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "cbrt"})
+#: Ufuncs whose kernel form calls a libm function (``Op.calls_libm``): the costly ones
+#: (transcendental, general powers: lazynp._base.split.COSTLY) and those NumPy builds with
+#: SIMD loops.  (A power by a scalar 2 is a square in a tree kernel, exact:
+#: kernels/tree.py's ``squares``.)
+CALLS_LIBM = frozenset(_split.COSTLY) | SIMD_UNARY
+
+
 def _ufunc_impl(ufunc):
     def impl(*args):
         return ufunc(*args)
@@ -107,7 +124,7 @@ def _register_ufuncs() -> dict[str, Op]:
             op = register(Op(name=key, kind="elementwise", impl=_ufunc_impl(uf), expr=expr,
                              ufunc=uf, inplace=(0,) if uf.nin >= 1 else (),
                              impl_out=ufunc_impl_out(uf), raises_on_values=key not in SILENT,
-                             fp_errors_only=True))
+                             fp_errors_only=True, calls_libm=key in CALLS_LIBM))
             table[key] = op
             table[name] = op
     for alias, target in _ALIASES.items():
@@ -118,16 +135,6 @@ def _register_ufuncs() -> dict[str, Op]:
 
 UFUNC_OPS = _register_ufuncs()
 
-#: Unary ufuncs that NumPy builds with SIMD loops on x86 (X86_V3/V4 dispatch targets), which
-#: run 4-13x faster than the scalar libm call a Numba kernel makes for them (llvmlite has no
-#: SVML).  Measured per element on 65k float64 values: tanh 1.7 vs 11.6 ns, exp 0.8 vs 4.7 ns,
-#: log 0.8 vs 3.5 ns, cbrt 1.0 vs 13.7 ns.  sin and cos are left out: NumPy's float64 loops
-#: are no faster than libm; so is float64 exp, which the kernels compute with their own
-#: vectorizable ``_fexp`` (2.3 ns, kernels/cpu.py).  The fusion pass leaves these to NumPy
-#: on large arrays.
-SIMD_UNARY = frozenset({
-    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tan", "arcsin", "arccos",
-    "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "cbrt"})
 _simd_cache: dict = {}
 
 

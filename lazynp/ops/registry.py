@@ -2,8 +2,9 @@
 
 One :class:`Op` per operation, with all its rules in one place: how to infer the output
 shape/dtype at record time (raising NumPy's exception there), the NumPy reference
-implementation, the scalar expression used by the kernel generators, the gradient rules,
-which input the output may overwrite, and whether the output shape depends on data.
+implementation, the scalar expression used by the kernel generators, which input the output
+may overwrite, whether the output shape depends on data, and the facts the execution policy
+and the kernels read (can it raise on values, does its kernel form call libm).
 """
 from __future__ import annotations
 
@@ -29,10 +30,6 @@ class Op:
     expr : str or None
         Scalar expression template for elementwise ops (``"({0} + {1})"``), shared by the
         CPU and CUDA code generators.
-    vjp : callable or None
-        Reverse-mode rule written with lazynp ops.
-    jvp : callable or None
-        Forward-mode rule written with lazynp ops.
     inplace : tuple of int
         Inputs whose storage the output may take over.
     data_dependent : bool
@@ -51,20 +48,24 @@ class Op:
         True when the only value-dependent errors and warnings of the op are NumPy's
         floating-point ones, which ``np.errstate`` governs (ufuncs, casts, sums): where they
         are ignored, the op is recorded even inside a try/with block.
+    calls_libm : bool
+        True when the op's kernel form calls a libm math function (exp, sin, a general
+        power...): NumPy's own loops (SIMD ones, its float32 sin/cos) can give other bits,
+        so medium work of it is left to NumPy (:func:`lazynp.core.policy.tree_op`) and trees
+        holding it to the fusion pass (kernels/tree.py).
     """
 
     name: str
     kind: str
     impl: Callable[..., Any]
     expr: str | None = None
-    vjp: Callable[..., Any] | None = None
-    jvp: Callable[..., Any] | None = None
     inplace: tuple = ()
     data_dependent: bool = False
     ufunc: Any = None
     impl_out: Callable[..., Any] | None = None
     raises_on_values: bool = True
     fp_errors_only: bool = False
+    calls_libm: bool = False
     extra: dict = field(default_factory=dict)
 
     def __repr__(self) -> str:

@@ -285,12 +285,16 @@ state = RecordState()
 
 # set once by configure(): objects of graph.py, kernels/tree.py and ndarray.py
 cdef object _bound_flush, _extobj_var, _default_ext, _pkg
-cdef object _tree_ids, _tree_structure, _merge_inputs, _graph_dict
+cdef object _tree_ids, _tree_structure, _merge_inputs
+cdef object _flush_fn, _restart_site_fn, _run_untreed_fn, _tree_into_fn
+#: graph.keep_graph (> 0: computed nodes keep their args and params), set by set_keep_graph
+cdef Py_ssize_t _keep_graph = 0
 # errors and warnings at the call (graph.run_at_call, lazynp.core.policy.run_at_call,
 # lazynp.core.late_warnings)
 cdef object _protected_ranges = None, _errstate_traps = None, _run_at_call_fn = None
 cdef object _warnings_state_fn = None, _log_default = None, _issue_caught = None
-cdef dict _w_dict = None, _caught = None
+cdef object _warnings_module = None
+cdef dict _caught = None
 cdef object _w_lst = None, _w_first = None, _w_state = None
 cdef Py_ssize_t _w_n = -1
 cdef bint _w_traps = False, _w_ignores = False
@@ -329,7 +333,7 @@ cdef object _current_wstate():
     """lazynp.core.late_warnings.state(): the same object while ``warnings.filters`` is the same
     list, of the same length, with the same first filter."""
     global _w_lst, _w_first, _w_state, _w_n, _w_traps, _w_ignores
-    lst = _w_dict.get("filters")
+    lst = _warnings_module.filters
     if lst is _w_lst and type(lst) is list:
         if len(<list>lst) == _w_n and ((<list>lst)[0] if _w_n else None) is _w_first:
             return _w_state
@@ -345,20 +349,27 @@ cdef Py_ssize_t _max_tree = 0
 
 
 def configure(*, bound_flush, extobj_var, default_ext, pkg, tree_ids,
-              tree_structure, merge_inputs, max_tree, graph_dict, max_pending,
-              protected_ranges, errstate_traps, errstate_ignores, run_at_call, warnings_state, warnings_dict,
-              log_default, caught, issue_caught):
-    """Hand the recorder graph.py's objects (called once, when graph.py is imported)."""
+              tree_structure, merge_inputs, max_tree, max_pending,
+              flush, restart_site, run_untreed, tree_into, lone_sites,
+              run_eager, run_now, value_for_eager,
+              protected_ranges, errstate_traps, errstate_ignores, run_at_call, warnings_state,
+              warnings_module, log_default, caught, issue_caught):
+    """Hand the recorder graph.py's objects (called once, when graph.py is imported).
+
+    Every name is required (a missing one is a TypeError): lazynp._base.native.INTERFACE
+    lists them.  ``warnings_module`` is read for its ``filters`` list."""
     global _bound_flush, _extobj_var, _default_ext, _pkg, _tree_ids
-    global _tree_structure, _merge_inputs, _max_tree, _graph_dict
+    global _tree_structure, _merge_inputs, _max_tree
+    global _flush_fn, _restart_site_fn, _run_untreed_fn, _tree_into_fn, _lone_sites
+    global _run_eager_fn, _run_now_py, _value_for_eager_fn
     global _protected_ranges, _errstate_traps, _run_at_call_fn, _warnings_state_fn
-    global _w_dict, _log_default, _caught, _issue_caught, _errstate_ignores
+    global _warnings_module, _log_default, _caught, _issue_caught, _errstate_ignores
     _errstate_ignores = errstate_ignores
     _protected_ranges = protected_ranges
     _errstate_traps = errstate_traps
     _run_at_call_fn = run_at_call
     _warnings_state_fn = warnings_state
-    _w_dict = warnings_dict
+    _warnings_module = warnings_module
     _log_default = log_default
     _caught = caught
     _issue_caught = issue_caught
@@ -370,15 +381,28 @@ def configure(*, bound_flush, extobj_var, default_ext, pkg, tree_ids,
     _tree_structure = tree_structure
     _merge_inputs = merge_inputs
     _max_tree = max_tree
-    _graph_dict = graph_dict
-    global _lone_sites
-    _lone_sites = graph_dict["lone_sites"]
+    _flush_fn = flush
+    _restart_site_fn = restart_site
+    _run_untreed_fn = run_untreed
+    _tree_into_fn = tree_into
+    _lone_sites = lone_sites
+    _run_eager_fn = run_eager
+    _run_now_py = run_now
+    _value_for_eager_fn = value_for_eager
     state.max_pending = max_pending
+
+
+def set_keep_graph(Py_ssize_t n):
+    """graph.keep_graph (graph.keeping_graph sets it): while > 0, computed nodes keep
+    their args and params and no chain is cut into tree kernels."""
+    global _keep_graph
+    _keep_graph = n
 
 
 cdef object _array_cls = None      # lazynp.ndarray (the type below)
 cdef object _ndarray_np = None
-cdef object _VIEW = None, _book_lock = None, _pool = None, _value_of = None
+cdef object _VIEW = None, _book_lock = None, _value_of = None
+cdef Py_ssize_t _pool_min_bytes = 0     # kernels/pool.MIN_BYTES
 
 
 # --- the array type: state, metadata and the eager fast paths ----------------------------------
@@ -406,6 +430,7 @@ cdef object _data_offset_fn = None, _view_node_fn = None
 cdef type _np_generic = None, _np_integer = None, _np_float64 = None
 cdef object _np_dtype = None
 cdef object _view_on_fn = None
+cdef object _check_buffer_dtype_py = None      # ndarray.check_buffer_dtype
 cdef object _array_py = None, _array_ufunc_py = None, _transpose_py = None
 cdef list _fwd = [None] * 16, _rev = [None] * 16, _inpl = [None] * 16, _cmp = [None] * 6
 cdef list _unary_py = [None] * 4
@@ -438,24 +463,32 @@ BINARY_KINDS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and",
 
 
 cdef object _sized_kinds = frozenset()
+cdef object _tree_op_fn = None       # lazynp.core.policy.tree_op
+cdef dict _mid_tree_ops = {}        # op -> its answer
+cdef object _op_bounds_fn = None     # lazynp.core.policy.op_bounds
+cdef dict _op_bounds = {}           # op -> its answer, for the current numbers
+# set once by configure(): graph.run_eager, graph.run_now, graph.value_for_eager
 cdef object _run_eager_fn = None, _run_now_py = None, _value_for_eager_fn = None
 
 
 def set_policy(int record_all, Py_ssize_t eager_max, Py_ssize_t tree_min,
-               Py_ssize_t tree_max, sized_kinds, run_eager, run_now, value_for_eager):
-    """The execution policy's numbers (lazynp.core.policy._sync), graph.run_eager and
-    graph.run_now (taken for pending arguments)."""
-    global _record_all, _eager_max, _tree_min, _tree_max, _sized_kinds, _run_eager_fn
-    global _run_now_py
-    global _value_for_eager_fn
-    _value_for_eager_fn = value_for_eager
+               Py_ssize_t tree_max, sized_kinds, tree_op, op_bounds):
+    """The execution policy's numbers, and its ``tree_op`` and ``op_bounds`` answers for
+    an op, cached per op (lazynp.core.policy._sync; the module docstring there says which
+    decisions these numbers make here)."""
+    global _record_all, _eager_max, _tree_min, _tree_max, _sized_kinds, _tree_op_fn
+    global _op_bounds_fn
+    if op_bounds is not _op_bounds_fn or eager_max != _eager_max or tree_min != _tree_min:
+        _op_bounds.clear()
+        _op_bounds_fn = op_bounds
     _record_all = record_all
     _eager_max = eager_max
     _tree_min = tree_min
     _tree_max = tree_max
     _sized_kinds = sized_kinds
-    _run_eager_fn = run_eager
-    _run_now_py = run_now
+    if tree_op is not _tree_op_fn:
+        _mid_tree_ops.clear()
+        _tree_op_fn = tree_op
 
 
 DEF D_RECORD = 0
@@ -463,10 +496,20 @@ DEF D_NOW = 1
 DEF D_TREE = 2
 
 
+cdef inline tuple _bounds_of(op):
+    """lazynp.core.policy.op_bounds(op): ``(tree_from, record_from)``, cached per op."""
+    b = _op_bounds.get(op)
+    if b is None:
+        b = _op_bounds[op] = tuple(_op_bounds_fn(op))
+    return <tuple>b
+
+
 cdef int _run_now(op, tuple args, shape) except -1:
     """graph.run_now: D_NOW (node arguments all computed, the work small or of a kind
-    fusion cannot improve), D_RECORD, or D_TREE (recorded if it joins a tree kernel)."""
-    cdef Py_ssize_t size = _size_of(shape), n
+    fusion cannot improve), D_RECORD, or D_TREE (recorded if it joins a tree kernel), by
+    the policy's bounds for ``op`` (lazynp.core.policy.decide); shared, failed and most
+    pending arguments are left to graph.run_now."""
+    cdef Py_ssize_t size = _size_of(shape), n, tree_from, record_from
     cdef Node an, r
     cdef bint pending = False
     for a in args:
@@ -480,24 +523,24 @@ cdef int _run_now(op, tuple args, shape) except -1:
             n = _size_of(an.shape)
             if n > size:
                 size = n
+    if size < _tree_min and not pending:
+        return D_NOW        # (no op's tree_from is below _tree_min)
+    tree_from, record_from = _bounds_of(op)
     if pending:
         # medium elementwise work joins its pending arguments' tree, as in graph.run_now;
         # anything else, there
-        if _tree_min <= size < _eager_max and _is_mid_tree_op(op) and \
-                op.kind in _sized_kinds:
+        if tree_from <= size < record_from:
             for a in args:
                 if type(a) is Node and (<Node>a).dtype.hasobject:
                     return _run_now_py(op, args, shape)
             return D_TREE
         return _run_now_py(op, args, shape)
-    if size < _tree_min or op.kind not in _sized_kinds:
+    if size < tree_from:
         return D_NOW
     for a in args:          # (arrays of Python objects: NumPy's object loops, at once)
         if type(a) is Node and (<Node>a).dtype.hasobject:
             return D_NOW
-    if size >= _eager_max:
-        return D_NOW if op.name == "copy" else D_RECORD    # (lazynp.core.policy.AT_ONCE_OPS)
-    return D_TREE if _is_mid_tree_op(op) else D_NOW
+    return D_TREE if size < record_from else D_RECORD
 
 
 def eager_counters():
@@ -514,9 +557,11 @@ def reset_eager_counters():
 
 def configure_array(cls, *, leaf, leaf_op, materialize, getitem, setitem, writable,
                     construct, data_offset, view_node, view_on, array, array_ufunc,
-                    transpose):
+                    transpose, check_buffer_dtype):
     """Hand the array type its Python paths (called once, by ndarray.py / _methods.py)."""
     global _array_cls, _leaf_fn, _materialize_fn, _empty_fn, _ascontig_fn, _getitem_py
+    global _check_buffer_dtype_py
+    _check_buffer_dtype_py = check_buffer_dtype
     global _LEAF
     global _setitem_py, _writable_py, _construct_py, _data_offset_fn, _view_node_fn
     global _np_generic, _view_on_fn, _ndarray_np, _array_py, _np_integer, _array_ufunc_py
@@ -984,8 +1029,7 @@ cdef class ndarray:
         cdef PyObject *placeholder = <PyObject*>view.obj
         dtype = self.dtype
         if dtype.kind == "V":
-            from lazynp.array.ndarray import check_buffer_dtype
-            check_buffer_dtype(dtype)
+            _check_buffer_dtype_py(dtype)
         value = self.__array__()
         PyObject_GetBuffer(value, view, flags)
         Py_XDECREF(placeholder)
@@ -1404,7 +1448,7 @@ cdef bint _assign_tree(ndarray self, index, ndarray value) except -1:
     if type(dest) is not _ndarray_np or (<object>dest).shape != h.shape or \
             (<object>dest).dtype != h.dtype or not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>dest):
         return False
-    return _graph_dict["tree_into"](h, dest)
+    return _tree_into_fn(h, dest)
 
 
 cdef object _tree_side(o):
@@ -1676,8 +1720,7 @@ cdef class EagerFirst:
         self.name = np_fn.__name__
 
     def __call__(self, *args, **kwargs):
-        if _devices_state is not None and (_devices_state["HOOK"] or
-                                           (kwargs and "device" in kwargs)):
+        if _device_dispatch is not None and (_device_hook or (kwargs and "device" in kwargs)):
             # (device hook: lazynp.devices, once a device array or default device exists)
             r = _device_dispatch(self.name, self.np_fn, self.lazy_fn, args, kwargs)
             if r is not _NOT_EAGER:
@@ -1696,16 +1739,22 @@ cdef class EagerFirst:
         return (_namespace_member, (getattr(self, "__module__"), getattr(self, "__name__")))
 
 
-cdef dict _devices_state = None     # lazynp.devices' globals (its HOOK flag)
+cdef bint _device_hook = False     # lazynp.devices.HOOK (set_device_hook)
 cdef object _device_dispatch = None
 
 
-def configure_device_hook(dict devices_globals, dispatch):
+def configure_device_hook(*, dispatch):
     """The eager-first functions' device hook (lazynp.devices.dispatch, tried while
-    ``devices.HOOK`` is set or a ``device=`` is given)."""
-    global _devices_state, _device_dispatch
-    _devices_state = devices_globals
+    ``devices.HOOK`` is set, see :func:`set_device_hook`, or a ``device=`` is given)."""
+    global _device_dispatch
     _device_dispatch = dispatch
+
+
+def set_device_hook(bint on):
+    """lazynp.devices.HOOK (a device array exists, or a default device is open): the
+    eager-first functions try the device hook first."""
+    global _device_hook
+    _device_hook = on
 
 
 def _namespace_member(module, name):
@@ -2903,15 +2952,11 @@ cdef inline bint _is_tree_op(op):
     return known is True
 
 
-cdef dict _mid_tree_ops = {}
-
-
 cdef inline bint _is_mid_tree_op(op):
     """A tree op that medium work records (lazynp.core.policy.tree_op), cached per op."""
     known = _mid_tree_ops.get(op)
     if known is None:
-        from lazynp.core.policy import tree_op
-        known = _mid_tree_ops[op] = bool(tree_op(op))
+        known = _mid_tree_ops[op] = bool(_tree_op_fn(op))
     return known is True
 
 
@@ -2959,16 +3004,15 @@ cdef Node _record(op, args, params, shape, dtype):
     ext = get_value(_extobj_var)
     if ext is _default_ext and params is None and _is_tree_op(op) and _tape is None:
         # (not while a trace keeps the graph: tree kernels do not run then)
-        if _tree(n, op, args, shape, True) > _max_tree and not _graph_dict["keep_graph"]:
+        if _tree(n, op, args, shape, True) > _max_tree and not _keep_graph:
             # a chain grown past a tree kernel's size: compute its pending arguments now
             # (each one tree kernel), and start a new tree on their values
-            flush = _graph_dict["flush"]
             for a in args:
                 if type(a) is Node and (<Node>a).state == PENDING and (<Node>a).has_fx:
-                    flush([a])
+                    _flush_fn([a])
             _tree(n, op, args, shape, False)
             if code is not None:
-                _graph_dict["restart_site"]((code, n.site_lasti))
+                _restart_site_fn((code, n.site_lasti))
     else:
         if ext is not _default_ext:
             n.ext = ext     # the user's np.errstate at the recording line applies when it runs
@@ -2977,7 +3021,7 @@ cdef Node _record(op, args, params, shape, dtype):
                 (<Node>a).nuse += 1
     if d == D_TREE and (not n.has_fx or
                         _lone_sites and (n.site_code, n.site_lasti) in _lone_sites):
-        done = _graph_dict["_run_untreed"](n)      # (joins no tree kernel: at once)
+        done = _run_untreed_fn(n)      # (joins no tree kernel: at once)
         if done is not None:
             return <Node>done
     state.pending_count += 1
@@ -3219,12 +3263,13 @@ def data_offset(a, base):
 cdef object _normalize = None, _node_failed = None
 
 
-def configure_executor(*, view, book_lock, pool, value_of, normalize, node_failed, ndarray):
+def configure_executor(*, view, book_lock, pool_min_bytes, value_of, normalize, node_failed,
+                       ndarray):
     """Hand the executor graph.py's objects (called once, when graph.py is imported)."""
-    global _VIEW, _book_lock, _pool, _value_of, _normalize, _node_failed, _ndarray_np
+    global _VIEW, _book_lock, _pool_min_bytes, _value_of, _normalize, _node_failed, _ndarray_np
     _VIEW = view
     _book_lock = book_lock
-    _pool = pool
+    _pool_min_bytes = pool_min_bytes
     _value_of = value_of
     _normalize = normalize
     _node_failed = node_failed
@@ -3243,7 +3288,7 @@ def run_node(Node n, epoch):
         nbytes = n.dtype.itemsize
         for s in n.shape:
             nbytes *= <Py_ssize_t>s
-        if nbytes >= <Py_ssize_t>_pool.MIN_BYTES:
+        if nbytes >= _pool_min_bytes:
             return False
     cdef Node a
     vals = []
@@ -3282,7 +3327,7 @@ def run_node(Node n, epoch):
     if n.has_fx:            # (its tree inputs, kept alive by it, chain back without end)
         n.has_fx = False
         n.fx_ins = n.fx_kf = n.fx_ki = None
-    if not _graph_dict["keep_graph"]:
+    if not _keep_graph:
         n.params = None
         n.args = ()
     return True
