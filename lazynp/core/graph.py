@@ -247,7 +247,7 @@ def _engine_idle() -> None:
     engine.get_engine().wait_all()
 
 
-_cpu.before_compile = _engine_idle
+_cpu.set_before_compile(_engine_idle)
 _last_bound: list = []
 STATS = {"ops_eager": 0, "flushes": 0, "nodes_executed": 0, "bound_flushes": 0,
          "inplace_writes": 0, "copy_on_write": 0}

@@ -476,9 +476,16 @@ def _work_loop() -> None:
 
 _pending: set = set()
 
-#: Called by the compile thread before each compile; the graph layer sets it to wait until
-#: the work already pushed has run, so a first call does not compete with its own compile.
+#: Called by the compile thread before each compile (:func:`set_before_compile`).
 before_compile = None
+
+
+def set_before_compile(fn) -> None:
+    """Have the compile thread call ``fn()`` before each compile: the graph layer waits
+    there until the work already pushed has run, so a first call does not compete with its
+    own compile."""
+    global before_compile
+    before_compile = fn
 
 
 _signatures: dict = {}       # cheap type keys of the arguments -> Numba signature
