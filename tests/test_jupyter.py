@@ -224,7 +224,7 @@ def _dags(draw):
 @given(_dags())
 def test_layout_keeps_boxes_apart_and_groups_around_their_members(dag):
     n, edges, groups = dag
-    d = _draw.Drawing([_draw.DNode(f"op{i}", "3x4 float64") for i in range(n)], edges, groups)
+    d = _draw.Drawing([_draw.DrawnNode(f"op{i}", "3x4 float64") for i in range(n)], edges, groups)
     group_of = {i: k for k, g in enumerate(groups) for i in g}
     boxes, routes, _, _ = _layout.layout(d, group_of)
     for a, b in edges:

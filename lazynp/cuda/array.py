@@ -48,7 +48,7 @@ class DeviceArray:
     @classmethod
     def _from_node(cls, node) -> "DeviceArray":
         self = object.__new__(cls)
-        self._var = runtime.DVar(node)
+        self._var = runtime.DeviceVar(node)
         self._geom = None
         self._device = node.device
         return self
@@ -553,8 +553,8 @@ def where(condition, x, y) -> DeviceArray:
     """``numpy.where(condition, x, y)`` on device arrays (an elementwise op: it fuses)."""
     dev = names.placement((condition, x, y), "where")
     ops = [_operand(v, dev) for v in (condition, x, y)]
-    shape = broadcast_shapes(*[o.shape if isinstance(o, runtime.DNode) else () for o in ops])
-    dt = np.result_type(*[o.dtype if isinstance(o, runtime.DNode) else o for o in ops[1:]])
+    shape = broadcast_shapes(*[o.shape if isinstance(o, runtime.DeviceNode) else () for o in ops])
+    dt = np.result_type(*[o.dtype if isinstance(o, runtime.DeviceNode) else o for o in ops[1:]])
     return _record(OPS["where"], tuple(ops), None, shape, dt, dev)
 
 

@@ -1,6 +1,6 @@
 """Device execution: the pending device graph, its flush, and launches on the stream engine.
 
-A device array's values are *device nodes* (:class:`DNode`): op, arguments, shape, dtype,
+A device array's values are *device nodes* (:class:`DeviceNode`): op, arguments, shape, dtype,
 like the CPU graph's nodes, on one device.  A flush collects the pending nodes behind its
 targets, runs the same fusion pass as the CPU (:func:`lazynp.core.fusion.fuse`), and
 launches each item on the device's :class:`lazynp.engine.streams.StreamEngine`:
@@ -49,7 +49,7 @@ MAX_PENDING = 2000
 KEEP_GRAPH = [0]
 
 
-class DNode:
+class DeviceNode:
     """One recorded value on a device."""
 
     __slots__ = ("op", "args", "params", "shape", "dtype", "device", "value", "state",
@@ -79,20 +79,20 @@ class DNode:
 
     def __repr__(self) -> str:
         st = ("pending", "launched")[self.state]
-        return f"<DNode {self.op.name} {self.shape} {self.dtype} {self.device} {st}>"
+        return f"<DeviceNode {self.op.name} {self.shape} {self.dtype} {self.device} {st}>"
 
 
-class DVar:
+class DeviceVar:
     """A device storage resource; ``head`` holds its current contents."""
 
     __slots__ = ("head", "__weakref__")
 
-    def __init__(self, head: DNode):
+    def __init__(self, head: DeviceNode):
         self.head = head
         if head.state == PENDING:
             _pending_vars.append(weakref.ref(self))
 
-    def set_head(self, node: DNode) -> None:
+    def set_head(self, node: DeviceNode) -> None:
         self.head = node
         if node.state == PENDING:
             _pending_vars.append(weakref.ref(self))
@@ -109,12 +109,12 @@ def _user_site():
     return None if f is None else (f.f_code, f.f_lasti)
 
 
-def record(op, args: tuple, params, shape: tuple, dtype, device) -> DNode:
+def record(op, args: tuple, params, shape: tuple, dtype, device) -> DeviceNode:
     """Add a node to the device's pending graph (nothing runs)."""
-    n = DNode(op, args, params, shape, dtype, device)
+    n = DeviceNode(op, args, params, shape, dtype, device)
     n.site = _user_site()
     for a in args:
-        if type(a) is DNode:
+        if type(a) is DeviceNode:
             a.nuse += 1
             a.pending_readers.add(n)
     _n_pending[0] += 1
@@ -123,9 +123,9 @@ def record(op, args: tuple, params, shape: tuple, dtype, device) -> DNode:
     return n
 
 
-def leaf(buf, device, exported: bool = False, shape=None) -> DNode:
+def leaf(buf, device, exported: bool = False, shape=None) -> DeviceNode:
     """A node holding a device buffer that is ready (or becomes ready at ``event``)."""
-    n = DNode(_LEAF, (), None, tuple(buf.shape) if shape is None else tuple(shape),
+    n = DeviceNode(_LEAF, (), None, tuple(buf.shape) if shape is None else tuple(shape),
               buf.dtype, device)
     n.value = buf
     n.state = LAUNCHED
@@ -133,7 +133,7 @@ def leaf(buf, device, exported: bool = False, shape=None) -> DNode:
     return n
 
 
-def view_node(base: DNode, offset: int, shape: tuple, strides: tuple, dtype) -> DNode:
+def view_node(base: DeviceNode, offset: int, shape: tuple, strides: tuple, dtype) -> DeviceNode:
     return record(VIEW, (base,), {"offset": offset, "shape": shape, "strides": strides,
                                   "dtype": np.dtype(dtype)}, shape, dtype, base.device)
 
@@ -167,7 +167,7 @@ def _launch_config() -> tuple:
 _epoch = [0]
 
 
-def _root(n: DNode) -> DNode:
+def _root(n: DeviceNode) -> DeviceNode:
     return n.args[0] if n.op is VIEW else n
 
 
@@ -193,7 +193,7 @@ def flush(targets) -> None:
     with _lock:
         _epoch[0] += 1
         epoch = _epoch[0]
-        order = pending_order(targets, epoch, DNode)
+        order = pending_order(targets, epoch, DeviceNode)
         if not order:
             return
         STATS["device_flushes"] += 1
@@ -206,7 +206,7 @@ def flush(targets) -> None:
             n.uses = 0
         for n in order:
             for a in n.args:
-                if type(a) is DNode and a.fl == epoch:
+                if type(a) is DeviceNode and a.fl == epoch:
                     a.uses += 1
         for n in order:
             if n.nuse > n.uses:
@@ -214,7 +214,7 @@ def flush(targets) -> None:
             if n.op is VIEW and (n.needed or n.nuse > n.uses):
                 n.args[0].needed = True
         work = [(n, False) for n in order if n.op is not VIEW]
-        items = fusion.fuse(work, DNode, simd_check=False)
+        items = fusion.fuse(work, DeviceNode, simd_check=False)
         continued: set = set()
         here: set = set()
         for it in items:
@@ -224,7 +224,7 @@ def flush(targets) -> None:
                 n.state = LAUNCHED
 
 
-def wait(n: DNode) -> None:
+def wait(n: DeviceNode) -> None:
     """Block the host until ``n``'s value is ready (flushing it first); raise its error."""
     if n.state == PENDING or (n.op is VIEW and _root(n).state == PENDING):
         flush([n])
@@ -235,7 +235,7 @@ def wait(n: DNode) -> None:
         raise r.error
 
 
-def realize(a: DNode):
+def realize(a: DeviceNode):
     """The device buffer an argument node reads (a view realized on its base)."""
     if a.op is VIEW:
         b = a.args[0]
@@ -253,7 +253,7 @@ def _c_strides(shape: tuple, itemsize: int) -> tuple:
     return tuple(reversed(out))
 
 
-def _contiguous(a: DNode) -> bool:
+def _contiguous(a: DeviceNode) -> bool:
     if a.op is not VIEW:
         return True
     p = a.params
@@ -273,7 +273,7 @@ def _inputs_of(nodes) -> list:
     seen = set()
     for n in nodes:
         for a in n.args:
-            if type(a) is DNode and id(a) not in ids:
+            if type(a) is DeviceNode and id(a) not in ids:
                 r = _root(a)
                 if id(r) not in seen:
                     seen.add(id(r))
@@ -338,7 +338,7 @@ def _launch_item(it, continued: set, here: set) -> None:
         n.state = LAUNCHED
         here.add(id(n))
         for a in n.args:
-            if type(a) is DNode:
+            if type(a) is DeviceNode:
                 a.pending_readers.discard(n)
                 if a.op is VIEW:
                     a.args[0].pending_readers.discard(a)
@@ -359,7 +359,7 @@ def _fail(nodes, exc) -> None:
         n.state = LAUNCHED
 
 
-def _fusible_0d(n: DNode) -> bool:
+def _fusible_0d(n: DeviceNode) -> bool:
     if n.shape != ():
         return False
     n.shape = (1,)          # (a 0-d elementwise node: asked as a 1-element one)
@@ -369,11 +369,11 @@ def _fusible_0d(n: DNode) -> bool:
         n.shape = ()
 
 
-def _reduction_ok(n: DNode) -> bool:
+def _reduction_ok(n: DeviceNode) -> bool:
     if n.op.name not in ("sum", "prod", "mean", "max", "min", "any", "all"):
         return False
     src = n.args[0]
-    if type(src) is not DNode or not src.shape:
+    if type(src) is not DeviceNode or not src.shape:
         return False
     g = fusion.FusedGroup(_copy_of(src), 0)
     return fusion._epilogue_ok(n, g)
@@ -382,12 +382,12 @@ def _reduction_ok(n: DNode) -> bool:
 _COPY = OPS["copy"]
 
 
-def _copy_of(src: DNode) -> DNode:
-    m = DNode(_COPY, (src,), None, src.shape, src.dtype, src.device)
+def _copy_of(src: DeviceNode) -> DeviceNode:
+    m = DeviceNode(_COPY, (src,), None, src.shape, src.dtype, src.device)
     return m
 
 
-def _reduction_group(n: DNode):
+def _reduction_group(n: DeviceNode):
     g = fusion.FusedGroup(_copy_of(n.args[0]), 0)
     g.reduction = n
     return g
@@ -413,7 +413,7 @@ def _group_work(group, dev, stream, here: set = frozenset()):
     if zero_d:
         shape = (1,)
     ndim = len(shape)
-    layout = fused.Layout(group, DNode)
+    layout = fused.Layout(group, DeviceNode)
     inputs = layout.inputs
     red = group.reduction
     if red is not None:
@@ -428,7 +428,7 @@ def _group_work(group, dev, stream, here: set = frozenset()):
     internal: dict = {}
     for m in group.nodes():
         for a in m.args:
-            if type(a) is DNode:
+            if type(a) is DeviceNode:
                 internal[id(a)] = internal.get(id(a), 0) + 1
     out_idx = tuple(k for k, m in enumerate(members)
                     if m.needed or m.nuse > internal.get(id(m), 0))
@@ -462,7 +462,7 @@ def _group_work(group, dev, stream, here: set = frozenset()):
     srcs = _sources.get(key)
     lines = None
     if srcs is None:
-        lines = layout.lines(DNode)
+        lines = layout.lines(DeviceNode)
         if red is None:
             srcs = (codegen.elementwise_source(lines, consts, len(inputs), out_idx, ndim, flat,
                                                bcast), None)
@@ -536,7 +536,7 @@ def _dead_inputs(group, inputs, here: set) -> list:
     uses: dict = {}
     for m in group.members:
         for a in m.args:
-            if type(a) is DNode:
+            if type(a) is DeviceNode:
                 uses[id(a)] = uses.get(id(a), 0) + 1
     out = []
     for a in inputs:
@@ -562,7 +562,7 @@ def _nb_stream(stream):
 _FILLS = {"zeros": 0, "ones": 1, "empty": None, "full": None}
 
 
-def _fill_work(n: DNode, dev, stream):
+def _fill_work(n: DeviceNode, dev, stream):
     buf = memory.empty(dev, n.shape, n.dtype)
     n.value = buf
     kind = n.op.name
@@ -587,7 +587,7 @@ def _host_value(buf) -> np.ndarray:
     return memory.host_view(buf)
 
 
-def _fallback_work(n: DNode, dev, stream):
+def _fallback_work(n: DeviceNode, dev, stream):
     """A non-elementwise op: CuPy on a real GPU (NumPy's functions dispatch to CuPy on
     CuPy arrays), the host under the simulator (counted)."""
     op = n.op
@@ -599,14 +599,14 @@ def _fallback_work(n: DNode, dev, stream):
         n.value = out
 
         def work():
-            vals = [_host_value(realize(a)) if type(a) is DNode else a for a in args]
+            vals = [_host_value(realize(a)) if type(a) is DeviceNode else a for a in args]
             res = op.impl(*vals, **params)
             memory.host_view(out)[...] = np.asarray(res).astype(n.dtype, copy=False) \
                 .reshape(n.shape)
         return work, [out]
     STATS["device_cupy_ops"] += 1
     cp = memory._load()["cupy"]
-    vals = [realize(a) if type(a) is DNode else a for a in args]
+    vals = [realize(a) if type(a) is DeviceNode else a for a in args]
     with stream.cupy:
         res = op.impl(*vals, **params)
         if not isinstance(res, cp.ndarray):
@@ -616,7 +616,7 @@ def _fallback_work(n: DNode, dev, stream):
     return (lambda: None), [res]
 
 
-def _write_work(n: DNode, dev, eng, stream):
+def _write_work(n: DeviceNode, dev, eng, stream):
     """``old[region] = value``: in place when nothing pending reads ``old`` any more,
     else on a copy.  Returns (work, keep, extra events to wait on)."""
     old = n.args[0]
@@ -624,7 +624,7 @@ def _write_work(n: DNode, dev, eng, stream):
     p = n.params
     others = [r for r in old.pending_readers if r is not n]
     extra = []
-    if not others and old.value is not None and not (type(value) is DNode and
+    if not others and old.value is not None and not (type(value) is DeviceNode and
                                                      _root(value) is old):
         buf = old.value
         extra = list(old.readers)          # write after read: wait for the readers
@@ -641,12 +641,12 @@ def _write_work(n: DNode, dev, eng, stream):
         def work():
             if copy_old:
                 memory.host_view(buf)[...] = memory.host_view(old_buf)
-            v = _host_value(realize(value)) if type(value) is DNode else value
+            v = _host_value(realize(value)) if type(value) is DeviceNode else value
             memory.host_view(region)[...] = v
     else:
         cp_stream = stream.cupy
         cp = memory._load()["cupy"]
-        vbuf = realize(value) if type(value) is DNode else value
+        vbuf = realize(value) if type(value) is DeviceNode else value
 
         def work():
             with cp_stream:
@@ -659,7 +659,7 @@ def _write_work(n: DNode, dev, eng, stream):
 
 # --- host <-> device copies (engine ops on the copy stream) ----------------------------------
 
-def upload(host: np.ndarray, dev) -> DNode:
+def upload(host: np.ndarray, dev) -> DeviceNode:
     """A node whose buffer receives ``host`` (copied on the copy stream)."""
     host = np.asarray(host, order="C")
     eng = engine_for(dev)
@@ -674,7 +674,7 @@ def upload(host: np.ndarray, dev) -> DNode:
     return n
 
 
-def download(a: DNode) -> np.ndarray:
+def download(a: DeviceNode) -> np.ndarray:
     """The value of ``a`` (a node or view) on the host: a forcing point."""
     if a.state == PENDING or _root(a).state == PENDING:
         flush([a])

@@ -7,7 +7,7 @@ when it is installed, otherwise the pure-Python layered layout of :mod:`.layout`
 """
 from __future__ import annotations
 
-from .model import DNode, Drawing, drawing_of_symbol
+from .model import DrawnNode, Drawing, drawing_of_symbol
 from .render import to_dot, to_svg
 
-__all__ = ["DNode", "Drawing", "drawing_of_symbol", "to_dot", "to_svg"]
+__all__ = ["DrawnNode", "Drawing", "drawing_of_symbol", "to_dot", "to_svg"]

@@ -11,7 +11,7 @@ MARKS = ("output", "forced", "fallback", "computed")
 
 
 @dataclass
-class DNode:
+class DrawnNode:
     """One box: ``title`` (op or input name) over ``detail`` (shape and dtype)."""
 
     title: str
@@ -97,7 +97,7 @@ def drawing_of_symbol(sym, groups=None, storage_of=None, marks=None, notes=None,
             buf = buffer_of.get(int(n.args[0]))
         if buf is not None:
             buffer_of[i] = buf
-        nodes.append(DNode(head, detail, kind, frozenset(m), buf, notes.get(i, "")))
+        nodes.append(DrawnNode(head, detail, kind, frozenset(m), buf, notes.get(i, "")))
         for a in n.args:
             if type(a) is Ref:
                 edges.append((int(a), i))
