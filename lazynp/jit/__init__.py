@@ -5,17 +5,8 @@
 values of Python-scalar leaves and of ``static_argnums`` arguments, and the device (CPU).
 ``explain()`` says why each plan was made.
 
-A plan is the Symbol after prune / CSE / constant folding, with elementwise chains fused
-into one Numba kernel each (:mod:`lazynp.core.fusion`, :mod:`lazynp.kernels.fused`) and
-its internal buffers planned by MXNet's inplace + co-share heuristics
-(:mod:`lazynp.ir.passes.memory_plan`).  Buffers are allocated once, when the plan is built,
-and reused on every call; kernels, ufuncs, reductions, ``matmul``/``dot``/``einsum`` write
-into them with ``out=``.  Other ops allocate their result on each call (counted as such in
-:meth:`jit.memory_report`).  A call runs a flat list of step closures over a slot list: no
-graph nodes are recorded per call.  Results are never planned buffers (results get their
-own buffers on each call, or are copied), so a later call never overwrites a returned array.
-
-The plans are :mod:`lazynp.jit.plan`; a call's signature is :mod:`lazynp.jit.signature`.
+What a plan is and how it runs: :mod:`lazynp.jit.plan`; a call's signature:
+:mod:`lazynp.jit.signature`.
 """
 from __future__ import annotations
 
