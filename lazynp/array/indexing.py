@@ -46,7 +46,7 @@ def _getitem_impl(base, *idx_vals, index):
 
 
 def _setitem_impl(base, value, *idx_vals, geom, index):
-    target = base if geom is None else graph._view_impl(base, *geom)
+    target = base if geom is None else graph.buffer_view(base, *geom)
     if index is Ellipsis:
         target[...] = value
     else:
@@ -68,7 +68,7 @@ def assign(target: np.ndarray, idx, value) -> None:
 
 
 def _ufunc_at_impl(base, *vals, geom, index, ufunc, has_b):
-    target = base if geom is None else graph._view_impl(base, *geom)
+    target = base if geom is None else graph.buffer_view(base, *geom)
     if has_b:
         ufunc.at(target, _fill(index, vals[:-1]), vals[-1])
     else:

@@ -32,7 +32,7 @@ import numpy as np
 from .._base import counters as _counters, site as _site
 from ..devices import names
 from ..engine import streams
-from ..core.graph import PENDING, VIEW, _add_site_note, pending_order
+from ..core.graph import PENDING, VIEW, add_site_note, pending_order
 from ..ops.registry import OPS, Op, register
 from ..core import fusion
 from ..kernels import fused
@@ -353,7 +353,7 @@ def _launch_item(it, continued: set, here: set) -> None:
 
 
 def _fail(nodes, exc) -> None:
-    _add_site_note(exc, nodes[0])
+    add_site_note(exc, nodes[0])
     for n in nodes:
         n.error = exc
         n.state = LAUNCHED

@@ -36,6 +36,11 @@ from . import cpu, exprs, fpflags, fused
 #: trees above this many nodes are left to the ordinary flush
 MAX_TREE = 256
 
+#: A node's ``fx``, its tree-kernel structure (set by the recorder,
+#: :func:`lazynp.core.trees.tree_structure`), is the tuple ``(structure id, input nodes,
+#: float constants, int constants, size in nodes, generation)``; these name its fields.
+FX_ID, FX_INPUTS, FX_FLOATS, FX_INTS, FX_SIZE, FX_GENERATION = range(6)
+
 
 _F64 = np.dtype(np.float64)
 _I64 = np.dtype(np.int64)
@@ -161,7 +166,7 @@ def run(target, fx=None, value_of=None, out=None, store=(), vals=None) -> bool:
         fx = target.fx
         if fx is None:
             return False
-    sid, ins, kf, ki = fx[:4]
+    sid, ins, kf, ki = fx[:FX_SIZE]
     order = sig = None
     if sid in may_share:
         order, sig = dag(target, ins)
@@ -304,7 +309,7 @@ def _render(target, n_in: int, ndim: int, strided: bool = False, store_at: tuple
     counters = {"f": 0, "i": 0, "t": 0, "reads": 0}
     repeats = dict(sig) if sig else {}
     # inputs are numbered by identity: trees of one structure share their pattern of repeats
-    index = {id(x): k for k, x in enumerate(target.fx[1])}
+    index = {id(x): k for k, x in enumerate(target.fx[FX_INPUTS])}
     loaded: set = set()
     stores: list = []
 
@@ -340,8 +345,8 @@ def _render(target, n_in: int, ndim: int, strided: bool = False, store_at: tuple
                 counters["reads"] += 1
                 k = repeats.get(counters["reads"])
                 if k is not None:             # (computed before: its temporary)
-                    counters["f"] += len(a.fx[2])
-                    counters["i"] += len(a.fx[3])
+                    counters["f"] += len(a.fx[FX_FLOATS])
+                    counters["i"] += len(a.fx[FX_INTS])
                     names.append(f"t{k}")
                     dts.append(a.dtype)
                     keys.append(a.dtype)
