@@ -77,13 +77,13 @@ def _describe(node, seen: dict) -> tuple:
     seen[id(node)] = len(seen)
     args = tuple(_describe(x, seen) if type(x) is graph.Node else ("const", type(x).__name__, x)
                  for x in node.args)
-    fx = node.fx
-    if fx is not None:
-        fx = (fx[0], tuple(seen.get(id(i), "in") for i in fx[1]), fx[2], fx[3], fx[4])
+    tree = node.tree
+    if tree is not None:
+        tree = (tree[0], tuple(seen.get(id(i), "in") for i in tree[1]), tree[2], tree[3], tree[4])
     site = node.site
     line = None if site is None else lazynp._base.site.line_of(*site)
-    return (node.op.name, node.shape, str(node.dtype), node.nuse, fx, line, args,
-            node.ext is None)
+    return (node.op.name, node.shape, str(node.dtype), node.use_count, tree, line, args,
+            node.errstate is None)
 
 
 @pytest.mark.usefixtures("lazy_policy")
@@ -95,7 +95,7 @@ def test_c_and_python_recorders_record_the_same_graph():
     py_nodes, _ = _recorded(graph.py_record)
     for k, (cn, pn) in enumerate(zip(c_nodes, py_nodes)):
         assert _describe(cn, {}) == _describe(pn, {}), f"program {k}"
-    assert any(n.fx is not None for n in c_nodes), "no tree structure was recorded"
+    assert any(n.tree is not None for n in c_nodes), "no tree structure was recorded"
 
 
 def test_dunders_and_ufunc_calls_match_numpy_and_keep_error_sites():
@@ -162,7 +162,7 @@ def test_c_and_python_flush_planning_agree(monkeypatch):
         for n in order:
             n.needed = False
         p = executor._FlushPlan(order, targets, executor._epoch)
-        return ([id(n) for n in order], [(n.uses, n.rem, bool(n.needed)) for n in order],
+        return ([id(n) for n in order], [(n.uses, n.readers_left, bool(n.needed)) for n in order],
                 [id(r) for r in p.external], p.has_writes)
 
     gen0 = graph.counts.generation

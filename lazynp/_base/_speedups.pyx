@@ -194,17 +194,17 @@ DEF DONE = 2
 cdef class Node:
     """One recorded value: ``op(*args, **params)`` with known shape and dtype."""
 
-    cdef public object op, args, params, shape, dtype, value, evar, exported, error
-    cdef public object fl, pos, uses, rem, needed, ext, wstate
+    cdef public object op, args, params, shape, dtype, value, engine_var, exported, error
+    cdef public object flush_epoch, pos, uses, readers_left, needed, errstate, warnings_state
     cdef public int state
-    cdef public Py_ssize_t nuse
+    cdef public Py_ssize_t use_count
     cdef object __weakref__
-    # ``site`` and ``fx`` (nodes.Node) unpacked: no tuple to allocate per recorded op
+    # ``site`` and ``tree`` (nodes.Node) unpacked: no tuple to allocate per recorded op
     cdef object site_code
     cdef int site_lasti
-    cdef bint has_fx
-    cdef Py_ssize_t fx_sid, fx_size, fx_gen
-    cdef object fx_ins, fx_kf, fx_ki
+    cdef bint has_tree
+    cdef Py_ssize_t tree_id, tree_size, tree_generation
+    cdef object tree_inputs, tree_floats, tree_ints
 
     def __init__(self, op, args, params, shape, dtype):
         _init_node(self, op, args, params, shape, dtype)
@@ -222,22 +222,23 @@ cdef class Node:
             self.site_code, self.site_lasti = value
 
     @property
-    def fx(self):
+    def tree(self):
         """Tree-kernel structure ``(id, inputs, float consts, int consts, size, generation)``
         (kernels/tree.py), or None."""
-        if not self.has_fx:
+        if not self.has_tree:
             return None
-        return (self.fx_sid, self.fx_ins, self.fx_kf, self.fx_ki, self.fx_size, self.fx_gen)
+        return (self.tree_id, self.tree_inputs, self.tree_floats, self.tree_ints, self.tree_size,
+                self.tree_generation)
 
-    @fx.setter
-    def fx(self, value):
+    @tree.setter
+    def tree(self, value):
         if value is None:
-            self.has_fx = False
-            self.fx_ins = self.fx_kf = self.fx_ki = None
+            self.has_tree = False
+            self.tree_inputs = self.tree_floats = self.tree_ints = None
         else:
-            self.has_fx = True
-            (self.fx_sid, self.fx_ins, self.fx_kf, self.fx_ki, self.fx_size,
-             self.fx_gen) = value
+            self.has_tree = True
+            (self.tree_id, self.tree_inputs, self.tree_floats, self.tree_ints, self.tree_size,
+             self.tree_generation) = value
 
     def __repr__(self):
         st = ("pending", "scheduled", "done")[self.state]
@@ -251,9 +252,9 @@ cdef inline void _init_node(Node n, op, args, params, shape, dtype):
     n.shape = shape
     n.dtype = dtype
     n.state = PENDING
-    n.nuse = 0
+    n.use_count = 0
     n.exported = False
-    n.fl = 0
+    n.flush_epoch = 0
     n.needed = False
 
 
@@ -1435,7 +1436,7 @@ cdef bint _assign_tree(ndarray self, index, ndarray value) except -1:
     if value._isview or value._v is None or lz_refcnt(value) > 1 or lz_refcnt(value._v) > 2:
         return False
     cdef Node h = <Node>(<Var>value._v).head
-    if h.state != PENDING or not h.has_fx or h.nuse:
+    if h.state != PENDING or not h.has_tree or h.use_count:
         return False
     cdef Py_ssize_t n = _size_of(h.shape)
     if n < _tree_min or n >= _tree_max:
@@ -1481,7 +1482,7 @@ cdef object _tree_side(o):
                 return _NE
         else:
             h = <Node>(<Var>a._v).head
-            if h.state != PENDING or not h.has_fx:
+            if h.state != PENDING or not h.has_tree:
                 return _NE
             return h.shape
     if type(v) is not _ndarray_np or cnp.PyArray_TYPE(<cnp.ndarray>v) > cnp.NPY_DOUBLE or \
@@ -2852,7 +2853,7 @@ cdef Py_ssize_t _tree(Node n, op, args, shape, bint count_uses) except -1:
             if count_uses:
                 for a in args:
                     if type(a) is Node:
-                        (<Node>a).nuse += 1
+                        (<Node>a).use_count += 1
             return 0
         key.append("sq")
         args = args[:1]
@@ -2861,28 +2862,28 @@ cdef Py_ssize_t _tree(Node n, op, args, shape, bint count_uses) except -1:
         if t is Node:
             an = <Node>a
             if count_uses:
-                an.nuse += 1
+                an.use_count += 1
             if not ok:
                 continue
             if an.shape != shape and not (_broadcasts(an.shape, shape) and _computed(an)):
                 ok = False      # (only a computed input may broadcast)
             elif an.state == PENDING and not _computed(an):
-                if not an.has_fx:
+                if not an.has_tree:
                     ok = False
                     continue
                 if ins:
-                    ins, remap = _merge_inputs(ins, an.fx_ins)
-                    key.append(("t", an.fx_sid, remap))
+                    ins, remap = _merge_inputs(ins, an.tree_inputs)
+                    key.append(("t", an.tree_id, remap))
                 else:
-                    key.append(an.fx_sid)
-                    ins = an.fx_ins
-                if an.nuse > 1:
+                    key.append(an.tree_id)
+                    ins = an.tree_inputs
+                if an.use_count > 1:
                     shared = True       # (read elsewhere too: maybe twice in this tree)
-                kf += an.fx_kf
-                ki += an.fx_ki
-                size += an.fx_size
-                if an.fx_gen < gen:
-                    gen = an.fx_gen
+                kf += an.tree_floats
+                ki += an.tree_ints
+                size += an.tree_size
+                if an.tree_generation < gen:
+                    gen = an.tree_generation
             elif a in ins:
                 key.append(~ins.index(a))
             else:
@@ -2909,13 +2910,13 @@ cdef Py_ssize_t _tree(Node n, op, args, shape, bint count_uses) except -1:
         if sid == -1:
             sid = _tree_structure(tkey, n)
         if sid is not None:
-            n.has_fx = True
-            n.fx_sid = sid
-            n.fx_ins = ins
-            n.fx_kf = kf
-            n.fx_ki = ki
-            n.fx_size = size
-            n.fx_gen = gen
+            n.has_tree = True
+            n.tree_id = sid
+            n.tree_inputs = ins
+            n.tree_floats = kf
+            n.tree_ints = ki
+            n.tree_size = size
+            n.tree_generation = gen
     return size
 
 
@@ -3009,18 +3010,18 @@ cdef Node _record(op, args, params, shape, dtype):
             # a chain grown past a tree kernel's size: compute its pending arguments now
             # (each one tree kernel), and start a new tree on their values
             for a in args:
-                if type(a) is Node and (<Node>a).state == PENDING and (<Node>a).has_fx:
+                if type(a) is Node and (<Node>a).state == PENDING and (<Node>a).has_tree:
                     _flush_fn([a])
             _tree(n, op, args, shape, False)
             if code is not None:
                 _restart_site_fn((code, n.site_lasti))
     else:
         if ext is not _default_ext:
-            n.ext = ext     # the user's np.errstate at the recording line applies when it runs
+            n.errstate = ext     # the user's np.errstate at the recording line applies when it runs
         for a in args:
             if type(a) is Node:
-                (<Node>a).nuse += 1
-    if d == D_TREE and (not n.has_fx or
+                (<Node>a).use_count += 1
+    if d == D_TREE and (not n.has_tree or
                         _lone_sites and (n.site_code, n.site_lasti) in _lone_sites):
         done = _run_untreed_fn(n)      # (joins no tree kernel: at once)
         if done is not None:
@@ -3035,7 +3036,7 @@ cdef Node _record(op, args, params, shape, dtype):
         if _run_at_call(raises, code, n.site_lasti, ext):
             _run_at_call_fn(n)
         else:
-            n.wstate = ws
+            n.warnings_state = ws
     return n
 
 
@@ -3319,15 +3320,15 @@ def run_node(Node n, epoch):
         for x in n.args:
             if type(x) is Node:
                 a = <Node>x
-                a.nuse -= 1
+                a.use_count -= 1
                 r = <Node>(a.args[0]) if a.op is _VIEW else a
-                if r.fl == epoch:
-                    r.rem -= 1
-                    if r.rem == 0 and not r.needed:
+                if r.flush_epoch == epoch:
+                    r.readers_left -= 1
+                    if r.readers_left == 0 and not r.needed:
                         r.value = None
-    if n.has_fx:            # (its tree inputs, kept alive by it, chain back without end)
-        n.has_fx = False
-        n.fx_ins = n.fx_kf = n.fx_ki = None
+    if n.has_tree:            # (its tree inputs, kept alive by it, chain back without end)
+        n.has_tree = False
+        n.tree_inputs = n.tree_floats = n.tree_ints = None
     if not _keep_graph:
         n.params = None
         n.args = ()
@@ -3344,9 +3345,9 @@ def collect(targets, epoch):
     cdef bint pushed
     for x in targets:
         t = <Node>x
-        if t.state != PENDING or t.fl == epoch:
+        if t.state != PENDING or t.flush_epoch == epoch:
             continue
-        t.fl = epoch
+        t.flush_epoch = epoch
         nodes = [t]
         positions = [0]
         while nodes:
@@ -3361,8 +3362,8 @@ def collect(targets, epoch):
                 i += 1
                 if type(y) is Node:
                     a = <Node>y
-                    if a.state == PENDING and a.fl != epoch:
-                        a.fl = epoch
+                    if a.state == PENDING and a.flush_epoch != epoch:
+                        a.flush_epoch = epoch
                         positions[top] = i
                         nodes.append(a)
                         positions.append(0)
@@ -3384,7 +3385,7 @@ def plan_counts(list order, targets, epoch):
     for x in order:
         n = <Node>x
         n.uses = 0
-        n.rem = 0
+        n.readers_left = 0
     external = []
     seen = set()
     for x in order:
@@ -3396,21 +3397,21 @@ def plan_counts(list order, targets, epoch):
             if type(y) is Node:
                 a = <Node>y
                 r = <Node>(a.args[0]) if a.op is _VIEW else a
-                if a.fl == epoch:
+                if a.flush_epoch == epoch:
                     a.uses = a.uses + 1
-                if r.fl == epoch:
+                if r.flush_epoch == epoch:
                     if not n_is_view:
-                        r.rem = r.rem + 1
+                        r.readers_left = r.readers_left + 1
                 elif id(r) not in seen:
                     seen.add(id(r))
                     external.append(r)
     for x in targets:
         n = <Node>x
-        if n.fl == epoch:
+        if n.flush_epoch == epoch:
             n.needed = True
     for x in order:
         n = <Node>x
-        if n.nuse > n.uses:
+        if n.use_count > n.uses:
             n.needed = True
             bumps += 1
         elif n.exported:
@@ -3443,7 +3444,7 @@ def schedule_scan(list order, plan):
             h = <Node>(n.args[0])
             if h.error is None and plan.last_reader_before(h, i):
                 inplace = True
-                n.evar = ((<Node>h.args[0]) if h.op is _VIEW else h).evar
+                n.engine_var = ((<Node>h.args[0]) if h.op is _VIEW else h).engine_var
                 n_inplace += 1
             else:
                 n_copy += 1
@@ -3467,7 +3468,7 @@ def run_bulk(list items, epoch, run_item, item_failed):
             if type(it) is tuple and not it[1]:
                 n = <Node>(it[0])
                 # (run under the logging default errstate: executor._run_item)
-                if n.ext is None and get_value(_extobj_var) is _log_default and \
+                if n.errstate is None and get_value(_extobj_var) is _log_default and \
                         run_node(n, epoch):
                     if _caught:
                         _issue_caught(n)
@@ -3521,7 +3522,7 @@ def replay_structure(outs, dict tape, inputs, freeze, placeholder, view_op, unca
         n = <Node>(<tuple>entry)[0]
         args = <tuple>(<tuple>entry)[1]
         p = (<tuple>entry)[2]
-        if n.state != PENDING or n.ext is not None:
+        if n.state != PENDING or n.errstate is not None:
             raise uncacheable
         ak = []
         outside = None

@@ -381,7 +381,7 @@ class _Members:
         h = self._var.head
         if h.exported is not True:
             h.exported = True            # shared with the caller from now on: later ops
-            if h.nuse and graph.counts.pending_count:    # on it run at once, and readers
+            if h.use_count and graph.counts.pending_count:    # on it run at once, and readers
                 live = graph.live_pending_heads()        # recorded before run now (and
                 if live:                                 # finish) before the caller writes
                     graph.flush(live)

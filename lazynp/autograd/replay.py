@@ -113,7 +113,7 @@ def structure(outs: list, tape: dict, inputs: list) -> tuple:
     freeze = _freeze
     view = _graph.VIEW
     for n, args, p in tape.values():
-        if n.state != pending or n.ext is not None:
+        if n.state != pending or n.errstate is not None:
             raise Uncacheable
         ak = []
         outside = None
@@ -274,5 +274,5 @@ def release_dead(watch: list) -> None:
         with _graph.book_lock:
             for reads in dead:
                 for a in reads:
-                    if a.nuse > 0:
-                        a.nuse -= 1
+                    if a.use_count > 0:
+                        a.use_count -= 1

@@ -8,8 +8,8 @@ pass, :mod:`lazynp.core.fusion`) and hands them to the engine, in bulk or one it
 planning): they rewrite the node list between ``_collect`` and ``_schedule``.  A flush of
 one tree kernel's head runs that kernel in the calling thread (:mod:`.trees`).
 
-Per-flush scratch data lives on the nodes (``fl`` = flush epoch, ``uses`` = in-flush
-readers, ``rem`` = readers of its buffer not yet run) so planning is a few linear passes.
+Per-flush scratch data lives on the nodes (``flush_epoch``, ``uses`` = in-flush readers,
+``readers_left`` = readers of its buffer not yet run) so planning is a few linear passes.
 When the C extension is in use, the inner loops of planning and running are its versions
 (bound at the end of this module).
 """
@@ -35,8 +35,8 @@ from .trees import flush_tree
 _caught = _late_warnings.caught
 _LOG_DEFAULT = _late_warnings.LOG_DEFAULT
 _prod = math.prod
-_epoch = 0                  # the last flush's number (nodes it visits get ``fl = _epoch``)
-_last_bound: list = []      # the targets of the last bound flush
+_epoch = 0              # the last flush's number (nodes it visits get ``flush_epoch = _epoch``)
+_last_bound: list = []  # the targets of the last bound flush
 
 
 def _engine_idle() -> None:
@@ -110,16 +110,16 @@ def flush_live() -> list:
 
 def pending_order(targets, epoch: int, node_type: type | None = None) -> list:
     """Pending nodes behind ``targets``, in topological order (iterative DFS); the nodes
-    visited are marked ``fl = epoch``.  ``node_type``: the class of the graph's nodes
+    visited are marked ``flush_epoch = epoch``.  ``node_type``: the class of the graph's nodes
     (default: this module's ``Node``, the C one when built; the device graph passes its
     own: kernels/cuda/runtime.py)."""
     if node_type is None:
         node_type = Node
     order = []
     for t in targets:
-        if t.state != PENDING or t.fl == epoch:
+        if t.state != PENDING or t.flush_epoch == epoch:
             continue
-        t.fl = epoch
+        t.flush_epoch = epoch
         stack = [(t, 0)]
         while stack:
             node, i = stack[-1]
@@ -128,8 +128,8 @@ def pending_order(targets, epoch: int, node_type: type | None = None) -> list:
             while i < n_args:
                 a = args[i]
                 i += 1
-                if type(a) is node_type and a.state == PENDING and a.fl != epoch:
-                    a.fl = epoch
+                if type(a) is node_type and a.state == PENDING and a.flush_epoch != epoch:
+                    a.flush_epoch = epoch
                     stack[-1] = (node, i)
                     stack.append((a, 0))
                     break
@@ -166,7 +166,7 @@ class _FlushPlan:
             return
         for n in order:
             n.uses = 0
-            n.rem = 0
+            n.readers_left = 0
         ext_seen = set()
         for n in order:
             if n.op.kind == "write":
@@ -174,19 +174,19 @@ class _FlushPlan:
             for a in n.args:
                 if type(a) is Node:
                     r = a.args[0] if a.op is VIEW else a
-                    if a.fl == epoch:
+                    if a.flush_epoch == epoch:
                         a.uses += 1
-                    if r.fl == epoch:
+                    if r.flush_epoch == epoch:
                         if n.op is not VIEW:
-                            r.rem += 1
+                            r.readers_left += 1
                     elif id(r) not in ext_seen:
                         ext_seen.add(id(r))
                         self.external.append(r)
         for t in targets:
-            if t.fl == epoch:
+            if t.flush_epoch == epoch:
                 t.needed = True
         for n in order:
-            if n.nuse > n.uses:
+            if n.use_count > n.uses:
                 n.needed = True
                 _counts.generation += 1    # pending readers recorded n inside their trees
             elif n.exported:
@@ -210,10 +210,10 @@ class _FlushPlan:
         """True when every in-flush reader of ``node`` (direct or through a view) is at a
         position <= ``limit`` and nothing outside the flush still reads it."""
         if node.op is not VIEW:
-            if node.fl == self.epoch:
+            if node.flush_epoch == self.epoch:
                 if node.needed:
                     return False
-            elif node.nuse != len(self.consumers(node)) or node.exported:
+            elif node.use_count != len(self.consumers(node)) or node.exported:
                 # (a computed node read by a write is no longer any Var's head)
                 return False
         for p in self.consumers(node):
@@ -300,7 +300,7 @@ def _schedule(plan: _FlushPlan, wait: bool = False) -> None:
                 h = n.args[0]
                 if h.error is None and plan.last_reader_before(h, i):
                     inplace = True
-                    n.evar = (h.args[0] if h.op is VIEW else h).evar
+                    n.engine_var = (h.args[0] if h.op is VIEW else h).engine_var
                 STATS["inplace_writes" if inplace else "copy_on_write"] += 1
             size = _prod(n.shape)
             nbytes += n.dtype.itemsize * size
@@ -344,7 +344,7 @@ def _store_checker(group):
                 internal[id(a)] = internal.get(id(a), 0) + 1
 
     def stored(m):
-        return m.needed or m.nuse > internal.get(id(m), 0)
+        return m.needed or m.use_count > internal.get(id(m), 0)
     return stored
 
 
@@ -353,7 +353,7 @@ def _run_item(item, epoch: int) -> None:
     on the item's nodes (raised when they are read) and re-raised."""
     first = item[0] if type(item) is tuple else item.members[0]
     # the errstate of the recording line, its warnings logged for _late_warnings to issue
-    want = _LOG_DEFAULT if first.ext is None else _late_warnings.logging_ext(first.ext)
+    want = _LOG_DEFAULT if first.errstate is None else _late_warnings.logging_ext(first.errstate)
     token = _extobj_var.set(want) if _extobj_var.get() is not want else None
     try:
         _run_item_in_state(item, epoch)
@@ -403,7 +403,7 @@ def _run_group_numpy(group, epoch: int) -> None:
     dead intermediate of the group when one fits (NumPy's temporary elision) or a pooled
     buffer, so the first call costs about what NumPy costs."""
     stored = _store_checker(group)
-    keep = {id(m) for m in group.nodes() if stored(m)}   # decided before nuse changes
+    keep = {id(m) for m in group.nodes() if stored(m)}   # decided before use_count changes
     members = group.members
     left = {}
     for m in group.nodes():
@@ -450,13 +450,13 @@ def _after_run(n: Node, epoch: int) -> None:
     with _book_lock:
         for a in n.args:
             if type(a) is Node:
-                a.nuse -= 1
+                a.use_count -= 1
                 r = a.args[0] if a.op is VIEW else a
-                if r.fl == epoch:
-                    r.rem -= 1
-                    if r.rem == 0 and not r.needed:
+                if r.flush_epoch == epoch:
+                    r.readers_left -= 1
+                    if r.readers_left == 0 and not r.needed:
                         r.value = None
-    n.fx = None       # (a computed node's tree inputs would chain back without end)
+    n.tree = None       # (a computed node's tree inputs would chain back without end)
     if not _shared.keep_graph:
         n.params = None
         n.args = ()   # detach: the graph behind a computed value can be freed
@@ -472,10 +472,10 @@ def _push_bulk(eng, plan: _FlushPlan, items, wait: bool = False) -> None:
     writes = [shared]
     for it in items:
         for n, inplace in ((it,) if type(it) is tuple else _pairs(it)):
-            if n.evar is None:
-                n.evar = shared
+            if n.engine_var is None:
+                n.engine_var = shared
             elif inplace:
-                writes.append(n.evar)
+                writes.append(n.engine_var)
 
     def run_all():
         # A failing item marks only its own nodes; items reading them fail in turn when
@@ -502,10 +502,10 @@ def _push_bulk(eng, plan: _FlushPlan, items, wait: bool = False) -> None:
     else:
         reads = []
         for r in plan.external:
-            if r.evar is None and r.op is LEAF:
-                r.evar = eng.new_var()      # (a leaf's var: later writes wait for this read)
-            if r.evar is not None:
-                reads.append(r.evar)
+            if r.engine_var is None and r.op is LEAF:
+                r.engine_var = eng.new_var()      # (a leaf's var: later writes wait for this read)
+            if r.engine_var is not None:
+                reads.append(r.engine_var)
         eng.push(run_all, reads, writes)
 
 
@@ -533,26 +533,26 @@ def _push_each(eng, plan: _FlushPlan, items) -> None:
             # written earlier in this flush got its var when it was pushed (at _schedule it
             # had none, and a fresh var would not wait for that head's readers)
             base = root(first.args[0])
-            if base.evar is None:
-                base.evar = new_var()
-            first.evar = base.evar
-        ev = first.evar
+            if base.engine_var is None:
+                base.engine_var = new_var()
+            first.engine_var = base.engine_var
+        ev = first.engine_var
         if ev is None:
             ev = new_var()
         for n, inplace in pairs:
-            if n.evar is None:
-                n.evar = ev
+            if n.engine_var is None:
+                n.engine_var = ev
         reads = []
         for n, _ in pairs:
             for a in n.args:
                 if type(a) is Node:
                     r = root(a)
-                    if r.evar is None:
+                    if r.engine_var is None:
                         # (a computed leaf: an in-place write into it later in this flush
                         # takes this var, and must wait for this read)
-                        r.evar = new_var()
-                    if r.evar is not ev:
-                        reads.append(r.evar)
+                        r.engine_var = new_var()
+                    if r.engine_var is not ev:
+                        reads.append(r.engine_var)
 
         def run_one(it=it):
             _run_item(it, epoch)
@@ -562,12 +562,12 @@ def _push_each(eng, plan: _FlushPlan, items) -> None:
 
 def _wait(n: Node) -> None:
     if n.state == SCHEDULED or (n.state == DONE and n.value is None and n.error is None):
-        ev = n.evar
+        ev = n.engine_var
         if ev is None:
             # scheduled by a flush of another thread that is still handing its work to the
             # engine (under _lock): its engine var is set once that is done
             with _lock:
-                ev = n.evar
+                ev = n.engine_var
         if ev is not None:
             try:
                 engine.wait_for_var(ev)

@@ -15,7 +15,7 @@ def issue_caught(n: Node) -> None:
     msgs = _late_warnings.take()
     if msgs:
         try:
-            _late_warnings.issue(msgs, n.site, n.wstate)
+            _late_warnings.issue(msgs, n.site, n.warnings_state)
         except BaseException as exc:
             node_failed(n, exc)
             n.value = None

@@ -31,9 +31,9 @@ PENDING, SCHEDULED, DONE = 0, 1, 2
 class Node:
     """One recorded value: ``op(*args, **params)`` with known shape and dtype."""
 
-    __slots__ = ("op", "args", "params", "shape", "dtype", "value", "state", "nuse", "evar",
-                 "site", "exported", "error", "fl", "pos", "uses", "rem", "needed", "ext",
-                 "fx", "wstate", "__weakref__")
+    __slots__ = ("op", "args", "params", "shape", "dtype", "value", "state", "use_count",
+                 "engine_var", "site", "exported", "error", "flush_epoch", "pos", "uses",
+                 "readers_left", "needed", "errstate", "tree", "warnings_state", "__weakref__")
 
     def __init__(self, op: Op, args: tuple, params: dict | None, shape: tuple, dtype: np.dtype):
         self.op = op
@@ -43,16 +43,18 @@ class Node:
         self.dtype = dtype
         self.value = None
         self.state = PENDING
-        self.nuse = 0
-        self.evar = None
-        self.site = None
-        self.exported = False
+        self.use_count = 0          # recorded readers that have not run yet
+        self.engine_var = None      # the engine var that orders the uses of its buffer
+        self.site = None            # (code, bytecode offset) of the recording line
+        self.exported = False       # read outside the graph (the user holds its buffer)
         self.error = None
-        self.fl = 0
+        self.flush_epoch = 0        # the number of the last flush that visited it
+        # (per flush: ``uses`` in-flush readers, ``readers_left`` readers of its buffer not
+        # yet run, ``needed`` outlives the flush, ``pos`` its place in the flush's order)
         self.needed = False
-        self.ext = None
-        self.fx = None          # tree-kernel structure (kernels/tree.py), elementwise only
-        self.wstate = None      # the warnings filters at the call (_late_warnings.py)
+        self.errstate = None        # the user's np.errstate at the recording line (None: default)
+        self.tree = None            # tree-kernel structure (kernels/tree.py), elementwise only
+        self.warnings_state = None  # the warnings filters at the call (late_warnings.py)
 
     def __repr__(self) -> str:
         st = ("pending", "scheduled", "done")[self.state]

@@ -142,18 +142,18 @@ def _record(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> No
             # a chain grown past a tree kernel's size: compute its pending arguments now
             # (each one tree kernel), and start a new tree on their values
             for a in args:
-                if type(a) is Node and a.state == PENDING and a.fx is not None:
+                if type(a) is Node and a.state == PENDING and a.tree is not None:
                     flush([a])
             tree_structure(n, op, args, shape, False)
             if n.site is not None:
                 restart_site(n.site)
     else:
         if ext is not _DEFAULT_EXT:
-            n.ext = ext     # the user's np.errstate at the recording line applies when it runs
+            n.errstate = ext     # the user's np.errstate at the recording line applies when it runs
         for a in args:
             if type(a) is Node:
-                a.nuse += 1
-    if tree_only and (n.fx is None or lone_sites and n.site in lone_sites):
+                a.use_count += 1
+    if tree_only and (n.tree is None or lone_sites and n.site in lone_sites):
         done = _run_untreed(n)
         if done is not None:
             return done
@@ -170,11 +170,11 @@ def _record(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> No
         site = n.site
         # (the policy's answer is False without asking when nothing can make it True: no
         # trap, default errstate, a caller without try/with blocks)
-        if (ws.traps or n.ext is not None or site is None or
-                _protected.get(site[0]) != ()) and _policy.run_at_call(op, site, n.ext, ws):
+        if (ws.traps or n.errstate is not None or site is None or
+                _protected.get(site[0]) != ()) and _policy.run_at_call(op, site, n.errstate, ws):
             run_at_call(n)
         else:
-            n.wstate = ws
+            n.warnings_state = ws
     return n
 
 
@@ -192,7 +192,7 @@ def _run_untreed(n: Node) -> Node:
         return None
     for a in n.args:
         if type(a) is Node:
-            a.nuse -= 1        # (counted when ``n`` was made)
+            a.use_count -= 1        # (counted when ``n`` was made)
     return run_eager(n.op, n.args, n.params, n.shape, n.dtype)
 
 
@@ -200,7 +200,7 @@ def view_node(base: Node, offset: int, shape: tuple, strides: tuple, dtype) -> N
     """A view of ``base``'s buffer (never executed alone; realized by its consumers)."""
     n = Node(VIEW, (base,), {"offset": offset, "shape": shape, "strides": strides, "dtype": dtype},
              shape, dtype)
-    base.nuse += 1
+    base.use_count += 1
     if _shared.tape is not None and not _shared.tape_paused:
         _shared.tape.nodes.append(n)
     return n

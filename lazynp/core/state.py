@@ -92,7 +92,7 @@ restarted_sites: set = set()
 
 #: held while a flush plans and hands its work to the engine (and while a tree kernel runs)
 lock = threading.RLock()
-#: nuse/rem bookkeeping from engine worker threads
+#: use_count/readers_left bookkeeping from engine worker threads
 book_lock = threading.Lock()
 
 

@@ -3,7 +3,7 @@ cached kernel computes (:func:`tree_structure`, at recording), running such a tr
 its head is flushed or assigned into a buffer (:func:`flush_tree`, :func:`tree_into`), and
 the user lines whose ops are better run at once (``lone_sites``, ``restarted_sites``).
 
-The kernels themselves are :mod:`lazynp.kernels.tree`'s; a node's ``fx`` is its structure,
+The kernels themselves are :mod:`lazynp.kernels.tree`'s; a node's ``tree`` is its structure,
 read through that module's ``FX_...`` field names.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from ..kernels import tree as _tree
-from ..kernels.tree import FX_FLOATS, FX_GENERATION, FX_ID, FX_INPUTS, FX_INTS, FX_SIZE
+from ..kernels.tree import TREE_FLOATS, TREE_GENERATION, TREE_ID, TREE_INPUTS, TREE_INTS, TREE_SIZE
 from ..ops.registry import Op
 from . import late_warnings as _late_warnings, policy as _policy
 from .nodes import DONE, PENDING, VIEW, Node, computed, live_pending_heads, value_of
@@ -27,7 +27,7 @@ _prod = math.prod
 
 
 def tree_structure(n: Node, op: Op, args: tuple, shape: tuple, count_uses: bool) -> int:
-    """Set ``n.fx``, its tree-kernel structure (kernels/tree.py), when ``n`` and its pending
+    """Set ``n.tree``, its tree-kernel structure (kernels/tree.py), when ``n`` and its pending
     arguments form a tree of at most ``MAX_TREE`` same-shape elementwise nodes; with
     ``count_uses`` also count the uses of its arguments.  Returns the tree's size (0 when
     ``n`` cannot be a tree kernel)."""
@@ -44,7 +44,7 @@ def tree_structure(n: Node, op: Op, args: tuple, shape: tuple, count_uses: bool)
             if count_uses:
                 for a in args:
                     if type(a) is Node:
-                        a.nuse += 1
+                        a.use_count += 1
             return 0
         key.append("sq")
         args = args[:1]
@@ -52,29 +52,29 @@ def tree_structure(n: Node, op: Op, args: tuple, shape: tuple, count_uses: bool)
         t = type(a)
         if t is Node:
             if count_uses:
-                a.nuse += 1
+                a.use_count += 1
             if not ok:
                 continue
             if a.shape != shape and not (_tree.broadcasts(a.shape, shape) and computed(a)):
                 ok = False      # (only a computed input may broadcast)
             elif a.state == PENDING and (a.op is not VIEW or not computed(a)):
-                fx = a.fx
-                if fx is None:
+                tree = a.tree
+                if tree is None:
                     ok = False
                     continue
                 if ins:
-                    ins, remap = _tree.merge_inputs(ins, fx[FX_INPUTS])
-                    key.append(("t", fx[FX_ID], remap))
+                    ins, remap = _tree.merge_inputs(ins, tree[TREE_INPUTS])
+                    key.append(("t", tree[TREE_ID], remap))
                 else:
-                    key.append(fx[FX_ID])
-                    ins = fx[FX_INPUTS]
-                if a.nuse > 1:
+                    key.append(tree[TREE_ID])
+                    ins = tree[TREE_INPUTS]
+                if a.use_count > 1:
                     shared = True       # (read elsewhere too: maybe twice in this tree)
-                kf += fx[FX_FLOATS]
-                ki += fx[FX_INTS]
-                size += fx[FX_SIZE]
-                if fx[FX_GENERATION] < gen:
-                    gen = fx[FX_GENERATION]
+                kf += tree[TREE_FLOATS]
+                ki += tree[TREE_INTS]
+                size += tree[TREE_SIZE]
+                if tree[TREE_GENERATION] < gen:
+                    gen = tree[TREE_GENERATION]
             elif a in ins:
                 key.append(~ins.index(a))        # an input already used (negative)
             else:
@@ -101,83 +101,84 @@ def tree_structure(n: Node, op: Op, args: tuple, shape: tuple, count_uses: bool)
         if sid == -1:
             sid = _tree.structure(key, n)
         if sid is not None:
-            n.fx = (sid, ins, kf, ki, size, gen)
+            n.tree = (sid, ins, kf, ki, size, gen)
     return size
 
 
-def _tree_runnable(t: Node, fx) -> bool:
-    """May pending ``t``, whose tree structure is ``fx``, run as a tree kernel now?  Not
+def _tree_runnable(t: Node, tree) -> bool:
+    """May pending ``t``, whose tree structure is ``tree``, run as a tree kernel now?  Not
     when the structure is stale or a transform keeps the graph, nor when the tree is too
     large (the fusion pass runs it on the engine's threads) or of a medium size with a libm
     math function in it (the fusion pass leaves those to NumPy: its bits)."""
-    if fx is None or t.state != PENDING or _shared.keep_graph or not _shared.tree_flushes or \
-            fx[FX_GENERATION] != _counts.generation and not _tree_intact(t, fx):
+    if tree is None or t.state != PENDING or _shared.keep_graph or not _shared.tree_flushes or \
+            tree[TREE_GENERATION] != _counts.generation and not _tree_intact(t, tree):
         return False
     size = _prod(t.shape)
     return size < _policy.TREE_MAX_ELEMS and \
-        (size < 4 * _shared.min_fused_work or fx[FX_ID] not in _tree.with_libm)
+        (size < 4 * _shared.min_fused_work or tree[TREE_ID] not in _tree.with_libm)
 
 
-def _tree_intact(t: Node, fx) -> bool:
+def _tree_intact(t: Node, tree) -> bool:
     """Is every node pending ``t``'s tree inlines still pending?  Asked when the generation
     moved on since ``t`` was recorded: some node that pending trees may inline was computed
     meanwhile (its arguments dropped), but often in another tree (Horner's rule: the
     ``p`` chain is still whole after the ``dp`` tree that reads it ran)."""
-    return all(n.state == PENDING and n.fx is not None for n in _tree.dag(t, fx[FX_INPUTS])[0])
+    inlined = _tree.dag(t, tree[TREE_INPUTS])[0]
+    return all(n.state == PENDING and n.tree is not None for n in inlined)
 
 
 def flush_tree(t: Node) -> bool:
     """The small-flush fast path: compute ``t`` with its cached tree kernel (kernels/tree.py)
     in the calling thread.  False when the ordinary flush must run instead."""
-    fx = t.fx
-    if not _tree_runnable(t, fx):
+    tree = t.tree
+    if not _tree_runnable(t, tree):
         return False
-    for x in fx[FX_INPUTS]:
+    for x in tree[TREE_INPUTS]:
         if not computed(x):
             return False
-    if not _run_tree(t, fx, None, None):
+    if not _run_tree(t, tree, None, None):
         return False
-    if fx[FX_SIZE] == 1 and t.site is not None:
+    if tree[TREE_SIZE] == 1 and t.site is not None:
         _count_lone(t.site)
     return True
 
 
-def _run_tree(t: Node, fx, dest, vals) -> bool:
+def _run_tree(t: Node, tree, dest, vals) -> bool:
     """Run pending ``t``'s tree kernel (into ``dest``, or a new array; ``vals``: its inputs'
     values when known) with the nodes it must also write, and do the flush's bookkeeping."""
     with _lock:
-        if t.state != PENDING or t.fx is None:
+        if t.state != PENDING or t.tree is None:
             return False            # (another thread's flush took it meanwhile)
         store = _tree_stores(t)
-        if not _tree.run(t, fx, value_of, dest, store, vals):
+        if not _tree.run(t, tree, value_of, dest, store, vals):
             return False
         _tree_done(t, store)
         # (other pending nodes, outside this tree, still count towards the bound flush)
-        _counts.pending_count = max(0, _counts.pending_count - fx[FX_SIZE])
+        _counts.pending_count = max(0, _counts.pending_count - tree[TREE_SIZE])
         STATS["flushes"] += 1
-        STATS["nodes_executed"] += fx[FX_SIZE]
+        STATS["nodes_executed"] += tree[TREE_SIZE]
     return True
 
 
 def _tree_stores(t: Node) -> list:
     """The pending nodes inside ``t``'s tree that live arrays hold (a named intermediate:
     ``d = x - m; v = (d * d).mean()``): its kernel writes their values too."""
-    heads = [h for h in live_pending_heads() if h is not t and h.nuse]
+    heads = [h for h in live_pending_heads() if h is not t and h.use_count]
     if not heads:
         return []
-    inside = {id(m) for m in _tree.walk(t, t.fx[FX_INPUTS])}
+    inside = {id(m) for m in _tree.walk(t, t.tree[TREE_INPUTS])}
     return [h for h in heads if id(h) in inside]
 
 
 def _tree_done(t: Node, store: list) -> None:
     """Bookkeeping once ``t``'s tree kernel ran (and computed ``store`` too)."""
-    if t.nuse or store:
+    if t.use_count or store:
         # pending readers of these recorded them as part of their own trees
         _counts.generation += 1
     for m in [t] + store:
         m.state = DONE
         m.args = ()
-        m.fx = None
+        m.tree = None
 
 
 def restart_site(site) -> None:
@@ -207,17 +208,17 @@ def tree_into(t: Node, dest: np.ndarray) -> bool:
     (``B[1:-1] = (A[:-2] + A[2:]) / 2``: no temporary, no copy).  False when it cannot:
     the caller then computes ``t`` and assigns it.  The tree's inputs must not overlap
     ``dest`` (a kernel reading what it writes would differ from NumPy's temporary)."""
-    fx = t.fx
-    if t.nuse or not _tree_runnable(t, fx) or _warnings_state().traps:
+    tree = t.tree
+    if t.use_count or not _tree_runnable(t, tree) or _warnings_state().traps:
         # (traps: a rejected kernel leaves ``dest`` half written, and NumPy's error must
         # then leave it untouched)
         return False
     vals = []
-    for x in fx[FX_INPUTS]:
+    for x in tree[TREE_INPUTS]:
         if not computed(x):
             return False
         v = value_of(x)
         vals.append(v)
         if np.may_share_memory(v, dest):
             return False
-    return _run_tree(t, fx, dest, vals)
+    return _run_tree(t, tree, dest, vals)
