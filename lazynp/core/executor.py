@@ -35,7 +35,7 @@ from .trees import flush_tree
 _caught = _late_warnings.caught
 _LOG_DEFAULT = _late_warnings.LOG_DEFAULT
 _prod = math.prod
-_epoch = 0              # the last flush's number (nodes it visits get ``flush_epoch = _epoch``)
+_epoch = 0      # the last flush's number (the nodes it visits get ``flush_epoch = _epoch``)
 _last_bound: list = []  # the targets of the last bound flush
 
 
@@ -111,7 +111,7 @@ def flush_live() -> list:
 def pending_order(targets, epoch: int, node_type: type | None = None) -> list:
     """Pending nodes behind ``targets``, in topological order (iterative DFS); the nodes
     visited are marked ``flush_epoch = epoch``.  ``node_type``: the class of the graph's nodes
-    (default: this module's ``Node``, the C one when built; the device graph passes its
+    (default: ``nodes.Node``, the C one when built; the device graph passes its
     own: kernels/cuda/runtime.py)."""
     if node_type is None:
         node_type = Node
@@ -137,9 +137,6 @@ def pending_order(targets, epoch: int, node_type: type | None = None) -> list:
                 stack.pop()
                 order.append(node)
     return order
-
-
-_collect = pending_order
 
 
 _collect = pending_order

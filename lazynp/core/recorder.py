@@ -266,7 +266,7 @@ def run_eager(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> 
     if out is not None:
         pass
     elif op.raises_on_values:
-        # NumPy's warnings name the user's line, not this file (_late_warnings.py)
+        # NumPy's warnings name the user's line, not this file (late_warnings.py)
         cur = _extobj_var.get()
         token = _extobj_var.set(_LOG_DEFAULT if cur is _DEFAULT_EXT else
                                 _late_warnings.logging_ext(cur))
