@@ -20,6 +20,7 @@ import pytest
 import lazynp
 from lazynp._base import native
 from lazynp.core import executor, graph, recorder
+from lazynp.kernels.tree import TREE_GENERATION
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -78,8 +79,9 @@ def _describe(node, seen: dict) -> tuple:
     args = tuple(_describe(x, seen) if type(x) is graph.Node else ("const", type(x).__name__, x)
                  for x in node.args)
     tree = node.tree
-    if tree is not None:
-        tree = (tree[0], tuple(seen.get(id(i), "in") for i in tree[1]), tree[2], tree[3], tree[4])
+    if tree is not None:      # (its generation left out)
+        sid, inputs, floats, ints, size = tree[:TREE_GENERATION]
+        tree = (sid, tuple(seen.get(id(i), "in") for i in inputs), floats, ints, size)
     site = node.site
     line = None if site is None else lazynp._base.site.line_of(*site)
     return (node.op.name, node.shape, str(node.dtype), node.use_count, tree, line, args,
