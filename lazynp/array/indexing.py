@@ -337,7 +337,7 @@ def setitem(arr, index, value) -> None:
 def _setitem_now(arr, index, value) -> bool:
     """``arr[index] = value`` at once, by NumPy, when the policy allows it: ``arr``, the
     index and the value computed, the written region small, and a buffer that may be
-    written (:func:`lazynp.core.graph.writable_value`).  False: record it instead."""
+    written (:func:`lazynp.core.recorder.writable_view`).  False: record it instead."""
     val = eager_operand(value)
     if val is _NOT:
         return False

@@ -18,15 +18,14 @@ re-exported here does not carry the replacement.
 """
 from __future__ import annotations
 
-from .executor import (compute_now, evaluate_nodes, flush, flush_live, materialize,
-                       pending_order, symbolic, value_for_eager)
+from .executor import (evaluate_nodes, flush, flush_live, materialize, pending_order,
+                       value_for_eager)
 from .node_errors import add_site_note
 from .nodes import (DONE, LEAF, PENDING, PLACEHOLDER, SCHEDULED, VIEW, Node, TracingError,
                     Var, buffer_view, computed, live_pending_heads, own_result, placeholder,
                     post_order)
 from .recorder import (install_tape, keeping_graph, leaf, pause_tape, py_record, record,
-                       record_write, remove_tape, run_eager, run_now, view_node,
-                       writable_view)
+                       record_write, remove_tape, run_now, view_node, writable_view)
 from .state import (STATS, book_lock, counts, fork_done_executor, fork_done_recorder,
                     fork_prepare_executor, fork_prepare_recorder, shared)
 
@@ -42,8 +41,8 @@ __all__ = [
     "add_site_note",
     # executor
     "flush", "flush_live", "materialize", "evaluate_nodes", "value_for_eager",
-    "compute_now", "symbolic", "pending_order",
+    "pending_order",
     # recorder
-    "record", "py_record", "record_write", "writable_view", "run_now", "run_eager", "leaf",
+    "record", "py_record", "record_write", "writable_view", "run_now", "leaf",
     "view_node", "keeping_graph", "install_tape", "pause_tape", "remove_tape",
 ]
