@@ -566,7 +566,6 @@ def _w5_first_call(lnp, cpu, lazy_in, env, args, results: Results, cold) -> None
 def _profile_w1(lnp, cpu, lazy_in, np_in, args) -> None:
     """Split lazynp's W1 time: recording the expression, the flush (fusion planning,
     scheduling, waiting), and inside it the Numba kernel call and the output allocation."""
-    from lazynp.core import graph
     from lazynp.kernels import pool
     header("W1 profile: where lazynp's time goes (steady state, medians)")
     la, lb, lc, ld, le = lazy_in
@@ -621,12 +620,12 @@ def _profile_w1(lnp, cpu, lazy_in, np_in, args) -> None:
         kern.append(acc["kernel"])
         alloc.append(acc["alloc"])
         fuse.append(acc["fuse"])
-    cpu.get_kernel, pool.empty, graph._fusion.fuse = timed_get, timed_empty, timed_fuse
+    cpu.get_kernel, pool.empty, fusion.fuse = timed_get, timed_empty, timed_fuse
     try:
         for _ in range(args.reps):
             one_rep()
     finally:
-        cpu.get_kernel, pool.empty, graph._fusion.fuse = orig_get, orig_empty, orig_fuse
+        cpu.get_kernel, pool.empty, fusion.fuse = orig_get, orig_empty, orig_fuse
     # the bare kernel work: a hand-written Numba loop over the same data, for reference
     bare = _bare_numba_w1(np_in, args.reps)
     t_np = med(interleaved({"numpy": lambda: A * B + C * D - E * 0.5}, args.reps)["numpy"])

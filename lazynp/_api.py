@@ -32,7 +32,7 @@ def stats() -> dict:
     Jupyter.  Besides the recorder's and the fallbacks', the counters of every module that
     registered them (:mod:`lazynp._base.counters`: the kernels; the device backend once a
     device is used)."""
-    out = Stats(ops_recorded=graph._state.n_recorded)
+    out = Stats(ops_recorded=graph.counts.n_recorded)
     out.update(graph.STATS)
     out.update(_counters.read_all())
     out.update(_fallback.report())
@@ -46,7 +46,7 @@ def reset_stats() -> None:
     """Zero every counter of :func:`stats`."""
     for k in graph.STATS:
         graph.STATS[k] = 0
-    graph._state.n_recorded = 0
+    graph.counts.n_recorded = 0
     _counters.reset_all()
     _fallback.reset()
     if _native.ext is not None:

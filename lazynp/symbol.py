@@ -62,12 +62,12 @@ class _Tracing:
 
     def __enter__(self):
         self._keep = _graph.keeping_graph().__enter__()
-        self._bound = _graph._state.max_pending
-        _graph._state.max_pending = 1 << 62
+        self._bound = _graph.counts.max_pending
+        _graph.counts.max_pending = 1 << 62
         return self
 
     def __exit__(self, *exc):
-        _graph._state.max_pending = self._bound
+        _graph.counts.max_pending = self._bound
         self._keep.__exit__(*exc)
         return False
 

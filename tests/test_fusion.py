@@ -4,7 +4,8 @@ memory of fused groups, the kernel cache and the buffer pool.
 NumPy is the oracle.  ``lazynp.kernels.cpu.SYNC_COMPILE`` is switched on for every test, so
 a group's Numba kernel is compiled on first use and the kernel (not the NumPy fallback that
 runs while a background compile is pending) produces the values compared here.  Tests on
-small arrays lower ``lazynp.core.graph._MIN_FUSED_WORK`` to 0 so that tiny groups run as kernels.
+small arrays lower ``lazynp.core.state.shared.min_fused_work`` to 0 so that tiny groups run
+as kernels.
 
 Tolerances: integer and bool results, and float results built without transcendental
 functions (+ - * / // % abs neg maximum minimum where clip astype sqrt -- all correctly
@@ -36,7 +37,7 @@ from hypothesis import strategies as st
 
 import lazynp
 import lazynp._base.config as lconfig
-import lazynp.core.graph as lgraph
+from lazynp.core.state import shared as graph_state
 from lazynp.kernels import cpu as kcpu
 from lazynp.kernels import pool as kpool
 
@@ -58,9 +59,9 @@ def sync_compile(monkeypatch):
 def small_work(monkeypatch):
     """Let groups of any size run as kernels (by default a flush needs an array of >= 8k
     elements for the fusion pass, and a group >= 64k element-ops for a kernel)."""
-    monkeypatch.setattr(lgraph, "_MIN_FUSED_WORK", 0)
-    monkeypatch.setattr(lgraph, "_MIN_KERNEL_WORK", 0)
-    monkeypatch.setattr(lgraph, "tree_flushes", False)     # (the fusion pass, not trees)
+    monkeypatch.setattr(graph_state, "min_fused_work", 0)
+    monkeypatch.setattr(graph_state, "min_kernel_work", 0)
+    monkeypatch.setattr(graph_state, "tree_flushes", False)     # (the fusion pass, not trees)
 
 
 def stat(name: str) -> int:
@@ -733,10 +734,10 @@ def test_strided_inputs_table():
 
 _ROW_REDUCTION_PROGRAM = """
 import numpy, lazynp
-from lazynp import graph
+from lazynp.core.state import shared
 from lazynp.kernels import cpu
-graph._MIN_FUSED_WORK = 0
-graph._MIN_KERNEL_WORK = 0
+shared.min_fused_work = 0
+shared.min_kernel_work = 0
 seen = []
 get = cpu.get_kernel
 cpu.get_kernel = lambda source, args, block=False: (seen.append("xs[" in source),
@@ -846,7 +847,7 @@ def _flush_peak(lazy_in):
 
 
 def test_fused_group_allocates_only_live_outputs(monkeypatch):
-    monkeypatch.setattr(lgraph, "tree_flushes", False)     # (the fusion pass, not a tree)
+    monkeypatch.setattr(graph_state, "tree_flushes", False)     # (the fusion pass, not a tree)
     n = 2_000_000
     rng = numpy.random.default_rng(1)
     arrs = [rng.standard_normal(n) for _ in range(5)]
@@ -1198,7 +1199,7 @@ def test_compile_failure_falls_back_to_numpy(monkeypatch, small_work):
 # --- 8. buffer pool ---------------------------------------------------------------------------
 
 def test_buffer_pool_reuse(monkeypatch):
-    monkeypatch.setattr(lgraph, "tree_flushes", False)     # (the fusion pass, not a tree)
+    monkeypatch.setattr(graph_state, "tree_flushes", False)     # (the fusion pass, not a tree)
     n = 2_000_000
     rng = numpy.random.default_rng(8)
     a, b, c = (rng.standard_normal(n) for _ in range(3))

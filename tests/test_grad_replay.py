@@ -262,10 +262,10 @@ def test_abandoned_forward_nodes_do_not_pile_up_towards_the_bound_flush():
     x = np.ones(4)
     for _ in range(5):
         numpy.asarray(g(x))
-    before = graph._state.pending_count
+    before = graph.counts.pending_count
     for _ in range(50):
         numpy.asarray(g(x))
-    assert graph._state.pending_count <= before + 5
+    assert graph.counts.pending_count <= before + 5
 
 
 def test_a_training_loop_updates_parameters_in_place():
@@ -315,19 +315,19 @@ def test_a_flush_while_the_backward_pass_is_recorded_is_not_baked_into_a_plan():
     from lazynp.core import graph
     f = lambda x: np.sum(np.exp(x) * np.sin(x))
     g = np.grad(f)
-    old = graph._state.max_pending
+    old = graph.counts.max_pending
     try:
         # the forward pass (copy, exp, sin, multiply, sum) records without a flush; the
         # backward pass reaches the bound and flushes part of the graph
-        graph._state.max_pending = 7
+        graph.counts.max_pending = 7
         for k in range(5):
-            graph._state.pending_count = 0
+            graph.counts.pending_count = 0
             x = numpy.linspace(-1, 1, 6) + k
             got = numpy.asarray(g(np.asarray(x)))
             numpy.testing.assert_allclose(got, numpy.exp(x) * (numpy.sin(x) + numpy.cos(x)),
                                           rtol=1e-13)
     finally:
-        graph._state.max_pending = old
+        graph.counts.max_pending = old
 
 
 def _warnings_of(fn):

@@ -18,7 +18,7 @@ import numpy
 import pytest
 
 import lazynp as np
-from lazynp.core import graph
+from lazynp.core import executor, graph
 from lazynp.ops.registry import OPS
 
 HANG = 120      # seconds: a guard against hangs, not a speed target
@@ -160,7 +160,7 @@ def test_wait_on_a_node_another_thread_is_still_scheduling(lazy_policy, monkeypa
     b = np.sin(a) * 2 + 1
     in_push = threading.Event()
     release = threading.Event()
-    push_each, push_bulk = graph._push_each, graph._push_bulk
+    push_each, push_bulk = executor._push_each, executor._push_bulk
 
     def slow(push):
         def wrapped(*args, **kwargs):
@@ -168,8 +168,8 @@ def test_wait_on_a_node_another_thread_is_still_scheduling(lazy_policy, monkeypa
             release.wait(HANG)
             return push(*args, **kwargs)
         return wrapped
-    monkeypatch.setattr(graph, "_push_each", slow(push_each))
-    monkeypatch.setattr(graph, "_push_bulk", slow(push_bulk))
+    monkeypatch.setattr(executor, "_push_each", slow(push_each))
+    monkeypatch.setattr(executor, "_push_bulk", slow(push_bulk))
     flusher = threading.Thread(target=graph.flush_live)
     flusher.start()
     assert in_push.wait(HANG)
@@ -229,7 +229,7 @@ def test_four_threads_200_times(policy, monkeypatch):
     """4 threads, each on its own arrays and all reading one shared array, 200 times, with
     a pending-graph bound so small that one thread's bound flush schedules the others'
     nodes (the race of issue 19 item 8)."""
-    monkeypatch.setattr(graph._state, "max_pending", 5)
+    monkeypatch.setattr(graph.counts, "max_pending", 5)
     with np.policy(policy):
         for run in range(200):
             _run_threads(_thread_program, [(run * 4 + k, 300 + 40 * k) for k in range(4)])

@@ -1,7 +1,8 @@
 """The C recorder (``lazynp._speedups``) against the pure Python one it replaces.
 
-``graph.py`` and ``_ufunc.py`` hold the reference implementations of Node, Var, ``record``,
-the binary dunders and the one-input ufunc call; ``_speedups.pyx`` does the same in C.
+``core/nodes.py``, ``core/recorder.py`` and ``_ufunc.py`` hold the reference implementations
+of Node, Var, ``record``, the binary dunders and the one-input ufunc call;
+``_speedups.pyx`` does the same in C.
 These tests check that the two record identical graphs (uses, tree-kernel structures, error
 sites), and run part of the suite with ``LAZYNP_PURE_PYTHON=1`` so the fallback stays tested.
 """
@@ -18,7 +19,8 @@ import pytest
 
 import lazynp
 from lazynp._base import native
-from lazynp.core import graph
+from lazynp.core import executor, graph, recorder
+from lazynp.kernels.tree import TREE_GENERATION
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -53,19 +55,19 @@ def _programs(np, a, b, c):
     return out
 
 
-def _recorded(recorder):
-    """Record the programs with ``recorder`` as graph.record (and as the C dunders'
-    recorder); the result nodes."""
+def _recorded(record):
+    """Record the programs with ``record`` as graph.record and recorder.record (the one
+    ``record_write`` calls), and as the C dunders' recorder; the result nodes."""
     saved = graph.record
-    graph.record = recorder
-    native.ext.set_recorder(None if recorder is native.ext.record else recorder)
+    graph.record = recorder.record = record
+    native.ext.set_recorder(None if record is native.ext.record else record)
     try:
         rng = numpy.random.default_rng(5)
         a, b = (lazynp.evaluate(lazynp.asarray(rng.random(4))) for _ in range(2))
         c = lazynp.evaluate(lazynp.asarray(rng.random((3, 4))))
         return [r._node() for r in _programs(lazynp, a, b, c)], (a, b, c)
     finally:
-        graph.record = saved
+        graph.record = recorder.record = saved
         native.ext.set_recorder(None)
 
 
@@ -76,13 +78,14 @@ def _describe(node, seen: dict) -> tuple:
     seen[id(node)] = len(seen)
     args = tuple(_describe(x, seen) if type(x) is graph.Node else ("const", type(x).__name__, x)
                  for x in node.args)
-    fx = node.fx
-    if fx is not None:
-        fx = (fx[0], tuple(seen.get(id(i), "in") for i in fx[1]), fx[2], fx[3], fx[4])
+    tree = node.tree
+    if tree is not None:      # (its generation left out)
+        sid, inputs, floats, ints, size = tree[:TREE_GENERATION]
+        tree = (sid, tuple(seen.get(id(i), "in") for i in inputs), floats, ints, size)
     site = node.site
     line = None if site is None else lazynp._base.site.line_of(*site)
-    return (node.op.name, node.shape, str(node.dtype), node.nuse, fx, line, args,
-            node.ext is None)
+    return (node.op.name, node.shape, str(node.dtype), node.use_count, tree, line, args,
+            node.errstate is None)
 
 
 @pytest.mark.usefixtures("lazy_policy")
@@ -94,7 +97,7 @@ def test_c_and_python_recorders_record_the_same_graph():
     py_nodes, _ = _recorded(graph.py_record)
     for k, (cn, pn) in enumerate(zip(c_nodes, py_nodes)):
         assert _describe(cn, {}) == _describe(pn, {}), f"program {k}"
-    assert any(n.fx is not None for n in c_nodes), "no tree structure was recorded"
+    assert any(n.tree is not None for n in c_nodes), "no tree structure was recorded"
 
 
 def test_dunders_and_ufunc_calls_match_numpy_and_keep_error_sites():
@@ -142,8 +145,8 @@ def test_pure_python_recorder_runs_the_core_tests():
 
 @pytest.mark.usefixtures("lazy_policy")
 def test_c_and_python_flush_planning_agree(monkeypatch):
-    """graph._collect and graph._Plan's counts in C give the Python versions' order, in-flush
-    uses, buffer readers, external inputs and what must outlive the flush."""
+    """executor._collect and executor._FlushPlan's counts in C give the Python versions'
+    order, in-flush uses, buffer readers, external inputs and what must outlive the flush."""
     if native.ext is None:
         return
     x = lazynp.asarray(numpy.arange(12.0).reshape(3, 4))
@@ -155,21 +158,21 @@ def test_c_and_python_flush_planning_agree(monkeypatch):
     targets = [z._node(), keep._node()]
 
     def plan(collect, counts):
-        monkeypatch.setattr(graph, "_plan_counts", counts)
-        graph._epoch += 1
-        order = collect(targets, graph._epoch)
+        monkeypatch.setattr(executor, "_plan_counts", counts)
+        executor._epoch += 1
+        order = collect(targets, executor._epoch)
         for n in order:
             n.needed = False
-        p = graph._Plan(order, targets, graph._epoch)
-        return ([id(n) for n in order], [(n.uses, n.rem, bool(n.needed)) for n in order],
+        p = executor._FlushPlan(order, targets, executor._epoch)
+        return ([id(n) for n in order], [(n.uses, n.readers_left, bool(n.needed)) for n in order],
                 [id(r) for r in p.external], p.has_writes)
 
-    gen0 = graph._state.generation
-    want = plan(graph.py_collect, None)
-    gen1 = graph._state.generation
+    gen0 = graph.counts.generation
+    want = plan(executor.py_collect, None)
+    gen1 = graph.counts.generation
     got = plan(native.ext.collect, native.ext.plan_counts)
     assert got == want and len(want[0]) >= 8
-    assert graph._state.generation - gen1 == gen1 - gen0
+    assert graph.counts.generation - gen1 == gen1 - gen0
     assert any(needed for _, _, needed in want[1]) and not all(n for _, _, n in want[1])
     xn = numpy.arange(12.0).reshape(3, 4)
     yn = numpy.exp(xn) * 2.0

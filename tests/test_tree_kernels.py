@@ -208,7 +208,7 @@ def test_long_chain_runs_as_successive_tree_kernels():
     before = lazynp.stats()["tree_kernels_run"]
     x, _ = loop(lazynp, lazynp.asarray(a), n)
     assert lazynp.stats()["tree_kernels_run"] - before >= 2, "the chain was not cut into trees"
-    assert graph._state.pending_count <= 2 * tree.MAX_TREE
+    assert graph.counts.pending_count <= 2 * tree.MAX_TREE
     want_x, want_held = loop(numpy, a, n, 97)
     numpy.testing.assert_allclose(numpy.asarray(x), want_x, rtol=1e-13)
     x, held = loop(lazynp, lazynp.asarray(a), n, 97)

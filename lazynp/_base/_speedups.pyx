@@ -9,8 +9,8 @@ Recording one operation in Python costs about 2.5 µs (a Node, a Var and its wea
 array, the error site, the tree-kernel structure); NumPy itself spends about 0.5 µs on a
 small array.  This module does the same work in C.  It is built by ``pip install`` when a C
 compiler is available; without it (or with ``LAZYNP_PURE_PYTHON=1``) lazynp runs the pure
-Python versions in ``graph.py`` and ``_ufunc.py``, which are the reference for what follows
-and are tested against it.
+Python versions in ``core/`` (nodes, recorder, trees, executor) and ``_ufunc.py``, which are
+the reference for what follows and are tested against it.
 """
 cimport cython
 cimport numpy as cnp
@@ -194,17 +194,17 @@ DEF DONE = 2
 cdef class Node:
     """One recorded value: ``op(*args, **params)`` with known shape and dtype."""
 
-    cdef public object op, args, params, shape, dtype, value, evar, exported, error
-    cdef public object fl, pos, uses, rem, needed, ext, wstate
+    cdef public object op, args, params, shape, dtype, value, engine_var, exported, error
+    cdef public object flush_epoch, pos, uses, readers_left, needed, errstate, warnings_state
     cdef public int state
-    cdef public Py_ssize_t nuse
+    cdef public Py_ssize_t use_count
     cdef object __weakref__
-    # ``site`` and ``fx`` (graph.Node) unpacked: no tuple to allocate per recorded op
+    # ``site`` and ``tree`` (nodes.Node) unpacked: no tuple to allocate per recorded op
     cdef object site_code
     cdef int site_lasti
-    cdef bint has_fx
-    cdef Py_ssize_t fx_sid, fx_size, fx_gen
-    cdef object fx_ins, fx_kf, fx_ki
+    cdef bint has_tree
+    cdef Py_ssize_t tree_id, tree_size, tree_generation
+    cdef object tree_inputs, tree_floats, tree_ints
 
     def __init__(self, op, args, params, shape, dtype):
         _init_node(self, op, args, params, shape, dtype)
@@ -222,22 +222,23 @@ cdef class Node:
             self.site_code, self.site_lasti = value
 
     @property
-    def fx(self):
+    def tree(self):
         """Tree-kernel structure ``(id, inputs, float consts, int consts, size, generation)``
         (kernels/tree.py), or None."""
-        if not self.has_fx:
+        if not self.has_tree:
             return None
-        return (self.fx_sid, self.fx_ins, self.fx_kf, self.fx_ki, self.fx_size, self.fx_gen)
+        return (self.tree_id, self.tree_inputs, self.tree_floats, self.tree_ints, self.tree_size,
+                self.tree_generation)
 
-    @fx.setter
-    def fx(self, value):
+    @tree.setter
+    def tree(self, value):
         if value is None:
-            self.has_fx = False
-            self.fx_ins = self.fx_kf = self.fx_ki = None
+            self.has_tree = False
+            self.tree_inputs = self.tree_floats = self.tree_ints = None
         else:
-            self.has_fx = True
-            (self.fx_sid, self.fx_ins, self.fx_kf, self.fx_ki, self.fx_size,
-             self.fx_gen) = value
+            self.has_tree = True
+            (self.tree_id, self.tree_inputs, self.tree_floats, self.tree_ints, self.tree_size,
+             self.tree_generation) = value
 
     def __repr__(self):
         st = ("pending", "scheduled", "done")[self.state]
@@ -251,9 +252,9 @@ cdef inline void _init_node(Node n, op, args, params, shape, dtype):
     n.shape = shape
     n.dtype = dtype
     n.state = PENDING
-    n.nuse = 0
+    n.use_count = 0
     n.exported = False
-    n.fl = 0
+    n.flush_epoch = 0
     n.needed = False
 
 
@@ -279,17 +280,18 @@ cdef class RecordState:
     cdef public Py_ssize_t pending_count, n_recorded, generation, max_pending
 
 
-#: weakrefs to Vars that got a pending head since the last flush (graph._pending_vars)
+#: weakrefs to Vars that got a pending head since the last flush (state.pending_vars)
 pending_vars = []
 state = RecordState()
 
-# set once by configure(): objects of graph.py, kernels/tree.py and ndarray.py
+# set once by configure(): objects of core/recorder.py, kernels/tree.py and ndarray.py
 cdef object _bound_flush, _extobj_var, _default_ext, _pkg
 cdef object _tree_ids, _tree_structure, _merge_inputs
 cdef object _flush_fn, _restart_site_fn, _run_untreed_fn, _tree_into_fn
-#: graph.keep_graph (> 0: computed nodes keep their args and params), set by set_keep_graph
+#: core.state.shared.keep_graph (> 0: computed nodes keep their args and params), set by
+#: set_keep_graph
 cdef Py_ssize_t _keep_graph = 0
-# errors and warnings at the call (graph.run_at_call, lazynp.core.policy.run_at_call,
+# errors and warnings at the call (executor.run_at_call, lazynp.core.policy.run_at_call,
 # lazynp.core.late_warnings)
 cdef object _protected_ranges = None, _errstate_traps = None, _run_at_call_fn = None
 cdef object _warnings_state_fn = None, _log_default = None, _issue_caught = None
@@ -354,7 +356,7 @@ def configure(*, bound_flush, extobj_var, default_ext, pkg, tree_ids,
               run_eager, run_now, value_for_eager,
               protected_ranges, errstate_traps, errstate_ignores, run_at_call, warnings_state,
               warnings_module, log_default, caught, issue_caught):
-    """Hand the recorder graph.py's objects (called once, when graph.py is imported).
+    """Hand the recorder core/recorder.py's objects (called once, when it is imported).
 
     Every name is required (a missing one is a TypeError): lazynp._base.native.INTERFACE
     lists them.  ``warnings_module`` is read for its ``filters`` list."""
@@ -393,7 +395,7 @@ def configure(*, bound_flush, extobj_var, default_ext, pkg, tree_ids,
 
 
 def set_keep_graph(Py_ssize_t n):
-    """graph.keep_graph (graph.keeping_graph sets it): while > 0, computed nodes keep
+    """core.state.shared.keep_graph (recorder.keeping_graph sets it): while > 0, computed nodes keep
     their args and params and no chain is cut into tree kernels."""
     global _keep_graph
     _keep_graph = n
@@ -467,7 +469,7 @@ cdef object _tree_op_fn = None       # lazynp.core.policy.tree_op
 cdef dict _mid_tree_ops = {}        # op -> its answer
 cdef object _op_bounds_fn = None     # lazynp.core.policy.op_bounds
 cdef dict _op_bounds = {}           # op -> its answer, for the current numbers
-# set once by configure(): graph.run_eager, graph.run_now, graph.value_for_eager
+# set once by configure(): recorder.run_eager, recorder.run_now, executor.value_for_eager
 cdef object _run_eager_fn = None, _run_now_py = None, _value_for_eager_fn = None
 
 
@@ -505,10 +507,10 @@ cdef inline tuple _bounds_of(op):
 
 
 cdef int _run_now(op, tuple args, shape) except -1:
-    """graph.run_now: D_NOW (node arguments all computed, the work small or of a kind
+    """recorder.run_now: D_NOW (node arguments all computed, the work small or of a kind
     fusion cannot improve), D_RECORD, or D_TREE (recorded if it joins a tree kernel), by
     the policy's bounds for ``op`` (lazynp.core.policy.decide); shared, failed and most
-    pending arguments are left to graph.run_now."""
+    pending arguments are left to recorder.run_now."""
     cdef Py_ssize_t size = _size_of(shape), n, tree_from, record_from
     cdef Node an, r
     cdef bint pending = False
@@ -527,7 +529,7 @@ cdef int _run_now(op, tuple args, shape) except -1:
         return D_NOW        # (no op's tree_from is below _tree_min)
     tree_from, record_from = _bounds_of(op)
     if pending:
-        # medium elementwise work joins its pending arguments' tree, as in graph.run_now;
+        # medium elementwise work joins its pending arguments' tree, as in recorder.run_now;
         # anything else, there
         if tree_from <= size < record_from:
             for a in args:
@@ -1271,7 +1273,7 @@ cdef extern from *:
 
 
 cdef object _view_on(base, tuple g):
-    """``graph._view_impl(base, *g)`` (a view of geometry ``g`` on a computed buffer), in C
+    """``nodes.buffer_view(base, *g)`` (a view of geometry ``g`` on a computed buffer), in C
     where the geometry allows."""
     cdef PyObject *r = lz_view_on(base, g[0], g[1], g[2], g[3])
     if r is NULL:
@@ -1428,19 +1430,19 @@ cdef inline Py_ssize_t _counted(cnp.ndarray v):
 
 cdef bint _assign_tree(ndarray self, index, ndarray value) except -1:
     """``self[index] = value`` for a temporary ``value`` that is a pending tree kernel of
-    medium size: the kernel writes straight into the region (graph.tree_into)."""
+    medium size: the kernel writes straight into the region (trees.tree_into)."""
     # (references: a temporary's only one is the caller's stack; its Var's, the temporary's
     # and the argument lz_refcnt is given)
     if value._isview or value._v is None or lz_refcnt(value) > 1 or lz_refcnt(value._v) > 2:
         return False
     cdef Node h = <Node>(<Var>value._v).head
-    if h.state != PENDING or not h.has_fx or h.nuse:
+    if h.state != PENDING or not h.has_tree or h.use_count:
         return False
     cdef Py_ssize_t n = _size_of(h.shape)
     if n < _tree_min or n >= _tree_max:
         return False
     # (a large region: the buffer itself when nothing else holds it, as for an assignment
-    # run at once, graph.writable_view's large_in_place)
+    # run at once, recorder.writable_view's large_in_place)
     target = _writable(self, n) if n < _eager_max else _writable_py(self, n, True)
     if type(target) is not _ndarray_np:
         return False
@@ -1480,7 +1482,7 @@ cdef object _tree_side(o):
                 return _NE
         else:
             h = <Node>(<Var>a._v).head
-            if h.state != PENDING or not h.has_fx:
+            if h.state != PENDING or not h.has_tree:
                 return _NE
             return h.shape
     if type(v) is not _ndarray_np or cnp.PyArray_TYPE(<cnp.ndarray>v) > cnp.NPY_DOUBLE or \
@@ -1556,7 +1558,7 @@ cdef bint _to_tree(x, y, bint unary) except -1:
 from numpy import broadcast_shapes as _broadcast_shapes
 
 
-#: graph.lone_sites: user lines whose medium elementwise op made trees of that op alone
+#: state.lone_sites: user lines whose medium elementwise op made trees of that op alone
 #: (the next statement read it: nothing to fuse): they run at once
 cdef set _lone_sites = set()
 
@@ -1929,11 +1931,11 @@ cdef object _new_array(Node node, bint scalar):
     return a
 
 
-cdef object _LEAF = None       # graph.LEAF
+cdef object _LEAF = None       # nodes.LEAF
 
 
 cdef Node _leaf(value, bint exported):
-    """graph.leaf in C: a computed node holding ``value``."""
+    """recorder.leaf in C: a computed node holding ``value``."""
     cdef Node n = Node.__new__(Node)
     _init_node(n, _LEAF, (), None, value.shape, value.dtype)
     n.value = value
@@ -2034,7 +2036,7 @@ cdef inline object _node_of(a):
 
 
 cdef object _writable(ndarray a, Py_ssize_t region):
-    """The NumPy array through which ``a`` may be written at once (graph.writable_view):
+    """The NumPy array through which ``a`` may be written at once (recorder.writable_view):
     here when nothing but ``a``'s Var holds its current version, else the Python path."""
     global _n_inplace
     if _record_all:
@@ -2838,7 +2840,7 @@ cdef object _unop(int k, ndarray self):
 
 cdef Py_ssize_t _tree(Node n, op, args, shape, bint count_uses) except -1:
     """Set ``n``'s tree-kernel structure; with ``count_uses`` count its arguments' uses; the
-    tree's size, 0 when none (graph._tree_structure)."""
+    tree's size, 0 when none (trees.tree_structure)."""
     cdef list key = [op]
     cdef tuple ins = (), kf = (), ki = ()
     cdef Py_ssize_t size = 1, gen = state.generation, k
@@ -2851,7 +2853,7 @@ cdef Py_ssize_t _tree(Node n, op, args, shape, bint count_uses) except -1:
             if count_uses:
                 for a in args:
                     if type(a) is Node:
-                        (<Node>a).nuse += 1
+                        (<Node>a).use_count += 1
             return 0
         key.append("sq")
         args = args[:1]
@@ -2860,28 +2862,28 @@ cdef Py_ssize_t _tree(Node n, op, args, shape, bint count_uses) except -1:
         if t is Node:
             an = <Node>a
             if count_uses:
-                an.nuse += 1
+                an.use_count += 1
             if not ok:
                 continue
             if an.shape != shape and not (_broadcasts(an.shape, shape) and _computed(an)):
                 ok = False      # (only a computed input may broadcast)
             elif an.state == PENDING and not _computed(an):
-                if not an.has_fx:
+                if not an.has_tree:
                     ok = False
                     continue
                 if ins:
-                    ins, remap = _merge_inputs(ins, an.fx_ins)
-                    key.append(("t", an.fx_sid, remap))
+                    ins, remap = _merge_inputs(ins, an.tree_inputs)
+                    key.append(("t", an.tree_id, remap))
                 else:
-                    key.append(an.fx_sid)
-                    ins = an.fx_ins
-                if an.nuse > 1:
+                    key.append(an.tree_id)
+                    ins = an.tree_inputs
+                if an.use_count > 1:
                     shared = True       # (read elsewhere too: maybe twice in this tree)
-                kf += an.fx_kf
-                ki += an.fx_ki
-                size += an.fx_size
-                if an.fx_gen < gen:
-                    gen = an.fx_gen
+                kf += an.tree_floats
+                ki += an.tree_ints
+                size += an.tree_size
+                if an.tree_generation < gen:
+                    gen = an.tree_generation
             elif a in ins:
                 key.append(~ins.index(a))
             else:
@@ -2908,18 +2910,18 @@ cdef Py_ssize_t _tree(Node n, op, args, shape, bint count_uses) except -1:
         if sid == -1:
             sid = _tree_structure(tkey, n)
         if sid is not None:
-            n.has_fx = True
-            n.fx_sid = sid
-            n.fx_ins = ins
-            n.fx_kf = kf
-            n.fx_ki = ki
-            n.fx_size = size
-            n.fx_gen = gen
+            n.has_tree = True
+            n.tree_id = sid
+            n.tree_inputs = ins
+            n.tree_floats = kf
+            n.tree_ints = ki
+            n.tree_size = size
+            n.tree_generation = gen
     return size
 
 
 cdef inline bint _computed(Node n):
-    """``n`` (a view: its base) holds its value (graph.computed): a tree kernel input."""
+    """``n`` (a view: its base) holds its value (nodes.computed): a tree kernel input."""
     if n.op is _VIEW:
         n = <Node>n.args[0]
     return n.state == DONE and n.value is not None and n.error is None
@@ -2967,7 +2969,7 @@ cdef bint _tape_paused = False
 def set_tape(tape, bint paused):
     """Put every recorded node on ``tape`` (a list; None: no trace is open), unless
     ``paused``; an in-place write marks the array it writes as read by a backward pass
-    (``graph.install_tape``; ``graph._taped`` in C)."""
+    (``recorder.install_tape``; ``recorder._taped`` in C)."""
     global _tape, _tape_paused
     _tape = tape
     _tape_paused = paused
@@ -2975,7 +2977,7 @@ def set_tape(tape, bint paused):
 
 cpdef Node record(op, args, params, shape, dtype):
     """Add a node to the pending graph (no work runs) and return it; or run it at once and
-    return a computed node when the execution policy says so (graph.record).  While a
+    return a computed node when the execution policy says so (recorder.record).  While a
     trace is open the node goes on its tape (:func:`set_tape`)."""
     cdef Node n = _record(op, args, params, shape, dtype)
     if _tape is not None:
@@ -3008,18 +3010,18 @@ cdef Node _record(op, args, params, shape, dtype):
             # a chain grown past a tree kernel's size: compute its pending arguments now
             # (each one tree kernel), and start a new tree on their values
             for a in args:
-                if type(a) is Node and (<Node>a).state == PENDING and (<Node>a).has_fx:
+                if type(a) is Node and (<Node>a).state == PENDING and (<Node>a).has_tree:
                     _flush_fn([a])
             _tree(n, op, args, shape, False)
             if code is not None:
                 _restart_site_fn((code, n.site_lasti))
     else:
         if ext is not _default_ext:
-            n.ext = ext     # the user's np.errstate at the recording line applies when it runs
+            n.errstate = ext     # the user's np.errstate at the recording line applies when it runs
         for a in args:
             if type(a) is Node:
-                (<Node>a).nuse += 1
-    if d == D_TREE and (not n.has_fx or
+                (<Node>a).use_count += 1
+    if d == D_TREE and (not n.has_tree or
                         _lone_sites and (n.site_code, n.site_lasti) in _lone_sites):
         done = _run_untreed_fn(n)      # (joins no tree kernel: at once)
         if done is not None:
@@ -3034,7 +3036,7 @@ cdef Node _record(op, args, params, shape, dtype):
         if _run_at_call(raises, code, n.site_lasti, ext):
             _run_at_call_fn(n)
         else:
-            n.wstate = ws
+            n.warnings_state = ws
     return n
 
 
@@ -3043,7 +3045,7 @@ cdef object _py_recorder = None     # set_recorder
 
 def set_recorder(recorder):
     """Record the C dunders' and one-input ufunc calls' nodes with ``recorder`` (a Python
-    recorder such as ``graph.py_record``; None: this module's :func:`record`), so that
+    recorder such as ``recorder.py_record``; None: this module's :func:`record`), so that
     tests run the two recorders on the same programs."""
     global _py_recorder
     _py_recorder = recorder
@@ -3220,7 +3222,7 @@ def binary_dunder(uf, bint reflected, bint sequence_aware, result_dtypes, check_
 
 def live_pending_heads():
     """Pending heads of live Vars (each once); drops dead or computed entries from
-    ``pending_vars`` (graph._live_pending_heads, in C)."""
+    ``pending_vars`` (nodes.live_pending_heads, in C)."""
     cdef list keep = []
     cdef list heads = []
     cdef Node h
@@ -3258,14 +3260,14 @@ def data_offset(a, base):
         return a.__array_interface__["data"][0] - base.__array_interface__["data"][0]
 
 
-# --- running a plain node (graph._run + graph._after_run) ---------------------------------------
+# --- running a plain node (executor._run + executor._after_run) ---------------------------------
 
 cdef object _normalize = None, _node_failed = None
 
 
 def configure_executor(*, view, book_lock, pool_min_bytes, value_of, normalize, node_failed,
                        ndarray):
-    """Hand the executor graph.py's objects (called once, when graph.py is imported)."""
+    """Hand the executor core/executor.py's objects (called once, when it is imported)."""
     global _VIEW, _book_lock, _pool_min_bytes, _value_of, _normalize, _node_failed, _ndarray_np
     _VIEW = view
     _book_lock = book_lock
@@ -3277,7 +3279,7 @@ def configure_executor(*, view, book_lock, pool_min_bytes, value_of, normalize, 
 
 
 def run_node(Node n, epoch):
-    """``graph._run(n, False)`` then ``graph._after_run(n, epoch)`` for a node that is not a
+    """``executor._run(n, False)`` then ``executor._after_run(n, epoch)`` for a node that is not a
     write and whose result is too small for a pooled buffer.  Returns False, having done
     nothing, for any other node (the caller runs the Python path)."""
     op = n.op
@@ -3318,34 +3320,34 @@ def run_node(Node n, epoch):
         for x in n.args:
             if type(x) is Node:
                 a = <Node>x
-                a.nuse -= 1
+                a.use_count -= 1
                 r = <Node>(a.args[0]) if a.op is _VIEW else a
-                if r.fl == epoch:
-                    r.rem -= 1
-                    if r.rem == 0 and not r.needed:
+                if r.flush_epoch == epoch:
+                    r.readers_left -= 1
+                    if r.readers_left == 0 and not r.needed:
                         r.value = None
-    if n.has_fx:            # (its tree inputs, kept alive by it, chain back without end)
-        n.has_fx = False
-        n.fx_ins = n.fx_kf = n.fx_ki = None
+    if n.has_tree:            # (its tree inputs, kept alive by it, chain back without end)
+        n.has_tree = False
+        n.tree_inputs = n.tree_floats = n.tree_ints = None
     if not _keep_graph:
         n.params = None
         n.args = ()
     return True
 
 
-# --- planning a flush (graph._collect and graph._Plan's counts) ---------------------------------
+# --- planning a flush (executor._collect and executor._FlushPlan's counts) -------------------
 
 def collect(targets, epoch):
-    """``graph._collect``: the pending nodes behind ``targets`` in topological order."""
+    """``executor._collect``: the pending nodes behind ``targets`` in topological order."""
     order = []
     cdef Node t, node, a
     cdef Py_ssize_t i, n_args
     cdef bint pushed
     for x in targets:
         t = <Node>x
-        if t.state != PENDING or t.fl == epoch:
+        if t.state != PENDING or t.flush_epoch == epoch:
             continue
-        t.fl = epoch
+        t.flush_epoch = epoch
         nodes = [t]
         positions = [0]
         while nodes:
@@ -3360,8 +3362,8 @@ def collect(targets, epoch):
                 i += 1
                 if type(y) is Node:
                     a = <Node>y
-                    if a.state == PENDING and a.fl != epoch:
-                        a.fl = epoch
+                    if a.state == PENDING and a.flush_epoch != epoch:
+                        a.flush_epoch = epoch
                         positions[top] = i
                         nodes.append(a)
                         positions.append(0)
@@ -3375,7 +3377,7 @@ def collect(targets, epoch):
 
 
 def plan_counts(list order, targets, epoch):
-    """``graph._Plan``'s counts: in-flush uses and buffer readers of each node, what must
+    """``executor._FlushPlan``'s counts: in-flush uses and buffer readers of each node, what must
     outlive the flush.  Returns ``(external nodes read, has writes, generation bumps)``."""
     cdef Node n, a, r
     cdef bint n_is_view, has_writes = False
@@ -3383,7 +3385,7 @@ def plan_counts(list order, targets, epoch):
     for x in order:
         n = <Node>x
         n.uses = 0
-        n.rem = 0
+        n.readers_left = 0
     external = []
     seen = set()
     for x in order:
@@ -3395,21 +3397,21 @@ def plan_counts(list order, targets, epoch):
             if type(y) is Node:
                 a = <Node>y
                 r = <Node>(a.args[0]) if a.op is _VIEW else a
-                if a.fl == epoch:
+                if a.flush_epoch == epoch:
                     a.uses = a.uses + 1
-                if r.fl == epoch:
+                if r.flush_epoch == epoch:
                     if not n_is_view:
-                        r.rem = r.rem + 1
+                        r.readers_left = r.readers_left + 1
                 elif id(r) not in seen:
                     seen.add(id(r))
                     external.append(r)
     for x in targets:
         n = <Node>x
-        if n.fl == epoch:
+        if n.flush_epoch == epoch:
             n.needed = True
     for x in order:
         n = <Node>x
-        if n.nuse > n.uses:
+        if n.use_count > n.uses:
             n.needed = True
             bumps += 1
         elif n.exported:
@@ -3423,7 +3425,7 @@ def plan_counts(list order, targets, epoch):
 
 
 def schedule_scan(list order, plan):
-    """``graph._schedule``'s scan: marks the nodes scheduled and returns ``(work, total
+    """``executor._schedule``'s scan: marks the nodes scheduled and returns ``(work, total
     bytes, largest size, in-place writes, copy-on-write writes)``; a write runs in place
     when ``plan.last_reader_before`` allows it (it then shares its base's engine var)."""
     cdef Node n, h
@@ -3442,7 +3444,7 @@ def schedule_scan(list order, plan):
             h = <Node>(n.args[0])
             if h.error is None and plan.last_reader_before(h, i):
                 inplace = True
-                n.evar = ((<Node>h.args[0]) if h.op is _VIEW else h).evar
+                n.engine_var = ((<Node>h.args[0]) if h.op is _VIEW else h).engine_var
                 n_inplace += 1
             else:
                 n_copy += 1
@@ -3457,7 +3459,7 @@ def schedule_scan(list order, plan):
 
 
 def run_bulk(list items, epoch, run_item, item_failed):
-    """``graph._push_bulk``'s loop: plain nodes in the errstate they were recorded under go
+    """``executor._push_bulk``'s loop: plain nodes in the errstate they were recorded under go
     straight to ``run_node``; any other item to ``run_item(item, epoch)``.  A failing item
     is handed to ``item_failed(item, exc)`` and the loop goes on."""
     cdef Node n
@@ -3465,8 +3467,8 @@ def run_bulk(list items, epoch, run_item, item_failed):
         try:
             if type(it) is tuple and not it[1]:
                 n = <Node>(it[0])
-                # (run under the logging default errstate: graph._run_item)
-                if n.ext is None and get_value(_extobj_var) is _log_default and \
+                # (run under the logging default errstate: executor._run_item)
+                if n.errstate is None and get_value(_extobj_var) is _log_default and \
                         run_node(n, epoch):
                     if _caught:
                         _issue_caught(n)
@@ -3520,7 +3522,7 @@ def replay_structure(outs, dict tape, inputs, freeze, placeholder, view_op, unca
         n = <Node>(<tuple>entry)[0]
         args = <tuple>(<tuple>entry)[1]
         p = (<tuple>entry)[2]
-        if n.state != PENDING or n.ext is not None:
+        if n.state != PENDING or n.errstate is not None:
             raise uncacheable
         ak = []
         outside = None

@@ -3,16 +3,16 @@
 Every module that uses the extension takes it from here (:data:`ext`), never by importing
 it: so there is one place that decides whether it is used.  It is None when it is not built
 (no C compiler at install time) or when ``LAZYNP_PURE_PYTHON=1`` is set; lazynp then runs
-the pure Python versions of the same code (``core/graph.py``, ``_numpy/ufunc.py``...),
-which are the reference the extension is tested against.
+the pure Python versions of the same code (``core/recorder.py``, ``core/executor.py``,
+``_numpy/ufunc.py``...), which are the reference the extension is tested against.
 
 The extension holds no rule of its own and reads no module's globals: the modules above
 hand it what it needs through the named calls of :data:`INTERFACE` (callables, state
-objects such as ``graph``'s record state and its ``lone_sites`` set, and numbers), and
-setters push it the mutable flags (``graph.keep_graph``, ``devices.HOOK``, the policy's
-numbers).  ``tests/test_native_interface.py`` keeps the two sides in step: every call
-below takes exactly these names, and the ``configure...`` calls take them as required
-keywords (a missing one is a TypeError at import).
+objects such as ``core.state``'s record counters and ``lone_sites`` set, and numbers),
+and setters push it the mutable flags (``core.state.shared.keep_graph``, ``devices.HOOK``,
+the policy's numbers).  ``tests/test_native_interface.py`` keeps the two sides in step:
+every call below takes exactly these names, and the ``configure...`` calls take them as
+required keywords (a missing one is a TypeError at import).
 """
 from __future__ import annotations
 
@@ -45,10 +45,10 @@ INTERFACE: dict[str, tuple[tuple[str, ...], str]] = {
                    "run_eager", "run_now", "value_for_eager",
                    "protected_ranges", "errstate_traps", "errstate_ignores", "run_at_call",
                    "warnings_state", "warnings_module", "log_default", "caught",
-                   "issue_caught"), "lazynp.core.graph"),
+                   "issue_caught"), "lazynp.core.recorder"),
     "configure_executor": (("view", "book_lock", "pool_min_bytes", "value_of", "normalize",
-                            "node_failed", "ndarray"), "lazynp.core.graph"),
-    "set_keep_graph": (("n",), "lazynp.core.graph"),
+                            "node_failed", "ndarray"), "lazynp.core.executor"),
+    "set_keep_graph": (("n",), "lazynp.core.recorder"),
     "set_policy": (("record_all", "eager_max", "tree_min", "tree_max", "sized_kinds",
                     "tree_op", "op_bounds"), "lazynp.core.policy"),
     "set_transforms": (("n",), "lazynp.core.policy"),
@@ -69,6 +69,6 @@ INTERFACE: dict[str, tuple[tuple[str, ...], str]] = {
                         "lazynp._numpy.eager"),
     "configure_device_hook": (("dispatch",), "lazynp._numpy.eager"),
     "set_device_hook": (("on",), "lazynp.devices"),
-    "set_tape": (("tape", "paused"), "lazynp.core.graph"),
+    "set_tape": (("tape", "paused"), "lazynp.core.recorder"),
     "set_recorder": (("recorder",), "tests.test_speedups"),
 }

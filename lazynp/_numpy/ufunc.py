@@ -24,7 +24,7 @@ _NoValue = np._NoValue
 
 
 def _ufunc_out_impl(base, *vals, geom, ufunc, kw, has_where):
-    target = base if geom is None else graph._view_impl(base, *geom)
+    target = base if geom is None else graph.buffer_view(base, *geom)
     if has_where:
         ufunc(*vals[:-1], out=target, where=vals[-1], **kw)
     else:

@@ -46,7 +46,7 @@ def _getitem_impl(base, *idx_vals, index):
 
 
 def _setitem_impl(base, value, *idx_vals, geom, index):
-    target = base if geom is None else graph._view_impl(base, *geom)
+    target = base if geom is None else graph.buffer_view(base, *geom)
     if index is Ellipsis:
         target[...] = value
     else:
@@ -68,7 +68,7 @@ def assign(target: np.ndarray, idx, value) -> None:
 
 
 def _ufunc_at_impl(base, *vals, geom, index, ufunc, has_b):
-    target = base if geom is None else graph._view_impl(base, *geom)
+    target = base if geom is None else graph.buffer_view(base, *geom)
     if has_b:
         ufunc.at(target, _fill(index, vals[:-1]), vals[-1])
     else:
@@ -337,7 +337,7 @@ def setitem(arr, index, value) -> None:
 def _setitem_now(arr, index, value) -> bool:
     """``arr[index] = value`` at once, by NumPy, when the policy allows it: ``arr``, the
     index and the value computed, the written region small, and a buffer that may be
-    written (:func:`lazynp.core.graph.writable_value`).  False: record it instead."""
+    written (:func:`lazynp.core.recorder.writable_view`).  False: record it instead."""
     val = eager_operand(value)
     if val is _NOT:
         return False

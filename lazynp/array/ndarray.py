@@ -370,8 +370,8 @@ class _Members:
                 return v.copy(order="K")
             self._ext = True
             return v
-        if graph.array_hook is not None:
-            graph.array_hook(self)           # (autograd: no silent constant on its path)
+        if graph.shared.array_hook is not None:
+            graph.shared.array_hook(self)    # (autograd: no silent constant on its path)
         v = self._value()
         if _policy.record_all:
             # everything is recorded (policy "lazy", or a transform): a snapshot, so that
@@ -381,8 +381,8 @@ class _Members:
         h = self._var.head
         if h.exported is not True:
             h.exported = True            # shared with the caller from now on: later ops
-            if h.nuse and graph._state.pending_count:   # on it run at once, and readers
-                live = graph._live_pending_heads()       # recorded before run now (and
+            if h.use_count and graph.counts.pending_count:    # on it run at once, and readers
+                live = graph.live_pending_heads()        # recorded before run now (and
                 if live:                                 # finish) before the caller writes
                     graph.flush(live)
         if dtype is not None and v.dtype != dtype:
@@ -441,28 +441,28 @@ class _Members:
                 raise TypeError(f"only 0-dimensional arrays can be converted to Python scalars")
             raise TypeError(f"only length-1 arrays can be converted to Python scalars")
         v = self._value()[()]
-        if graph.value_hook is not None:
-            graph.value_hook(self, what, v)       # (autograd: no silent constant on its path)
+        if graph.shared.value_hook is not None:
+            graph.shared.value_hook(self, what, v)    # (autograd: no silent constant on its path)
         return v
 
     def item(self, *args):
         """Copy an element to a standard Python scalar (forces)."""
         v = self._value().item(*args)
-        if graph.value_hook is not None:
-            graph.value_hook(self, "item", v)
+        if graph.shared.value_hook is not None:
+            graph.shared.value_hook(self, "item", v)
         return v
 
     def tolist(self):
         """The array as nested Python lists (forces)."""
         v = self._value().tolist()
-        if graph.value_hook is not None:
-            graph.value_hook(self, "tolist", v)
+        if graph.shared.value_hook is not None:
+            graph.shared.value_hook(self, "tolist", v)
         return v
 
     def tobytes(self, order="C") -> bytes:
         v = self._value()
-        if graph.value_hook is not None:
-            graph.value_hook(self, "tobytes", v)
+        if graph.shared.value_hook is not None:
+            graph.shared.value_hook(self, "tobytes", v)
         return v.tobytes(order)
 
     def __repr__(self) -> str:
@@ -639,6 +639,6 @@ def configure_core(*, getitem, setitem, array_ufunc, real: property, imag: prope
         ndarray, leaf=graph.leaf, leaf_op=graph.LEAF, materialize=graph.materialize,
         getitem=getitem, setitem=setitem, writable=graph.writable_view,
         construct=_construct_value, data_offset=_data_offset, view_node=_view_node_now,
-        view_on=graph._view_impl, array=_Members.__array__, array_ufunc=array_ufunc,
+        view_on=graph.buffer_view, array=_Members.__array__, array_ufunc=array_ufunc,
         transpose=lambda a: a.transpose(), check_buffer_dtype=check_buffer_dtype)
     _native.ext.configure_parts(real, imag)

@@ -110,7 +110,7 @@ def _plain_call(args, kwargs) -> bool:
     """True when a transform is called with no lazynp array (NumPy arrays, Python
     numbers) and no transform is open: it then returns NumPy values, as autograd does, so
     that SciPy's compiled code (``scipy.optimize``'s ``jac=``, ``hessp=``) can use them."""
-    if graph.keep_graph:
+    if graph.shared.keep_graph:
         return False
     for _a in arrays_in((args, tuple(kwargs.values()) if kwargs else ())):
         return False

@@ -113,7 +113,7 @@ def structure(outs: list, tape: dict, inputs: list) -> tuple:
     freeze = _freeze
     view = _graph.VIEW
     for n, args, p in tape.values():
-        if n.state != pending or n.ext is not None:
+        if n.state != pending or n.errstate is not None:
             raise Uncacheable
         ak = []
         outside = None
@@ -252,7 +252,7 @@ def abandon(recorded: list, readers: list | None = None) -> list:
     ``w`` on every step).  A node the user kept (a global list, a written global array) still
     runs when read.  ``readers``: those reads, as :func:`structure` found them, when
     ``recorded`` is exactly the tape it keyed (else they are found here)."""
-    st = _graph._state
+    st = _graph.counts
     st.pending_count = max(0, st.pending_count - len(recorded))
     pending = _graph.PENDING
     if readers is None:
@@ -271,8 +271,8 @@ def release_dead(watch: list) -> None:
     """Nodes of ``watch`` that died without running will never read their arguments."""
     dead = [reads for ref, reads in watch if ref() is None]
     if dead:
-        with _graph._book_lock:
+        with _graph.book_lock:
             for reads in dead:
                 for a in reads:
-                    if a.nuse > 0:
-                        a.nuse -= 1
+                    if a.use_count > 0:
+                        a.use_count -= 1

@@ -53,7 +53,7 @@ from ..ops.registry import Op, register
 def _target(buf, geom):
     if geom is None:
         return buf
-    return graph._view_impl(np.ascontiguousarray(buf), *geom)
+    return graph.buffer_view(np.ascontiguousarray(buf), *geom)
 
 
 def _overlaps(shape, strides, itemsize) -> bool:
@@ -96,7 +96,7 @@ def _region_add_impl(g, *idx, shape, dtype, geom, index):
 
 def _region_zero_impl(g, *idx, geom, index):
     c = np.array(g, copy=True, order="C")
-    t = c if geom is None else graph._view_impl(c, *geom)
+    t = c if geom is None else graph.buffer_view(c, *geom)
     if index is None:
         t[...] = 0
     else:

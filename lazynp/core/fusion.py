@@ -34,7 +34,7 @@ _fusible_cache: dict = {}
 class FusedGroup:
     """Elementwise members with one iteration shape, plus an optional reduction epilogue."""
 
-    __slots__ = ("members", "shape", "start", "reduction", "member_ids", "evar", "removed")
+    __slots__ = ("members", "shape", "start", "reduction", "member_ids", "engine_var", "removed")
 
     def __init__(self, first, start: int):
         self.members = [first]
@@ -42,7 +42,7 @@ class FusedGroup:
         self.shape = first.shape
         self.start = start
         self.reduction = None
-        self.evar = None
+        self.engine_var = None
         self.removed = False
 
     def add(self, node) -> None:
@@ -214,7 +214,7 @@ def fuse(work: list, node_type, simd_check: bool = True) -> list:
 def _can_merge(h: FusedGroup, g: FusedGroup, index_of, node_type) -> bool:
     """Can group ``h`` (started later) run inside ``g``: every input of its members is in
     ``g`` or ``h``, or produced before ``g`` starts."""
-    if h.members[0].ext is not g.members[0].ext:
+    if h.members[0].errstate is not g.members[0].errstate:
         return False
     for m in h.members:
         for a in m.args:
@@ -234,7 +234,7 @@ def _can_merge(h: FusedGroup, g: FusedGroup, index_of, node_type) -> bool:
 
 
 def _can_join(n, g: FusedGroup, group_of, index_of, node_type) -> bool:
-    if n.ext is not g.members[0].ext:
+    if n.errstate is not g.members[0].errstate:
         return False
     for a in n.args:
         if type(a) is not node_type:

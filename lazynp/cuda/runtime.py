@@ -32,7 +32,7 @@ import numpy as np
 from .._base import counters as _counters, site as _site
 from ..devices import names
 from ..engine import streams
-from ..core.graph import PENDING, VIEW, _add_site_note, pending_order
+from ..core.graph import PENDING, VIEW, add_site_note, pending_order
 from ..ops.registry import OPS, Op, register
 from ..core import fusion
 from ..kernels import fused
@@ -53,8 +53,8 @@ class DeviceNode:
     """One recorded value on a device."""
 
     __slots__ = ("op", "args", "params", "shape", "dtype", "device", "value", "state",
-                 "error", "site", "ext", "event", "readers", "pending_readers", "nuse",
-                 "fl", "needed", "uses", "fx", "__weakref__")
+                 "error", "site", "errstate", "event", "readers", "pending_readers",
+                 "use_count", "flush_epoch", "needed", "uses", "tree", "__weakref__")
 
     def __init__(self, op, args: tuple, params, shape: tuple, dtype, device):
         self.op = op
@@ -67,15 +67,15 @@ class DeviceNode:
         self.state = PENDING
         self.error = None
         self.site = None
-        self.ext = None         # (the fusion pass compares the errstate of members)
+        self.errstate = None         # (the fusion pass compares the errstate of members)
         self.event = None       # recorded after the kernel that wrote ``value``
         self.readers = []       # events of launched kernels that read ``value``
         self.pending_readers = weakref.WeakSet()
-        self.nuse = 0
-        self.fl = 0
+        self.use_count = 0
+        self.flush_epoch = 0
         self.needed = False
         self.uses = 0
-        self.fx = None
+        self.tree = None
 
     def __repr__(self) -> str:
         st = ("pending", "launched")[self.state]
@@ -115,7 +115,7 @@ def record(op, args: tuple, params, shape: tuple, dtype, device) -> DeviceNode:
     n.site = _user_site()
     for a in args:
         if type(a) is DeviceNode:
-            a.nuse += 1
+            a.use_count += 1
             a.pending_readers.add(n)
     _n_pending[0] += 1
     if _n_pending[0] >= MAX_PENDING:
@@ -206,12 +206,12 @@ def flush(targets) -> None:
             n.uses = 0
         for n in order:
             for a in n.args:
-                if type(a) is DeviceNode and a.fl == epoch:
+                if type(a) is DeviceNode and a.flush_epoch == epoch:
                     a.uses += 1
         for n in order:
-            if n.nuse > n.uses:
+            if n.use_count > n.uses:
                 n.needed = True
-            if n.op is VIEW and (n.needed or n.nuse > n.uses):
+            if n.op is VIEW and (n.needed or n.use_count > n.uses):
                 n.args[0].needed = True
         work = [(n, False) for n in order if n.op is not VIEW]
         items = fusion.fuse(work, DeviceNode, simd_check=False)
@@ -353,7 +353,7 @@ def _launch_item(it, continued: set, here: set) -> None:
 
 
 def _fail(nodes, exc) -> None:
-    _add_site_note(exc, nodes[0])
+    add_site_note(exc, nodes[0])
     for n in nodes:
         n.error = exc
         n.state = LAUNCHED
@@ -431,7 +431,7 @@ def _group_work(group, dev, stream, here: set = frozenset()):
             if type(a) is DeviceNode:
                 internal[id(a)] = internal.get(id(a), 0) + 1
     out_idx = tuple(k for k, m in enumerate(members)
-                    if m.needed or m.nuse > internal.get(id(m), 0))
+                    if m.needed or m.use_count > internal.get(id(m), 0))
     size = math.prod(shape)
     in_bufs = []
     bcast = []
@@ -542,7 +542,7 @@ def _dead_inputs(group, inputs, here: set) -> list:
     for a in inputs:
         if a.op is VIEW or id(a) not in here or a.needed or a.value is None or \
                 a.error is not None or a.shape != group.shape or \
-                a.nuse != uses.get(id(a), 0) or a.readers:
+                a.use_count != uses.get(id(a), 0) or a.readers:
             continue
         if any(r not in group.members for r in a.pending_readers):
             continue

@@ -6,7 +6,7 @@ incrementally instead.  When an elementwise ufunc node is recorded, :func:`struc
 ``(op, dtype, argument structures)`` into a small integer; a pending argument contributes its
 own structure id (its expression is inlined), a computed array contributes its dtype (it is a
 kernel input), a Python scalar its type (its value is a kernel constant).  The node keeps
-``fx = (structure id, inputs, float constants, int constants, tree size, generation)``, each
+``tree = (structure id, inputs, float constants, int constants, tree size, generation)``, each
 tuple the concatenation of its arguments' tuples, so at flush time the kernel, its inputs and
 its constants are known without walking the graph.
 
@@ -35,6 +35,11 @@ from . import cpu, exprs, fpflags, fused
 
 #: trees above this many nodes are left to the ordinary flush
 MAX_TREE = 256
+
+#: A node's ``tree``, its tree-kernel structure (set by the recorder,
+#: :func:`lazynp.core.trees.tree_structure`), is the tuple ``(structure id, input nodes,
+#: float constants, int constants, size in nodes, generation)``; these name its fields.
+TREE_ID, TREE_INPUTS, TREE_FLOATS, TREE_INTS, TREE_SIZE, TREE_GENERATION = range(6)
 
 
 _F64 = np.dtype(np.float64)
@@ -145,8 +150,8 @@ def squares(e, dtype) -> bool:
     return type(e) in _CONSTANTS and e == 2 and dtype.kind == "f"
 
 
-def run(target, fx=None, value_of=None, out=None, store=(), vals=None) -> bool:
-    """Compute ``target`` with its tree kernel (``fx``: its tree structure, read once by the
+def run(target, tree=None, value_of=None, out=None, store=(), vals=None) -> bool:
+    """Compute ``target`` with its tree kernel (``tree``: its tree structure, read once by the
     caller: a node computed meanwhile drops it; ``value_of``: an input node's NumPy value,
     views realized); False when it cannot run now (no kernel yet, the arguments do not fit,
     or a floating-point flag NumPy would warn about was raised).  ``out``: a NumPy array of ``target``'s shape
@@ -157,11 +162,11 @@ def run(target, fx=None, value_of=None, out=None, store=(), vals=None) -> bool:
 
     Inputs that are all C-contiguous and writeable run in one flat loop; others (views
     with strides: a stencil's shifted slices of a grid) in one loop per dimension."""
-    if fx is None:
-        fx = target.fx
-        if fx is None:
+    if tree is None:
+        tree = target.tree
+        if tree is None:
             return False
-    sid, ins, kf, ki = fx[:4]
+    sid, ins, kf, ki = tree[:TREE_SIZE]
     order = sig = None
     if sid in may_share:
         order, sig = dag(target, ins)
@@ -304,7 +309,7 @@ def _render(target, n_in: int, ndim: int, strided: bool = False, store_at: tuple
     counters = {"f": 0, "i": 0, "t": 0, "reads": 0}
     repeats = dict(sig) if sig else {}
     # inputs are numbered by identity: trees of one structure share their pattern of repeats
-    index = {id(x): k for k, x in enumerate(target.fx[1])}
+    index = {id(x): k for k, x in enumerate(target.tree[TREE_INPUTS])}
     loaded: set = set()
     stores: list = []
 
@@ -340,8 +345,8 @@ def _render(target, n_in: int, ndim: int, strided: bool = False, store_at: tuple
                 counters["reads"] += 1
                 k = repeats.get(counters["reads"])
                 if k is not None:             # (computed before: its temporary)
-                    counters["f"] += len(a.fx[2])
-                    counters["i"] += len(a.fx[3])
+                    counters["f"] += len(a.tree[TREE_FLOATS])
+                    counters["i"] += len(a.tree[TREE_INTS])
                     names.append(f"t{k}")
                     dts.append(a.dtype)
                     keys.append(a.dtype)

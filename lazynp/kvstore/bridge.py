@@ -10,17 +10,17 @@ adapted in one place when the core changes.  What it relies on, exactly:
   ``wait_for_var(var)``.
 * ``lazynp.core.graph``: a lazy array's current value is the node ``arr._node()``; a node has
   ``state`` (``graph.PENDING`` until a flush schedules it), ``op`` and ``args`` (a view node,
-  ``op is graph.VIEW``, reads its base node ``args[0]``), and once scheduled ``evar``, the
+  ``op is graph.VIEW``, reads its base node ``args[0]``), and once scheduled ``engine_var``, the
   engine var its producing engine op writes.  ``graph.flush(nodes, wait=False)`` schedules
   the pending work behind ``nodes`` on the engine and returns at once;
   ``graph.materialize(node)`` returns the NumPy value of a node whose producer has run
   (without waiting, so it may be called from inside an engine op).
-* A node whose ``state`` is ``graph.SCHEDULED``, with an ``evar``, is a value being
+* A node whose ``state`` is ``graph.SCHEDULED``, with an ``engine_var``, is a value being
   computed: readers wait for the ops writing that var; the op sets ``value`` (or
   ``error``) and ``state = graph.DONE`` before it completes.
-* ``graph.leaf(value)`` makes a computed node with its own ``evar``, which may be replaced;
+* ``graph.leaf(value)`` makes a computed node with its own ``engine_var``, which may be replaced;
   a pending node that reads a computed node waits (through the engine) for the ops that
-  write that node's ``evar``.
+  write that node's ``engine_var``.
 * ``graph.record(op, args, params, shape, dtype)`` adds a node of an op registered with
   ``lazynp.ops.registry.register(Op(name, "opaque", impl))``; when it runs,
   ``impl(*arg_values, **params)`` returns its NumPy value, and an exception it raises is
@@ -117,7 +117,7 @@ class KeyClock:
     def __init__(self) -> None:
         self.var = engine.new_var()
         self.token = graph.leaf(np.empty(0, dtype=np.uint8))
-        self.token.evar = self.var
+        self.token.engine_var = self.var
 
     def wait(self) -> None:
         """Block until every push op of this key pushed so far has run."""
@@ -199,7 +199,7 @@ def when_ready(value: Any, clock: KeyClock,
         return
     if node.state == graph.PENDING:
         graph.flush([node], wait=False)
-    reads = (root.evar,) if root.evar is not None else ()
+    reads = (root.engine_var,) if root.engine_var is not None else ()
 
     def op(done: Callable[[], None]) -> None:
         try:
@@ -226,7 +226,7 @@ def arriving_value(shape: tuple[int, ...], dtype: np.dtype, arrival: Arrival
     """
     node = graph.Node(PULL_OP, (), None, tuple(shape), np.dtype(dtype))
     node.state = graph.SCHEDULED
-    node.evar = engine.new_var()
+    node.engine_var = engine.new_var()
 
     def settle(done: Callable[[BaseException | None], None], value: Any,
                exc: BaseException | None) -> None:
@@ -238,7 +238,7 @@ def arriving_value(shape: tuple[int, ...], dtype: np.dtype, arrival: Arrival
         done(exc)
 
     engine.push_async(lambda done: arrival.then(lambda v, e: settle(done, v, e)), (),
-                      (node.evar,))
+                      (node.engine_var,))
     return _lazy_ndarray._from_node(node)
 
 

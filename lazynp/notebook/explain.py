@@ -210,13 +210,13 @@ class Explanation:
         work = [(g, False) for g, inf in zip(nodes, self._info)
                 if inf["state"] in ("pending", "symbolic") and g.op is not _graph.VIEW]
         max_elems = max((prod(g.shape) for g, _ in work), default=0)
-        threshold = 4 * _graph._MIN_FUSED_WORK
+        threshold = 4 * _graph.shared.min_fused_work
         items = fuse(work, type(nodes[0]))
         kernels, small = [], 0
         for it in items:
             if type(it) is FusedGroup:
                 members = [pos[id(m)] for m in it.nodes()]
-                if prod(it.shape) * len(members) < _graph._MIN_KERNEL_WORK:
+                if prod(it.shape) * len(members) < _graph.shared.min_kernel_work:
                     small += 1
                     continue
                 kernels.append(members)
