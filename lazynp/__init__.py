@@ -3,6 +3,9 @@
 ``import lazynp as np`` and existing NumPy code gives the same results, while every
 operation is recorded into a dependency graph that runs later, planned and multi-threaded.
 Names lazynp does not implement lazily fall back to NumPy (counted in :func:`stats`).
+
+This module is the face: it re-exports the layers' public names (README, "How it works")
+and runs the installers once, in one block below.
 """
 from __future__ import annotations
 
@@ -12,40 +15,45 @@ import numpy as _np
 
 from ._base import malloc as _malloc
 
+# before anything loads Numba: glibc's thresholds apply to the allocations that follow
 _malloc.tune()
 
 # pickles made before the layered package name these two modules: import them before the
 # name ``ndarray`` is bound to the class below (importing a submodule later rebinds it)
 from . import ndarray as _old_ndarray_path, _ufunc as _old_ufunc_path  # noqa: E402,F401
-from ._base import config as _config  # noqa: E402
-from ._numpy import fallback as _fallback  # noqa: E402
-from ._base import native as _native  # noqa: E402
-from .core import graph as _graph  # noqa: E402
-from ._numpy.fallback import FallbackError
-from .array.ndarray import ndarray
-from ._numpy import composite as _composite, methods as _methods  # noqa: E402
-from ._numpy import namespace as _namespace  # noqa: E402
-
-# the installers, once: the array's members that live in the namespace layer, and the
-# namespace in which NumPy's functions called on lazynp arrays find lazynp's versions
-_methods.install()
-_fallback.register_namespace(_sys.modules[__name__])
-
+from ._base import native as _native, split as _split  # noqa: E402
+from .core import lifecycle as _lifecycle  # noqa: E402
+from .core.policy import get_policy, policy, set_policy  # noqa: E402
+from .array.ndarray import ndarray  # noqa: E402
+from .devices import default_device  # noqa: E402
+from ._numpy import composite as _composite, fallback as _fallback  # noqa: E402
+from ._numpy import methods as _methods, namespace as _namespace  # noqa: E402
+from ._numpy.fallback import FallbackError  # noqa: E402
 from ._numpy.namespace import *  # noqa: E402,F401,F403
 from ._numpy.composite import *  # noqa: E402,F401,F403
-_all_lazy = _namespace.__all_lazy__ + _composite.__all__
 from ._numpy.ufunc import ufunc  # noqa: E402
-from ._api import evaluate, stats, reset_stats, set_strict, strict  # noqa: E402
-from .notebook.explain import explain  # noqa: E402
-from .core.policy import get_policy, policy, set_policy  # noqa: E402
-from .devices import default_device  # noqa: E402
 from . import linalg, fft, random, lib, testing  # noqa: E402
-from .core import lifecycle as _lifecycle
-from ._base import split as _split  # noqa: E402
+from . import symbol  # noqa: E402
+from .symbol import Symbol  # noqa: E402
+from .jit import jit  # noqa: E402
+from . import autograd  # noqa: E402
+from .autograd import (grad, value_and_grad, vjp, jvp, jacobian, hessian,  # noqa: E402
+                       elementwise_grad, custom_vjp, custom_jvp, hessian_vector_product,
+                       make_vjp, make_jvp, make_hvp)
+from .autograd import symbolic as _symbolic_grad  # noqa: E402,F401  (installs Symbol.grad)
+from .notebook.explain import explain  # noqa: E402
+from ._api import evaluate, stats, reset_stats, set_strict, strict  # noqa: E402
 
+# --- the installers, once ------------------------------------------------------------------
+# the array's members that live in the namespace layer; the namespace in which NumPy's
+# functions called on lazynp arrays find lazynp's versions; os.fork() and interpreter exit
+# with work in flight; the C fast paths' two-thread split
+_methods.install()
+_fallback.register_namespace(_sys.modules[__name__])
 _lifecycle.install()
 _split.install(_native.ext)
 
+_all_lazy = _namespace.__all_lazy__ + _composite.__all__
 __version__ = "0.1.0"
 newaxis = None
 
@@ -79,13 +87,6 @@ def __getattr__(name: str):
 
 def __dir__():
     return sorted(set(dir(_np)) | set(globals()))
-from .autograd import grad, value_and_grad, vjp, jvp, jacobian, hessian, elementwise_grad  # noqa: E402
-from .autograd import custom_vjp, custom_jvp, hessian_vector_product, make_vjp, make_jvp, make_hvp
-from . import autograd  # noqa: E402
-from .symbol import Symbol  # noqa: E402
-from .jit import jit  # noqa: E402
-from .autograd import symbolic as _symbolic_grad  # noqa: E402,F401  (installs Symbol.grad)
-from . import symbol  # noqa: E402
 
 
 def trace(a, *args, **kwargs):
