@@ -15,6 +15,10 @@ try:
                                                       "NPY_2_0_API_VERSION")],
                                       optional=True)],
                            compiler_directives={"language_level": 3})
+    for extension in extensions:
+        # cythonize() returns new Extension objects without ``optional``: without this, a
+        # machine with no working C compiler fails to install instead of running pure Python
+        extension.optional = True
 except ImportError:         # no Cython (or NumPy) at build time: pure Python recorder
     extensions = []
 
