@@ -624,10 +624,6 @@ def add_member(name: str, value) -> None:
 _CORE_TYPES = (ndarray,)
 
 
-def _view_node_now(base, offset, shape, strides, dtype):
-    return graph.view_node(base, offset, shape, strides, dtype)   # (autograd may hook it)
-
-
 def configure_core(*, getitem, setitem, array_ufunc, real: property, imag: property) -> None:
     """Hand the C core (when built) the Python paths of the members that live above this
     module: indexing (:mod:`lazynp.array.indexing`), ``__array_ufunc__`` and the ``real``
@@ -638,7 +634,7 @@ def configure_core(*, getitem, setitem, array_ufunc, real: property, imag: prope
     _native.ext.configure_array(
         ndarray, leaf=graph.leaf, leaf_op=graph.LEAF, materialize=graph.materialize,
         getitem=getitem, setitem=setitem, writable=graph.writable_view,
-        construct=_construct_value, data_offset=_data_offset, view_node=_view_node_now,
+        construct=_construct_value, data_offset=_data_offset, view_node=graph.view_node,
         view_on=graph.buffer_view, array=_Members.__array__, array_ufunc=array_ufunc,
         transpose=lambda a: a.transpose(), check_buffer_dtype=check_buffer_dtype)
     _native.ext.configure_parts(real, imag)
