@@ -1,0 +1,332 @@
+"""Every code block of README.md and docs/*.md runs, and what it shows is what it prints.
+
+The convention (also stated in docs/index.md, "Writing docs"):
+
+* Every fenced ```` ```python ```` block is executed.  The blocks of one Markdown file run in
+  order in one fresh Python process and share one namespace (``__name__ == "__main__"``),
+  like a doctest session; each block is compiled with its file's name and its real line
+  numbers, so a recording line that lazynp reports reads ``README.md:23``.
+* A ```` ```output ```` block right after a Python block (blank lines between are allowed) is
+  that block's standard output.  It must match exactly, line by line, trailing spaces
+  ignored; ``...`` stands for any text, as doctest's ``ELLIPSIS`` (use it only for what
+  truly varies: timings, addresses).  A Python block *without* an output block must print
+  nothing, so a block cannot print something the page does not show.
+* A block that raises fails the test (show an expected error with ``try``/``except`` and
+  print it).
+* ``<!-- needs: gpu -->`` anywhere in a file: its blocks need a CUDA device.  They run on
+  Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``), or on the real GPU when
+  ``LAZYNP_TEST_REAL_GPU=1`` (as the other CUDA tests); they are never skipped.
+* ```` ```bash ```` blocks are not executed, but their commands are checked: ``pip install``
+  extras exist in pyproject.toml, ``python -m lazynp ...`` parses with the real command
+  line parser, ``python <script>`` names a file of this repository whose source has every
+  ``--option`` the line passes.
+* Relative links of the Markdown files point at files that exist.
+
+Run one page: ``python tests/test_docs.py --session docs/autodiff.md`` prints its blocks'
+outputs as JSON (that is what the tests call).
+"""
+from __future__ import annotations
+
+import contextlib
+import doctest
+import io
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC_FILES = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("**/*.md"))
+README_MAX_LINES = 250
+SESSION_TIMEOUT_S = 180
+
+_FENCE = re.compile(r"^(\s*)```(\w*)\s*$")
+_NEEDS_GPU = "<!-- needs: gpu -->"
+
+
+@dataclass
+class Block:
+    """One fenced block: its language, first code line (1-based), text, and shown output."""
+    lang: str
+    line: int
+    code: str
+    output: str | None = None
+
+
+def parse_blocks(text: str) -> list[Block]:
+    """The fenced blocks of a Markdown text, each Python block with its output block."""
+    lines = text.splitlines()
+    blocks: list[Block] = []
+    i = 0
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        indent, lang = len(m.group(1)), m.group(2)
+        start = i + 1
+        j = start
+        while j < len(lines) and not re.match(r"^\s*```\s*$", lines[j]):
+            j += 1
+        if j == len(lines):
+            raise ValueError(f"unclosed code fence at line {i + 1}")
+        body = "\n".join(ln[indent:] if ln[:indent].strip() == "" else ln
+                         for ln in lines[start:j])
+        blocks.append(Block(lang, start + 1, body + "\n"))
+        i = j + 1
+    # attach each output block to the Python block right before it
+    result: list[Block] = []
+    for b in blocks:
+        if b.lang == "output":
+            if not result or result[-1].lang != "python" or result[-1].output is not None:
+                raise ValueError(f"output block at line {b.line} follows no Python block")
+            result[-1].output = b.code
+        else:
+            result.append(b)
+    return result
+
+
+def _check_output_adjacency(text: str, blocks: list[Block]) -> None:
+    """An output block must come right after its Python block (only blank lines between)."""
+    lines = text.splitlines()
+    for b in blocks:
+        if b.lang != "python" or b.output is None:
+            continue
+        k = b.line - 1 + b.code.count("\n")     # the closing fence of the Python block
+        k += 1
+        while k < len(lines) and not lines[k].strip():
+            k += 1
+        assert k < len(lines) and lines[k].strip() == "```output", \
+            f"the output block after the Python block at line {b.line} is not adjacent"
+
+
+# --- the session: runs in a fresh process ---------------------------------------------------
+
+def run_session(path: Path, root: Path = ROOT) -> list[dict]:
+    """Execute the Python blocks of ``path`` in order in one namespace; capture each one's
+    standard output and the traceback of an error (the session stops there)."""
+    rel = path.relative_to(root).as_posix()
+    namespace = {"__name__": "__main__", "__file__": str(path)}
+    results = []
+    for b in parse_blocks(path.read_text(encoding="utf-8")):
+        if b.lang != "python":
+            continue
+        out = io.StringIO()
+        error = None
+        try:
+            code = compile("\n" * (b.line - 1) + b.code, rel, "exec")
+            with contextlib.redirect_stdout(out):
+                exec(code, namespace)
+        except BaseException:       # noqa: BLE001 (reported to the test, which fails)
+            error = traceback.format_exc()
+        results.append({"line": b.line, "stdout": out.getvalue(), "error": error})
+        if error:
+            break
+    return results
+
+
+def _session_env(path: Path) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.setdefault("PYTHONHASHSEED", "0")
+    if _NEEDS_GPU in path.read_text(encoding="utf-8") and \
+            env.get("LAZYNP_TEST_REAL_GPU") != "1":
+        env["NUMBA_ENABLE_CUDASIM"] = "1"
+    return env
+
+
+def _run_in_subprocess(path: Path) -> list[dict]:
+    proc = subprocess.run([sys.executable, __file__, "--session", str(path)],
+                          capture_output=True, text=True, cwd=ROOT, env=_session_env(path),
+                          timeout=SESSION_TIMEOUT_S)
+    marker = "\n@@results@@\n"
+    assert proc.returncode == 0 and marker in proc.stdout, \
+        f"the session of {path.name} failed (exit {proc.returncode}):\n" \
+        f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return json.loads(proc.stdout.rsplit(marker, 1)[1])
+
+
+# --- the tests --------------------------------------------------------------------------------
+
+import pytest  # noqa: E402  (the session above runs without pytest)
+
+_CHECKER = doctest.OutputChecker()
+
+
+def _normal(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.rstrip("\n").splitlines()) + "\n"
+
+
+def _ids(paths):
+    return [p.relative_to(ROOT).as_posix() for p in paths]
+
+
+@pytest.mark.parametrize("path", DOC_FILES, ids=_ids(DOC_FILES))
+def test_python_blocks_run_and_print_what_they_show(path):
+    text = path.read_text(encoding="utf-8")
+    blocks = [b for b in parse_blocks(text) if b.lang == "python"]
+    _check_output_adjacency(text, blocks)
+    if not blocks:
+        return
+    results = _run_in_subprocess(path)
+    failures = []
+    for block, res in zip(blocks, results):
+        where = f"{path.relative_to(ROOT)}:{block.line}"
+        if res["error"]:
+            failures.append(f"{where} raised:\n{res['error']}")
+            break
+        want = _normal(block.output) if block.output is not None else "\n"
+        got = _normal(res["stdout"]) if res["stdout"] else "\n"
+        if block.output is None and res["stdout"]:
+            failures.append(f"{where} prints output the page does not show "
+                            f"(add an ```output block):\n{res['stdout']}")
+        elif not _CHECKER.check_output(want, got, doctest.ELLIPSIS):
+            failures.append(f"{where} shows\n{want}but prints\n{got}")
+    else:
+        assert len(results) == len(blocks), f"{path.name}: {len(results)} of {len(blocks)} ran"
+    assert not failures, "\n\n".join(failures)
+
+
+def test_every_doc_page_is_checked():
+    """The pages under docs/ are Markdown (so the tests above see them), and README links to
+    each user guide page."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    others = [p for p in (ROOT / "docs").rglob("*") if p.is_file() and p.suffix not in
+              (".md", ".svg", ".png")]
+    assert not others, f"docs/ holds files the docs test does not read: {others}"
+    for page in (ROOT / "docs").glob("*.md"):
+        assert f"docs/{page.name}" in readme, f"README.md does not link docs/{page.name}"
+
+
+def test_readme_fits_one_screen():
+    n = len((ROOT / "README.md").read_text(encoding="utf-8").splitlines())
+    assert n <= README_MAX_LINES, f"README.md has {n} lines (at most {README_MAX_LINES})"
+
+
+def test_readme_setup_commands_are_what_ci_runs():
+    """The README's first two code blocks are the two set-up commands; the second is the
+    command .ci/run runs."""
+    blocks = parse_blocks((ROOT / "README.md").read_text(encoding="utf-8"))
+    first, second = blocks[0], blocks[1]
+    assert (first.lang, first.code.strip()) == ("bash",
+                                                'pip install -e . && python -m lazynp demo')
+    assert second.lang == "bash"
+    assert second.code.strip() in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("path", DOC_FILES, ids=_ids(DOC_FILES))
+def test_relative_links_exist(path):
+    text = path.read_text(encoding="utf-8")
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    missing = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"^[a-z]+:", target) or target.startswith("#"):
+            continue
+        file = (path.parent / target.split("#", 1)[0]).resolve()
+        if not file.exists():
+            missing.append(target)
+    assert not missing, f"{path.name} links to missing files: {missing}"
+
+
+# --- bash blocks: commands that exist ---------------------------------------------------------
+
+def _bash_commands(path: Path):
+    for b in parse_blocks(path.read_text(encoding="utf-8")):
+        if b.lang != "bash":
+            continue
+        for k, raw in enumerate(b.code.splitlines()):
+            line = raw.split(" #", 1)[0].strip().rstrip("&").strip()
+            for part in re.split(r"\s*&&\s*", line):
+                if part:
+                    yield f"{path.relative_to(ROOT)}:{b.line + k}", shlex.split(part)
+
+
+def _extras() -> set:
+    """The optional-dependency groups of pyproject.toml (tomllib is Python >= 3.11)."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    section = text.split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
+    return set(re.findall(r"^([\w-]+)\s*=", section, flags=re.M))
+
+
+def _check_command(words: list[str]) -> str | None:
+    """None when ``words`` is a real command of this project, else why not."""
+    while words and re.match(r"^[A-Z_]+=", words[0]):      # VAR=value prefixes
+        words = words[1:]
+    if not words:
+        return "empty command"
+    cmd, args = words[0], words[1:]
+    if cmd == "pip":
+        if args[:1] != ["install"]:
+            return "pip: only 'pip install' is used"
+        for a in args[1:]:
+            m = re.match(r"^(?:-e\s*)?\.(?:\[([\w,-]+)\])?$", a)
+            if a == "-e":
+                continue
+            if not m:
+                return f"pip install of {a!r}, not this package"
+            unknown = set(filter(None, (m.group(1) or "").split(","))) - _extras()
+            if unknown:
+                return f"no extra {sorted(unknown)} in pyproject.toml"
+        return None
+    if cmd in ("dask",):
+        return None if args and args[0] in ("scheduler", "worker") else "unknown dask command"
+    if cmd != "python":
+        return f"unknown command {cmd!r}"
+    if args[:2] == ["-m", "lazynp"]:
+        sys.path.insert(0, str(ROOT))
+        from lazynp.__main__ import _parser
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), \
+                    contextlib.redirect_stderr(io.StringIO()):
+                _parser().parse_args(args[2:])
+        except SystemExit as e:
+            return None if e.code == 0 else f"python -m lazynp rejects {args[2:]}"
+        return None
+    if args[:2] == ["-m", "pytest"]:
+        missing = [a for a in args[2:] if not a.startswith("-") and
+                   not (ROOT / a.split("::")[0]).exists()]
+        return f"no test file {missing}" if missing else None
+    if args and args[0].endswith(".py"):
+        script = ROOT / args[0]
+        if not script.exists():
+            return f"no script {args[0]}"
+        source = script.read_text(encoding="utf-8")
+        bad = [a.split("=")[0] for a in args[1:] if a.startswith("--") and
+               f'"{a.split("=")[0]}"' not in source]
+        return f"{args[0]} has no option {bad}" if bad else None
+    return f"unknown python command {args}"
+
+
+@pytest.mark.parametrize("path", DOC_FILES, ids=_ids(DOC_FILES))
+def test_bash_blocks_name_real_commands(path):
+    problems = [f"{where}: {why}" for where, words in _bash_commands(path)
+                if (why := _check_command(words))]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_checker_is_strict(tmp_path):
+    """A page whose block prints other than it shows, or prints without showing, fails."""
+    page = tmp_path / "page.md"
+    page.write_text("```python\nprint(1 + 1)\n```\n\n```output\n3\n```\n\n"
+                    "```python\nprint('unshown')\n```\n")
+    blocks = [b for b in parse_blocks(page.read_text()) if b.lang == "python"]
+    assert [b.output for b in blocks] == ["3\n", None]
+    results = run_session(page, root=tmp_path)
+    assert results[0]["stdout"] == "2\n"
+    assert not _CHECKER.check_output(_normal(blocks[0].output), _normal(results[0]["stdout"]),
+                                     doctest.ELLIPSIS)
+    assert results[1]["stdout"] == "unshown\n"       # and no output block: the test fails it
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--session":
+        res = run_session(Path(sys.argv[2]).resolve())
+        sys.stdout.write("\n@@results@@\n" + json.dumps(res))
+        sys.stdout.flush()
+        sys.exit(0)
+    sys.exit(f"usage: python {sys.argv[0]} --session FILE.md")
