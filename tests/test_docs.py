@@ -140,15 +140,29 @@ def _session_env(path: Path) -> dict:
     return env
 
 
-def _run_in_subprocess(path: Path) -> list[dict]:
-    proc = subprocess.run([sys.executable, __file__, "--session", str(path)],
-                          capture_output=True, text=True, cwd=ROOT, env=_session_env(path),
-                          timeout=SESSION_TIMEOUT_S)
+def _start_session(path: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, __file__, "--session", str(path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT, env=_session_env(path))
+
+
+def _session_results(path: Path, proc: subprocess.Popen) -> list[dict]:
+    try:
+        stdout, stderr = proc.communicate(timeout=SESSION_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, stderr = proc.communicate()
+        raise AssertionError(f"the session of {path.name} ran over {SESSION_TIMEOUT_S} s:\n"
+                             f"{stdout[-3000:]}\n{stderr[-3000:]}") from None
     marker = "\n@@results@@\n"
-    assert proc.returncode == 0 and marker in proc.stdout, \
+    assert proc.returncode == 0 and marker in stdout, \
         f"the session of {path.name} failed (exit {proc.returncode}):\n" \
-        f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return json.loads(proc.stdout.rsplit(marker, 1)[1])
+        f"{stdout[-3000:]}\n{stderr[-3000:]}"
+    return json.loads(stdout.rsplit(marker, 1)[1])
+
+
+def _run_in_subprocess(path: Path) -> list[dict]:
+    return _session_results(path, _start_session(path))
 
 
 # --- the tests --------------------------------------------------------------------------------
@@ -166,14 +180,28 @@ def _ids(paths):
     return [p.relative_to(ROOT).as_posix() for p in paths]
 
 
+@pytest.fixture(scope="module")
+def sessions():
+    """One process per page with Python blocks, all started at once (they mostly wait on
+    imports and on the engine, so together they take about the time of the longest)."""
+    started = {p: _start_session(p) for p in DOC_FILES
+               if any(b.lang == "python" for b in parse_blocks(p.read_text(encoding="utf-8")))}
+    yield started
+    for proc in started.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 @pytest.mark.parametrize("path", DOC_FILES, ids=_ids(DOC_FILES))
-def test_python_blocks_run_and_print_what_they_show(path):
+def test_python_blocks_run_and_print_what_they_show(path, sessions):
     text = path.read_text(encoding="utf-8")
     blocks = [b for b in parse_blocks(text) if b.lang == "python"]
     _check_output_adjacency(text, blocks)
     if not blocks:
+        assert path not in sessions
         return
-    results = _run_in_subprocess(path)
+    results = _session_results(path, sessions[path])
     failures = []
     for block, res in zip(blocks, results):
         where = f"{path.relative_to(ROOT)}:{block.line}"
@@ -296,6 +324,8 @@ def _check_command(words: list[str]) -> str | None:
         if not script.exists():
             return f"no script {args[0]}"
         source = script.read_text(encoding="utf-8")
+        if "from _common import" in source:     # the benchmarks' shared options
+            source += (script.parent / "_common.py").read_text(encoding="utf-8")
         bad = [a.split("=")[0] for a in args[1:] if a.startswith("--") and
                f'"{a.split("=")[0]}"' not in source]
         return f"{args[0]} has no option {bad}" if bad else None
