@@ -353,6 +353,63 @@ def test_the_checker_is_strict(tmp_path):
     assert results[1]["stdout"] == "unshown\n"       # and no output block: the test fails it
 
 
+# --- generated benchmark tables ----------------------------------------------------------------
+
+def _benchmark_helpers():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import _common
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    return _common
+
+
+def test_benchmark_tables_state_where_their_figures_come_from():
+    tables = sorted((ROOT / "docs" / "benchmarks").glob("*.md"))
+    assert tables, "no generated benchmark tables"
+    for table in tables:
+        head = table.read_text(encoding="utf-8").split("\n|", 1)[0]
+        for field in ("date", "machine", "commit"):
+            assert re.search(rf"^\* {field}: \S", head, re.M), f"{table.name}: no {field}"
+        assert re.search(r"^\* (command|source): \S", head, re.M), f"{table.name}: no source"
+        assert f"benchmarks/{table.name}" in (ROOT / "docs" / "benchmarks.md").read_text(
+            encoding="utf-8"), f"docs/benchmarks.md does not link {table.name}"
+
+
+def test_write_table_flag_writes_the_summary(tmp_path, monkeypatch):
+    """``--write-table`` makes Summary.print write the table, with date, machine, commit."""
+    common = _benchmark_helpers()
+    monkeypatch.setattr(common, "TABLES_DIR", tmp_path)
+    monkeypatch.setattr(common, "_write_table_requested", False)
+    monkeypatch.setattr(sys, "argv", ["benchmarks/example.py", "--write-table"])
+    args = common.parse_args("example", ["--quick", "--write-table"])
+    assert args.write_table and common._write_table_requested
+    summary = common.Summary()
+    summary.add("W1 | a pipe", target=">= 2x", measured="2.50x", ok=True)
+    summary.add("info row", target="", measured="7 ms", ok=True, kind="info")
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert summary.print() == 0
+    text = (tmp_path / "example.md").read_text(encoding="utf-8")
+    assert "* command: `python benchmarks/example.py --write-table`" in text
+    assert re.search(r"^\* date: \d{4}-\d\d-\d\d \d\d:\d\d UTC$", text, re.M)
+    assert re.search(r"^\* machine: .*logical CPUs.*NumPy \d", text, re.M)
+    assert re.search(r"^\* commit: ([0-9a-f]{7,}|unknown)", text, re.M)
+    assert "| W1 \\| a pipe | >= 2x | 2.50x | PASS |" in text
+    assert "| info row |  | 7 ms | - |" in text
+
+
+def test_without_the_flag_no_table_is_written(tmp_path, monkeypatch):
+    common = _benchmark_helpers()
+    monkeypatch.setattr(common, "TABLES_DIR", tmp_path)
+    monkeypatch.setattr(common, "_write_table_requested", False)
+    common.parse_args("example", ["--quick"])
+    summary = common.Summary()
+    summary.add("x", target="", measured="1", ok=True)
+    with contextlib.redirect_stdout(io.StringIO()):
+        summary.print()
+    assert not list(tmp_path.iterdir())
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--session":
         res = run_session(Path(sys.argv[2]).resolve())
