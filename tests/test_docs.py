@@ -22,8 +22,13 @@ The convention (also stated in docs/index.md, "Writing docs"):
   ``--option`` the line passes.
 * Relative links of the Markdown files point at files that exist.
 
-Run one page: ``python tests/test_docs.py --session docs/autodiff.md`` prints its blocks'
-outputs as JSON (that is what the tests call).
+* ``<!-- picture: FILE = EXPRESSION -->``: FILE (next to the page) must equal the text of
+  EXPRESSION, evaluated where the comment stands (a drawing of the page's example).
+
+After editing a page, ``python tests/test_docs.py --update docs/PAGE.md`` writes what each
+block prints now into its output block and redraws the page's pictures: review the diff.
+``python tests/test_docs.py --session docs/PAGE.md`` prints the blocks' outputs as JSON
+(what the tests call).
 """
 from __future__ import annotations
 
@@ -107,15 +112,33 @@ def _check_output_adjacency(text: str, blocks: list[Block]) -> None:
 
 # --- the session: runs in a fresh process ---------------------------------------------------
 
-def run_session(path: Path, root: Path = ROOT) -> list[dict]:
-    """Execute the Python blocks of ``path`` in order in one namespace; capture each one's
-    standard output and the traceback of an error (the session stops there)."""
+_PICTURE = re.compile(r"<!-- picture: (\S+) = (.+?) -->")
+
+
+def run_session(path: Path, root: Path = ROOT) -> dict:
+    """Execute the Python blocks of ``path`` in order in one namespace.
+
+    Returns ``{"blocks": [...], "pictures": {...}}``: each block's standard output and the
+    traceback of an error (the session stops there), and the text of each picture the page
+    declares (``<!-- picture: FILE = EXPRESSION -->``, evaluated where it stands: after the
+    blocks above it, before those below)."""
     rel = path.relative_to(root).as_posix()
     namespace = {"__name__": "__main__", "__file__": str(path)}
-    results = []
-    for b in parse_blocks(path.read_text(encoding="utf-8")):
+    text = path.read_text(encoding="utf-8")
+    results: list[dict] = []
+    pictures: dict[str, str] = {}
+    pending = [(text[:m.start()].count("\n") + 1, m.group(1), m.group(2))
+               for m in _PICTURE.finditer(text)]
+
+    def draw(before_line: float) -> None:
+        while pending and pending[0][0] < before_line:
+            _, file, expression = pending.pop(0)
+            pictures[file] = str(eval(expression, namespace))
+
+    for b in parse_blocks(text):
         if b.lang != "python":
             continue
+        draw(b.line)
         out = io.StringIO()
         error = None
         try:
@@ -126,8 +149,9 @@ def run_session(path: Path, root: Path = ROOT) -> list[dict]:
             error = traceback.format_exc()
         results.append({"line": b.line, "stdout": out.getvalue(), "error": error})
         if error:
-            break
-    return results
+            return {"blocks": results, "pictures": {}}
+    draw(float("inf"))
+    return {"blocks": results, "pictures": pictures}
 
 
 def _session_env(path: Path) -> dict:
@@ -146,7 +170,7 @@ def _start_session(path: Path) -> subprocess.Popen:
                             cwd=ROOT, env=_session_env(path))
 
 
-def _session_results(path: Path, proc: subprocess.Popen) -> list[dict]:
+def _session_results(path: Path, proc: subprocess.Popen) -> dict:
     try:
         stdout, stderr = proc.communicate(timeout=SESSION_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -161,7 +185,7 @@ def _session_results(path: Path, proc: subprocess.Popen) -> list[dict]:
     return json.loads(stdout.rsplit(marker, 1)[1])
 
 
-def _run_in_subprocess(path: Path) -> list[dict]:
+def _run_in_subprocess(path: Path) -> dict:
     return _session_results(path, _start_session(path))
 
 
@@ -201,7 +225,8 @@ def test_python_blocks_run_and_print_what_they_show(path, sessions):
     if not blocks:
         assert path not in sessions
         return
-    results = _session_results(path, sessions[path])
+    session = _session_results(path, sessions[path])
+    results = session["blocks"]
     failures = []
     for block, res in zip(blocks, results):
         where = f"{path.relative_to(ROOT)}:{block.line}"
@@ -217,6 +242,11 @@ def test_python_blocks_run_and_print_what_they_show(path, sessions):
             failures.append(f"{where} shows\n{want}but prints\n{got}")
     else:
         assert len(results) == len(blocks), f"{path.name}: {len(results)} of {len(blocks)} ran"
+        for file, drawn in session["pictures"].items():
+            if (path.parent / file).read_text(encoding="utf-8") != drawn:
+                failures.append(f"{path.relative_to(ROOT)}: {file} is not the picture its "
+                                f"example draws now (python tests/test_docs.py --update "
+                                f"{path.relative_to(ROOT)} redraws it)")
     assert not failures, "\n\n".join(failures)
 
 
@@ -346,11 +376,18 @@ def test_the_checker_is_strict(tmp_path):
                     "```python\nprint('unshown')\n```\n")
     blocks = [b for b in parse_blocks(page.read_text()) if b.lang == "python"]
     assert [b.output for b in blocks] == ["3\n", None]
-    results = run_session(page, root=tmp_path)
+    results = run_session(page, root=tmp_path)["blocks"]
     assert results[0]["stdout"] == "2\n"
     assert not _CHECKER.check_output(_normal(blocks[0].output), _normal(results[0]["stdout"]),
                                      doctest.ELLIPSIS)
     assert results[1]["stdout"] == "unshown\n"       # and no output block: the test fails it
+
+
+def test_a_picture_is_drawn_where_its_comment_stands(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("```python\nv = 'first'\n```\n\n<!-- picture: p.txt = v.upper() -->\n\n"
+                    "```python\nv = 'second'\n```\n")
+    assert run_session(page, root=tmp_path)["pictures"] == {"p.txt": "FIRST"}
 
 
 # --- generated benchmark tables ----------------------------------------------------------------
@@ -410,10 +447,48 @@ def test_without_the_flag_no_table_is_written(tmp_path, monkeypatch):
     assert not list(tmp_path.iterdir())
 
 
+# --- updating a page after an edit ---------------------------------------------------------------
+
+def update_page(path: Path) -> None:
+    """Run ``path``'s blocks and write what each prints into its output block (adding or
+    removing output blocks), and redraw its pictures.  Review the diff before committing."""
+    session = _run_in_subprocess(path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    blocks = [b for b in parse_blocks("\n".join(lines)) if b.lang == "python"]
+    edits = []
+    for block, res in zip(blocks, session["blocks"]):
+        if res["error"]:
+            sys.exit(f"{path}:{block.line} raised:\n{res['error']}")
+        end = block.line - 1 + block.code.count("\n")          # the closing fence
+        k = end + 1
+        while k < len(lines) and not lines[k].strip():
+            k += 1
+        if k < len(lines) and lines[k].strip() == "```output":
+            close = k + 1
+            while lines[close].strip() != "```":
+                close += 1
+            span = (end + 1, close + 1)
+        else:
+            span = (end + 1, end + 1)
+        shown = res["stdout"].rstrip("\n").split("\n") if res["stdout"] else []
+        edits.append((span, ["", "```output", *shown, "```"] if shown else []))
+    for (start, stop), new in reversed(edits):
+        lines[start:stop] = new
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for file, drawn in session["pictures"].items():
+        (path.parent / file).write_text(drawn, encoding="utf-8")
+    print(f"{path.relative_to(ROOT)}: {len(session['blocks'])} block(s) run, "
+          f"{len(session['pictures'])} picture(s) drawn")
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--session":
         res = run_session(Path(sys.argv[2]).resolve())
         sys.stdout.write("\n@@results@@\n" + json.dumps(res))
         sys.stdout.flush()
         sys.exit(0)
-    sys.exit(f"usage: python {sys.argv[0]} --session FILE.md")
+    if len(sys.argv) >= 3 and sys.argv[1] == "--update":
+        for name in sys.argv[2:]:
+            update_page(Path(name).resolve())
+        sys.exit(0)
+    sys.exit(f"usage: python {sys.argv[0]} --session FILE.md | --update FILE.md...")
