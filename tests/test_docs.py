@@ -13,7 +13,7 @@ The convention (also stated in docs/index.md, "Writing docs"):
   nothing, so a block cannot print something the page does not show.
 * A block that raises fails the test (show an expected error with ``try``/``except`` and
   print it).
-* ``<!-- needs: gpu -->`` anywhere in a file: its blocks need a CUDA device.  They run on
+* ``<!-- needs: gpu -->`` on a line of its own: the file's blocks need a CUDA device.  They run on
   Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``), or on the real GPU when
   ``LAZYNP_TEST_REAL_GPU=1`` (as the other CUDA tests); they are never skipped.
 * ```` ```bash ```` blocks are not executed, but their commands are checked: ``pip install``
@@ -22,8 +22,9 @@ The convention (also stated in docs/index.md, "Writing docs"):
   ``--option`` the line passes.
 * Relative links of the Markdown files point at files that exist.
 
-* ``<!-- picture: FILE = EXPRESSION -->``: FILE (next to the page) must equal the text of
-  EXPRESSION, evaluated where the comment stands (a drawing of the page's example).
+* ``<!-- picture: FILE = EXPRESSION -->`` on a line of its own: FILE (next to the page) must
+  equal the text of EXPRESSION, evaluated where the comment stands (a drawing of the page's
+  example).
 
 After editing a page, ``python tests/test_docs.py --update docs/PAGE.md`` writes what each
 block prints now into its output block and redraws the page's pictures: review the diff.
@@ -51,7 +52,7 @@ README_MAX_LINES = 250
 SESSION_TIMEOUT_S = 180
 
 _FENCE = re.compile(r"^(\s*)```(\w*)\s*$")
-_NEEDS_GPU = "<!-- needs: gpu -->"
+_NEEDS_GPU = re.compile(r"^<!-- needs: gpu -->$", re.M)                  # on a line of its own
 
 
 @dataclass
@@ -112,7 +113,7 @@ def _check_output_adjacency(text: str, blocks: list[Block]) -> None:
 
 # --- the session: runs in a fresh process ---------------------------------------------------
 
-_PICTURE = re.compile(r"<!-- picture: (\S+) = (.+?) -->")
+_PICTURE = re.compile(r"^<!-- picture: (\S+) = (.+?) -->$", re.M)     # on a line of its own
 
 
 def run_session(path: Path, root: Path = ROOT) -> dict:
@@ -158,7 +159,7 @@ def _session_env(path: Path) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("PYTHONHASHSEED", "0")
-    if _NEEDS_GPU in path.read_text(encoding="utf-8") and \
+    if _NEEDS_GPU.search(path.read_text(encoding="utf-8")) and \
             env.get("LAZYNP_TEST_REAL_GPU") != "1":
         env["NUMBA_ENABLE_CUDASIM"] = "1"
     return env
