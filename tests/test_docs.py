@@ -1,6 +1,6 @@
 """Every code block of README.md and docs/*.md runs, and what it shows is what it prints.
 
-The convention (also stated in docs/index.md, "Writing docs"):
+The convention (also stated in docs/how-it-works.md, "Writing docs"):
 
 * Every fenced ```` ```python ```` block is executed.  The blocks of one Markdown file run in
   order in one fresh Python process and share one namespace (``__name__ == "__main__"``),
@@ -13,15 +13,14 @@ The convention (also stated in docs/index.md, "Writing docs"):
   nothing, so a block cannot print something the page does not show.
 * A block that raises fails the test (show an expected error with ``try``/``except`` and
   print it).
-* ``<!-- needs: gpu -->`` on a line of its own: the file's blocks need a CUDA device.  They run on
-  Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``), or on the real GPU when
+* ``<!-- needs: gpu -->`` on a line of its own: the file's blocks need a CUDA device.  They
+  run on Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``), or on the real GPU when
   ``LAZYNP_TEST_REAL_GPU=1`` (as the other CUDA tests); they are never skipped.
 * ```` ```bash ```` blocks are not executed, but their commands are checked: ``pip install``
   extras exist in pyproject.toml, ``python -m lazynp ...`` parses with the real command
   line parser, ``python <script>`` names a file of this repository whose source has every
   ``--option`` the line passes.
 * Relative links of the Markdown files point at files that exist.
-
 * ``<!-- picture: FILE = EXPRESSION -->`` on a line of its own: FILE (next to the page) must
   equal the text of EXPRESSION, evaluated where the comment stands (a drawing of the page's
   example).
