@@ -164,7 +164,10 @@ class Batcher:
                                    _c_strides(shape, bn.dtype.itemsize), bn.dtype)
         return wrap(bn)[i]._node()
 
-    def stack(self, nodes: list) -> Node:
+    def stack(self, nodes: list, shape: tuple, dtype) -> Node:
+        """The per-example ``nodes`` (each of ``shape``/``dtype``) stacked."""
+        if not nodes:
+            return lnp.empty((0,) + tuple(shape), dtype)._node()
         return lnp.stack([ndarray._from_node(n) for n in nodes])._node()
 
     # --- the walk ---------------------------------------------------------------------------
@@ -228,7 +231,7 @@ class Batcher:
         if id(n) in self.multi:
             self.loops[id(n)] = parts
             return None
-        return self.stack(parts)
+        return self.stack(parts, n.shape, n.dtype)
 
 
 # --- rules of the op table's slot -------------------------------------------------------------
@@ -283,7 +286,7 @@ def _tuple_get(bt: Batcher, n: Node) -> Node:
     parts = bt.loops.get(id(multi))
     if parts is not None:
         return bt.stack([graph.record(TUPLE_GET, (m, i), None, n.shape, n.dtype)
-                         for m in parts])
+                         for m in parts], n.shape, n.dtype)
     return graph.record(TUPLE_GET, (bt.env[id(multi)], i), None, (bt.B,) + tuple(n.shape),
                         n.dtype)
 
@@ -599,7 +602,20 @@ def _matmul(bt: Batcher, n: Node, fn, args, kwargs) -> Node:
     if len(args) != 2 or set(kwargs) - {"dtype", "casting"}:
         raise NoRule
     ops, shape = _matmul_operands(bt, *args)
+    if not kwargs:
+        return _matmul_or_outer(ops, shape, n.dtype)
     return _call("matmul", np.matmul, tuple(ops), kwargs, shape, n.dtype)
+
+
+def _matmul_or_outer(ops: list, shape: tuple, dtype) -> Node:
+    """``matmul`` of the operands; a product over one term (an outer product: the
+    per-example weight gradient of a dense layer) is the broadcast ``multiply``, the same
+    values (one rounding each) in NumPy's SIMD loop rather than one BLAS call per
+    example."""
+    a, b = ops
+    if a.shape[-1] == 1 and dtype.kind in "fc" and a.dtype == b.dtype == dtype:
+        return graph.record(UFUNC_OPS["multiply"], (a, b), None, shape, dtype)
+    return _call("matmul", np.matmul, tuple(ops), {}, shape, dtype)
 
 
 def _dot(bt: Batcher, n: Node, fn, args, kwargs) -> Node:
@@ -607,7 +623,7 @@ def _dot(bt: Batcher, n: Node, fn, args, kwargs) -> Node:
             not args[0].shape or not 1 <= len(args[1].shape) <= 2:
         raise NoRule       # (dot with a scalar, or with an N-d b: no matmul form)
     ops, shape = _matmul_operands(bt, *args)
-    return _call("matmul", np.matmul, tuple(ops), {}, shape, n.dtype)
+    return _matmul_or_outer(ops, shape, n.dtype)
 
 
 def _fresh_letter(used: str) -> str:

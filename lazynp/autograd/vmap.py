@@ -310,16 +310,27 @@ def _mapped_size(fun, args, kwargs, leaves, axes) -> int:
     raise ValueError("".join(msg)[:-2])
 
 
+_depth = [0]        # vmap traces open
+
+
+def tracing() -> bool:
+    """True while a function is traced for :func:`vmap` (``lazynp.jit`` then records the
+    function's ops instead of running a compiled plan on the placeholders)."""
+    return _depth[0] > 0
+
+
 class _Tracing:
     """Record everything (no work runs, no flush mid-trace) and keep the graph."""
 
     def __enter__(self):
+        _depth[0] += 1
         self._keep = graph.keeping_graph().__enter__()
         self._bound = graph.counts.max_pending
         graph.counts.max_pending = 1 << 62
         return self
 
     def __exit__(self, *exc):
+        _depth[0] -= 1
         graph.counts.max_pending = self._bound
         self._keep.__exit__(*exc)
         return False
