@@ -122,8 +122,18 @@ def _leaf_paths(spec, prefix: str, out: list) -> None:
             _leaf_paths(s, f"{prefix}[{i}]", out)
 
 
+def _type_str(x) -> str:
+    """JAX's short type of a leaf: ``float64[3,4]``."""
+    try:
+        dt = x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype
+        return f"{np.dtype(dt).name}[{','.join(str(s) for s in np.shape(x))}]"
+    except Exception:
+        return "unknown"
+
+
 def _arg_names(fun, args: tuple, kwargs: dict) -> list:
-    """How JAX names each leaf in its errors: ``argument x[0]``, or ``args[1]``."""
+    """How JAX names each leaf in its errors: ``argument x[0] of type float64[3]``,
+    ``args[1]...`` (no signature), ``kwargs['k']...``."""
     try:
         params = list(inspect.signature(fun).bind(*args, **kwargs).signature.parameters)
     except (TypeError, ValueError):
@@ -133,16 +143,14 @@ def _arg_names(fun, args: tuple, kwargs: dict) -> list:
         leaves: list = []
         paths: list = []
         _leaf_paths(flatten(a, leaves), "", paths)
-        if params is not None and i < len(params):
-            names += [f"argument {params[i]}{p}" for p in paths]
-        else:
-            names += [f"args[{i}]{p}" for p in paths]
+        head = f"argument {params[i]}" if params is not None and i < len(params) \
+            else f"args[{i}]"
+        names += [f"{head}{p} of type {_type_str(x)}" for p, x in zip(paths, leaves)]
     for k, v in kwargs.items():
         leaves = []
         paths = []
         _leaf_paths(flatten(v, leaves), "", paths)
-        names += [f"argument {k}{p}" if params is not None else f"kwargs[{k!r}]{p}"
-                  for p in paths]
+        names += [f"kwargs[{k!r}]{p} of type {_type_str(x)}" for p, x in zip(paths, leaves)]
     return names
 
 
