@@ -353,7 +353,7 @@ def test_jacobian_hessian_and_nested_vmap():
     numpy.testing.assert_allclose(numpy.asarray(got), numpy.swapaxes(X3, 0, 1) @ C)
 
 
-# --- the per-example fallbacks, counted ------------------------------------------------------------
+# --- the per-example fallbacks, counted ----------------------------------------------------------
 
 def test_an_op_without_a_rule_runs_per_example_counted():
     xs = RNG.standard_normal((3, 2))

@@ -184,7 +184,9 @@ class Batcher:
             if not any(type(a) is Node and (id(a) in self.env or id(a) in self.loops)
                        for a in n.args):
                 continue
-            self.env[id(n)] = self.node(n)
+            bn = self.node(n)
+            if bn is not None:          # (None: a multi-output op run per example)
+                self.env[id(n)] = bn
 
     def node(self, n: Node):
         """The batched node of traced node ``n`` (an argument of it is batched)."""
@@ -199,7 +201,9 @@ class Batcher:
                 return None
         want = (self.B,) + tuple(n.shape)
         if bn.shape != want:
-            if _prod(bn.shape) != _prod(want):     # (a rule's bug: never a wrong result)
+            # (a rule may leave size-1 axes it added, or drop keepdims ones; anything else
+            # is a rule's bug: an error, never a wrong result)
+            if [s for s in bn.shape if s != 1] != [s for s in want if s != 1]:
                 raise AssertionError(f"lazynp.vmap: the batching rule of {n.op.name} gave "
                                      f"shape {bn.shape}, not {want}")
             bn = self.reshape(bn, want)
@@ -808,25 +812,23 @@ def _stacked(name: str, n_matrix_args: int = 1):
 
 
 def _solve(bt: Batcher, n: Node, fn, args, kwargs) -> Node:
+    """``linalg.solve(a, b)``: ``b`` is a vector exactly when it is 1-d (NumPy 2), so a
+    batch of vectors is solved as a stack of one-column matrices."""
     if len(args) != 2 or kwargs or any(type(x) is not Node for x in args):
         raise NoRule
     a, b = args
-    vec = len(b.shape) == 1
-    ba, bb = bt.get(a), bt.get(b)
-    if vec:
-        b2 = (bt.reshape(bb, (bt.B,) + tuple(b.shape) + (1,)) if bb is not None
-              else bt.reshape(b, tuple(b.shape) + (1,)))
-    else:
-        b2 = bb if bb is not None else b
-    a2 = ba if ba is not None else a
-    if ba is not None and bb is not None or vec:
-        pass
-    elif ba is None and len(a.shape) < len(b.shape):
-        pass
-    shape = (bt.B,) + tuple(n.shape) + ((1,) if vec else ())
-    if bb is None and ba is not None and not vec and len(b.shape) > 2:
-        raise NoRule
-    return _call("linalg.solve", fn, (a2, b2), {}, shape, n.dtype)
+    sa = tuple(a.shape)
+    sb = tuple(b.shape) + ((1,) if len(b.shape) == 1 else ())
+    stack = np.broadcast_shapes(sa[:-2], sb[:-2])
+    ops = []
+    for x, s2 in ((a, sa), (b, sb)):
+        bx = bt.get(x)
+        if bx is None:
+            ops.append(bt.reshape(x, s2) if s2 != tuple(x.shape) else x)
+        else:
+            ops.append(bt.reshape(bx, (bt.B,) + (1,) * (len(stack) + 2 - len(s2)) + s2))
+    shape = (bt.B,) + tuple(stack) + sb[-2:]
+    return _call("linalg.solve", fn, tuple(ops), {}, shape, n.dtype)
 
 
 def _trailing(name: str):

@@ -23,6 +23,7 @@ per-example loop (``vmap_op_loops``, ``vmap_looped_ops``).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 from typing import Any, Callable
@@ -33,7 +34,7 @@ from .. import devices
 from .._base import counters as _counters
 from .._numpy import namespace as lnp
 from ..array.ndarray import ndarray
-from ..core import graph
+from ..core import graph, policy as _policy
 from ..core.graph import Node, TracingError
 from . import batching
 from .tape import flatten, unflatten
@@ -41,6 +42,7 @@ from .tape import flatten, unflatten
 __all__ = ["vmap"]
 
 STATS = {"vmap_calls": 0, "vmap_function_loops": 0}
+RECORD_BATCHED = True
 _counters.register_table(STATS)
 
 
@@ -273,13 +275,16 @@ def _call(fun, in_axes, out_axes, args: tuple, kwargs: dict):
         return _loop(fun, out_axes, leaves, spec, axes, size)
     del out, cargs, ckwargs, call_leaves
     bt = batching.Batcher(size, {id(ph): bn for ph, bn in mapped})
-    bt.run([n for n in out_nodes if n is not None])
-    results = []
-    for x, n in zip(out_leaves, out_nodes):
-        bn = bt.env.get(id(n)) if n is not None else None
-        results.append(x if bn is None else batching.wrap(bn))
-    batched_flags = [n is not None and id(n) in bt.env for n in out_nodes]
-    return _place_outputs(out_axes, out_spec, results, batched_flags, size)
+    # the batched graph is recorded, not run op by op: it runs as one graph when a result
+    # is needed (fused kernels, pooled buffers: the batched ops are large)
+    with (_policy.policy("lazy") if RECORD_BATCHED else contextlib.nullcontext()):
+        bt.run([n for n in out_nodes if n is not None])
+        results = []
+        for x, n in zip(out_leaves, out_nodes):
+            bn = bt.env.get(id(n)) if n is not None else None
+            results.append(x if bn is None else batching.wrap(bn))
+        batched_flags = [n is not None and id(n) in bt.env for n in out_nodes]
+        return _place_outputs(out_axes, out_spec, results, batched_flags, size)
 
 
 def _mapped_size(fun, args, kwargs, leaves, axes) -> int:
