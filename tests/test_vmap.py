@@ -122,6 +122,12 @@ CASES = {
               np.linalg.solve(x + SPD, C[:, :2]), (4, 4)),
     "svd_slogdet_eigh": (lambda x: np.linalg.svd(x)[1].sum() + np.linalg.slogdet(x)[1] +
                          np.linalg.eigh(x + x.T)[0], (4, 4)),
+    "norms": (lambda x: np.linalg.norm(x) + np.linalg.norm(x, ord=1) +
+              np.linalg.norm(x, axis=0, keepdims=True) + np.linalg.norm(x, 2, axis=(1, 0)),
+              (3, 4)),
+    "pad_tile": (lambda x: np.pad(x, ((1, 2), (0, 1)), constant_values=3)[:3, :4] +
+                 np.tile(x, (2, 1, 3))[1, :6, :4], (3, 4)),
+    "lazy_index_gather": (lambda x: x[np.argsort(x[:, 0])], (4, 5)),
     # writes
     "setitem": (_set, (4, 5)),
     "ufunc_at": (_add_at, (4, 5)),
@@ -300,6 +306,52 @@ def test_per_example_gradients_equal_the_loop_with_no_op_looped():
         numpy.testing.assert_allclose(numpy.asarray(a), b, rtol=1e-12, atol=1e-14)
 
 
+#: name: a scalar function of one (4, 5) example; vmap(grad(f)) must batch every op
+GRAD_CASES = {
+    "sort": lambda x: np.sum(np.sort(x, axis=1)[:, :2] ** 2),
+    "max": lambda x: np.sum(np.max(x, axis=0) ** 2) + np.max(x),
+    "cumsum": lambda x: np.sum(np.cumsum(x, axis=1) ** 2) + np.sum(np.cumsum(x)),
+    "concatenate_stack": lambda x: np.sum(np.concatenate([x, np.sin(x)], axis=1) ** 2) +
+    np.sum(np.stack([x, x ** 2]) ** 2),
+    "indexing": lambda x: np.sum(np.take(x, [0, 0, 3], axis=1) ** 2) +
+    np.sum(x[[0, 2, 2], 1:] ** 2) + x[1, 2] ** 2 + np.sum(x[:, [1, 1]] ** 3),
+    "constant_mask": lambda x: np.sum(x[numpy.array([True, False, True, True])] ** 2),
+    "lazy_index": lambda x: np.sum(x[0][np.argsort(x[1])] * numpy.arange(5)),
+    "var_std_norm": lambda x: np.sum(np.var(x, axis=0)) + np.std(x) + np.linalg.norm(x),
+    "where_clip_maximum": lambda x: np.sum(np.where(x > 0, x ** 2, -x)) +
+    np.sum(np.clip(x, -0.3, 0.3) ** 2) + np.sum(np.maximum(x, 0.1) ** 2),
+    "linalg": lambda x: np.sum(np.linalg.inv(x[:, :4] + 4 * numpy.eye(4))) +
+    np.linalg.det(x[:, :4] + 4 * numpy.eye(4)) +
+    np.sum(np.linalg.solve(x[:, :4] + 4 * numpy.eye(4), x[:, 4])) +
+    np.sum(np.linalg.svd(x)[1]) + np.sum(np.linalg.eigh(x[:, :4] @ x[:, :4].T)[0]),
+    "products": lambda x: np.sum(np.einsum("ij,kj->ik", x, x) ** 2) + np.sum((x @ x.T) ** 2) +
+    np.dot(x[0], x[1]) + np.sum(np.outer(x[0], x[1]) ** 2) +
+    np.sum(np.tensordot(x, x, axes=([1], [1]))),
+    "shapes": lambda x: np.sum(np.reshape(x.T, (2, 10)) ** 3) + np.sum(np.pad(x, 1) ** 2) +
+    np.sum(np.tile(x, 2) ** 2) + np.sum(np.roll(x, 1, axis=0) * x) + np.sum(np.flip(x) * x) +
+    np.sum(np.diff(x, axis=1) ** 2) + np.sum(np.triu(x) ** 2),
+    "reductions": lambda x: np.sum(np.prod(x, axis=1)) + np.mean(x ** 2) +
+    np.sum(np.log(np.sum(np.exp(x), axis=1))) + np.median(x) + np.sum(np.ptp(x, axis=1)) +
+    np.sum(x ** 2, where=numpy.array([True, False, True, True, True])),
+    "writes": lambda x: np.sum(_set(x) ** 2),
+    "take_along_axis": lambda x: np.sum(np.take_along_axis(
+        x, numpy.array([[0], [1], [2], [3]]), axis=1) ** 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRAD_CASES))
+def test_vmap_of_grad_equals_the_loop(name):
+    f = GRAD_CASES[name]
+    xs = RNG.standard_normal((3, 4, 5))
+    want = numpy.stack([numpy.asarray(np.grad(f)(np.asarray(x))) for x in xs])
+    np.reset_stats()
+    got = numpy.asarray(np.vmap(np.grad(f))(xs))
+    stats = np.stats()
+    numpy.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    assert stats["vmap_op_loops"] == 0, stats["vmap_looped_ops"]
+    assert stats["vmap_function_loops"] == 0
+
+
 def test_grad_of_vmap_and_value_and_grad_inside():
     params, xs, ys = _mlp(numpy.random.default_rng(2))
     total = np.grad(lambda p: np.sum(np.vmap(_mlp_loss, in_axes=(None, 0, 0))(p, xs, ys)))
@@ -378,6 +430,28 @@ def test_python_control_flow_runs_the_function_per_example_counted():
     assert np.stats()["vmap_function_loops"] == 1
     numpy.testing.assert_allclose(numpy.asarray(got),
                                   numpy.stack([x * 2 if x[0] > 0 else x * 3 for x in X]))
+
+
+def test_writes_into_an_unmapped_argument_are_the_loops():
+    def f(x, acc):
+        acc[0] = acc[0] + x[0]
+        return x * 2 + acc
+    acc = np.zeros(4)
+    np.reset_stats()
+    got = numpy.asarray(np.vmap(f, in_axes=(0, None))(X, acc))
+    assert np.stats()["vmap_function_loops"] == 1
+    acc2 = np.zeros(4)
+    want = numpy.stack([numpy.asarray(f(np.asarray(x), acc2)) for x in X])
+    numpy.testing.assert_allclose(got, want)
+    numpy.testing.assert_allclose(numpy.asarray(acc), numpy.asarray(acc2))
+
+
+def test_identity_and_unbatched_outputs():
+    numpy.testing.assert_array_equal(numpy.asarray(np.vmap(lambda a: a)(X)), X)
+    numpy.testing.assert_array_equal(numpy.asarray(np.vmap(lambda a: a, in_axes=1)(X)), X.T)
+    numpy.testing.assert_array_equal(np.vmap(lambda a, b: b, in_axes=(0, None))(X, C[0]),
+                                     numpy.broadcast_to(C[0], (3, 5)))
+    numpy.testing.assert_array_equal(np.vmap(lambda a: 2.0)(X), numpy.full(3, 2.0))
 
 
 def test_device_arrays():

@@ -370,10 +370,10 @@ def _gather(bt: Batcher, n: Node, bidx: list) -> Node:
     bi = bidx[0]
     bx = bt.get(n.args[0])
     if bx is None:
-        return graph.record(n.op, (n.args[0], bi), {"index": _Slot(1)},
+        return graph.record(n.op, (n.args[0], bi), {"index": _Slot(0)},
                             (bt.B,) + tuple(n.shape), n.dtype)
     rows = graph.leaf(np.arange(bt.B).reshape((bt.B,) + (1,) * len(i.shape)))
-    return graph.record(n.op, (bx, rows, bi), {"index": (_Slot(1), _Slot(2))},
+    return graph.record(n.op, (bx, rows, bi), {"index": (_Slot(0), _Slot(1))},
                         (bt.B,) + tuple(n.shape), n.dtype)
 
 
@@ -467,30 +467,53 @@ def _ufunc_at(bt: Batcher, n: Node) -> Node:
     return graph.record(n.op, tuple(args), p, (bt.B,) + tuple(n.shape), n.dtype)
 
 
+def _lazy_index(bt: Batcher, index, idx: tuple, shape: tuple, dtype, geom) -> tuple:
+    """``(index, index args, ndim)`` for a region op whose example index may hold lazy
+    index arrays ``idx`` (its slots): the batched index and arguments, and the example's
+    ``target[index]`` dimensions.  A batched index array is supported as the whole index
+    (a gather: each example's rows paired with its indices)."""
+    b_idx = [bt.get(a) for a in idx]
+    if any(x is not None for x in b_idx):
+        items = _index_tuple(index)
+        if len(items) != 1 or type(items[0]) is not _Slot or len(idx) != 1 or \
+                geom is not None or idx[0].dtype.kind not in "iu":
+            raise NoRule
+        i = idx[0]
+        rows = graph.leaf(np.arange(bt.B).reshape((bt.B,) + (1,) * len(i.shape)))
+        nd = len(i.shape) + len(shape) - 1
+        return (_Slot(0), _Slot(1)), (rows, b_idx[0]), nd
+    if any(a.dtype.kind not in "iu" for a in idx):
+        raise NoRule        # (a lazy boolean mask: its shape depends on its values)
+    dummies = [np.zeros(a.shape, a.dtype) for a in idx]
+    nd = _target_ndim(shape, dtype, geom, None if index is None else _fill(index, dummies))
+    if index is None:
+        return None, tuple(idx), nd
+    new, k = _batched_index(index, False)
+    if k:
+        raise NoRule
+    return new, tuple(idx), nd
+
+
 def _region(bt: Batcher, n: Node, kind: str) -> Node:
     """The gradient's region ops (:mod:`lazynp.autograd.rules`): ``ad.region_get``,
     ``ad.region_add``, ``ad.region_zero``."""
     src, idx = n.args[0], n.args[1:]
-    if idx:
-        raise NoRule
     p = dict(n.params)
-    index = p["index"]
-    k = 0
-    if index is not None:
-        p["index"], k = _batched_index(index, False)
-        if k:
-            raise NoRule
     if kind == "add":
         shape, dtype = tuple(p["shape"]), np.dtype(p["dtype"])
-        nd = _target_ndim(shape, dtype, p["geom"], index)
-        p["shape"] = (bt.B,) + shape
-        g = bt.expand(bt.batched(src), src.shape, nd)
     else:
         shape, dtype = tuple(src.shape), src.dtype
+    p["index"], idx_args, nd = _lazy_index(bt, p["index"], idx, shape, dtype, p["geom"])
+    if kind == "add":
+        p["shape"] = (bt.B,) + shape
+        g = bt.expand(bt.batched(src), src.shape, nd)
+    elif kind == "get" and p["geom"] is None:
+        g = bt.batched(src)
+    else:                           # (a region of its buffer: a buffer of its own)
         g = bt.owned(bt.batched(src))
     per_bytes = _prod(shape) * dtype.itemsize
     p["geom"] = _set_batch(_batched_geom(p["geom"], per_bytes), bt.B)
-    return graph.record(n.op, (g,), p, (bt.B,) + tuple(n.shape), n.dtype)
+    return graph.record(n.op, (g,) + idx_args, p, (bt.B,) + tuple(n.shape), n.dtype)
 
 
 def _tal_add(bt: Batcher, n: Node) -> Node:
@@ -860,6 +883,64 @@ def _reshape(bt: Batcher, n: Node, fn, args, kwargs) -> Node:
     return bt.reshape(bt.env[id(x)], (bt.B,) + tuple(n.shape))
 
 
+def _norm(bt: Batcher, n: Node, fn, args, kwargs) -> Node:
+    """``linalg.norm``: a vector norm over one axis, a matrix norm over two, or (no
+    ``ord``, no ``axis``) the 2-norm of the flattened example."""
+    bound = _bind(fn, args, kwargs)
+    x = bound["x"]
+    if type(x) is not Node:
+        raise NoRule
+    nd = len(x.shape)
+    bx = bt.env[id(x)]
+    axis = bound["axis"]
+    if axis is None:
+        if bound["ord"] is None or nd == 1:
+            bx = bt.reshape(bx, (bt.B, _prod(x.shape)))
+            axis = 1
+        elif nd == 2:
+            axis = (1, 2)
+        else:
+            raise NoRule
+    elif isinstance(axis, tuple):
+        axis = tuple(a + 1 for a in normalize_axis_tuple(axis, nd))
+    else:
+        axis = normalize_axis_index(axis, nd) + 1
+    shape = (bt.B,) + tuple(n.shape)
+    if bound["keepdims"] and bound["axis"] is None:
+        shape = (bt.B,) + (1,) * (2 if axis == (1, 2) else 1)
+    return _call("linalg.norm", fn, (bx,), {"ord": bound["ord"], "axis": axis,
+                                            "keepdims": bound["keepdims"]}, shape, n.dtype)
+
+
+def _pad(bt: Batcher, n: Node, fn, args, kwargs) -> Node:
+    """``pad``: no padding along the batch axis (per-axis options of scalars only)."""
+    bound = _bind(fn, args, kwargs)
+    x = bound.pop("array")
+    if type(x) is not Node or callable(bound["mode"]):
+        raise NoRule
+    nd = len(x.shape)
+    width = np.broadcast_to(np.asarray(bound["pad_width"]), (nd, 2)).tolist()
+    options = bound.pop("kwargs", {})
+    if any(np.ndim(v) or bt.get(v) is not None for v in options.values()):
+        raise NoRule
+    return _call("pad", fn, (bt.env[id(x)], [[0, 0]] + width, bound["mode"]), options,
+                 (bt.B,) + tuple(n.shape), n.dtype)
+
+
+def _tile(bt: Batcher, n: Node, fn, args, kwargs) -> Node:
+    """``tile``: one repetition of the batch axis (the example padded to ``reps``'s
+    length first, as NumPy does)."""
+    bound = _bind(fn, args, kwargs)
+    x, reps = bound["A"], bound["reps"]
+    if type(x) is not Node or bt.get(reps) is not None:
+        raise NoRule
+    reps = tuple(np.atleast_1d(np.asarray(reps)).tolist())
+    nd = max(len(x.shape), len(reps))
+    bx = bt.expand(bt.env[id(x)], x.shape, nd)
+    reps = (1,) * (nd - len(reps)) + reps
+    return _call("tile", fn, (bx, (1,) + reps), {}, (bt.B,) + tuple(n.shape), n.dtype)
+
+
 FUNCTION_RULES = {
     "matmul": _matmul, "dot": _dot, "einsum": _einsum, "tensordot": _tensordot,
     "inner": _inner, "outer": _outer, "concatenate": _concatenate,
@@ -871,7 +952,7 @@ FUNCTION_RULES = {
     "take_along_axis": _along_axis("take_along_axis", ("arr",), True, ("indices",)),
     "linalg.solve": _solve,
     "triu": _trailing("triu"), "tril": _trailing("tril"),
-    "ravel": _ravel, "reshape": _reshape,
+    "ravel": _ravel, "reshape": _reshape, "linalg.norm": _norm, "pad": _pad, "tile": _tile,
 }
 for _name in ("inv", "det", "slogdet", "cholesky", "eigh", "eigvalsh", "eig", "eigvals",
               "svd", "qr", "pinv", "matrix_power", "svdvals"):

@@ -265,6 +265,8 @@ def _call(fun, in_axes, out_axes, args: tuple, kwargs: dict):
         mapped.append((ph, arr._node()))
         call_leaves.append(ndarray._from_node(ph))
     cargs, ckwargs = unflatten(spec, iter(call_leaves))
+    unmapped = [(x._var, x._var.head) for x, a in zip(leaves, axes)
+                if a is None and isinstance(x, ndarray)]
     try:
         with _Tracing():
             out = fun(*cargs, **ckwargs)
@@ -272,6 +274,11 @@ def _call(fun, in_axes, out_axes, args: tuple, kwargs: dict):
             out_spec = flatten(out, out_leaves)
             out_nodes = [x._node() if isinstance(x, ndarray) else None for x in out_leaves]
     except TracingError:
+        _restore(unmapped)
+        return _loop(fun, out_axes, leaves, spec, axes, size)
+    if _restore(unmapped):
+        # the function writes into an argument passed to every example: the writes of
+        # each example, in turn, are the loop's
         return _loop(fun, out_axes, leaves, spec, axes, size)
     del out, cargs, ckwargs, call_leaves
     bt = batching.Batcher(size, {id(ph): bn for ph, bn in mapped})
@@ -285,6 +292,17 @@ def _call(fun, in_axes, out_axes, args: tuple, kwargs: dict):
             results.append(x if bn is None else batching.wrap(bn))
         batched_flags = [n is not None and id(n) in bt.env for n in out_nodes]
         return _place_outputs(out_axes, out_spec, results, batched_flags, size)
+
+
+def _restore(heads: list) -> bool:
+    """Put back the contents of arguments the traced function wrote into (their Vars'
+    heads before the trace); True when there was one."""
+    wrote = False
+    for var, head in heads:
+        if var.head is not head:
+            var.set_head(head)
+            wrote = True
+    return wrote
 
 
 def _mapped_size(fun, args, kwargs, leaves, axes) -> int:
