@@ -23,7 +23,6 @@ per-example loop (``vmap_op_loops``, ``vmap_looped_ops``).
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 from typing import Any, Callable
@@ -42,7 +41,6 @@ from .tape import flatten, unflatten
 __all__ = ["vmap"]
 
 STATS = {"vmap_calls": 0, "vmap_function_loops": 0}
-RECORD_BATCHED = True
 _counters.register_table(STATS)
 
 
@@ -284,7 +282,7 @@ def _call(fun, in_axes, out_axes, args: tuple, kwargs: dict):
     bt = batching.Batcher(size, {id(ph): bn for ph, bn in mapped})
     # the batched graph is recorded, not run op by op: it runs as one graph when a result
     # is needed (fused kernels, pooled buffers: the batched ops are large)
-    with (_policy.policy("lazy") if RECORD_BATCHED else contextlib.nullcontext()):
+    with _policy.policy("lazy"):
         bt.run([n for n in out_nodes if n is not None])
         results = []
         for x, n in zip(out_leaves, out_nodes):
@@ -426,12 +424,5 @@ def _loop(fun, out_axes, leaves, spec, axes, size: int):
         if a is None:
             final.append(parts[0])
             continue
-        stack = _stack_for(parts[0])
-        final.append(stack(parts, axis=a))
+        final.append(lnp.stack(parts, axis=a))     # (device arrays stay on their device)
     return unflatten(out_spec, iter(final))
-
-
-def _stack_for(x):
-    if devices.is_device_array(x):
-        return devices.stack if hasattr(devices, "stack") else lnp.stack
-    return lnp.stack
