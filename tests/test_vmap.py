@@ -23,6 +23,13 @@ def _set(x):
     return y
 
 
+def _set_leading_ones(x):
+    y = np.zeros((2, 5))
+    y[0] = x[None, 0, :]               # NumPy drops the value's leading size-1 axes
+    y[1, :2] = x[None, None, 1, :2]
+    return y
+
+
 def _add_at(x):
     y = np.zeros((4, 5))
     np.add.at(y, (0, [1, 1]), x[0, :2])
@@ -130,6 +137,7 @@ CASES = {
     "lazy_index_gather": (lambda x: x[np.argsort(x[:, 0])], (4, 5)),
     # writes
     "setitem": (_set, (4, 5)),
+    "setitem_leading_ones": (_set_leading_ones, (4, 5)),
     "ufunc_at": (_add_at, (4, 5)),
     "ufunc_out": (_out, (4, 5)),
 }

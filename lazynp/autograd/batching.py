@@ -146,6 +146,15 @@ class Batcher:
             return bn
         return self.reshape(bn, (self.B,) + (1,) * extra + tuple(per_shape))
 
+    def fit(self, bn: Node, per_shape: tuple, ndim: int) -> Node:
+        """Batched value ``bn`` written into a region of ``ndim`` dimensions: as
+        :meth:`expand`, and leading size-1 axes beyond them dropped (NumPy's assignment
+        drops them)."""
+        extra = len(per_shape) - ndim
+        if extra > 0:
+            return self.reshape(bn, (self.B,) + tuple(per_shape[extra:]))
+        return self.expand(bn, per_shape, ndim)
+
     def batched(self, a) -> Node:
         """Argument ``a`` (node) with a batch axis: its batched node, or its value broadcast
         along a new leading axis (a view)."""
@@ -262,6 +271,8 @@ def _reduction(bt: Batcher, n: Node, flat: bool = False) -> Node:
     shape = (bt.B,) + tuple(n.shape)
     if axis is None and (flat or n.op.name.endswith(".reduce")) or nd == 0:
         # each example flattened: one axis to reduce (or scan) after the batch axis
+        if len(n.args) > 1:
+            raise NoRule            # (a where= mask is not flattened with it)
         bx = bt.reshape(bx, (bt.B, _prod(x.shape)))
         p["axis"] = 1
         if p.get("keepdims"):
@@ -276,8 +287,6 @@ def _reduction(bt: Batcher, n: Node, flat: bool = False) -> Node:
     for a in n.args[1:]:            # (the where= mask)
         bn = bt.get(a)
         args.append(a if bn is None else bt.expand(bn, a.shape, nd))
-    if nd == 0 and len(args) > 1:
-        raise NoRule
     return graph.record(n.op, tuple(args), p, shape, n.dtype)
 
 
@@ -318,11 +327,9 @@ def _index_tuple(index) -> tuple:
     return index if type(index) is tuple else (index,)
 
 
-def _batched_index(index, n_args_batched: bool) -> tuple:
+def _batched_index(index) -> tuple:
     """``(index with the batch axis first, k)``: the batch axis of the result is at ``k``
     (after the broadcast shape of non-adjacent advanced indices, NumPy's rule), else 0."""
-    if n_args_batched:
-        raise NoRule
     if index is Ellipsis:
         return Ellipsis, 0
     items = _index_tuple(index)
@@ -351,7 +358,7 @@ def _getitem(bt: Batcher, n: Node) -> Node:
     bidx = [bt.get(a) for a in idx]
     if any(b is not None for b in bidx):
         return _gather(bt, n, bidx)
-    new, k = _batched_index(index, False)
+    new, k = _batched_index(index)
     shape = tuple(n.shape)
     shape = shape[:k] + (bt.B,) + shape[k:]
     bn = graph.record(n.op, (bt.env[id(x)],) + tuple(idx), {"index": new}, shape, n.dtype)
@@ -377,17 +384,13 @@ def _gather(bt: Batcher, n: Node, bidx: list) -> Node:
                         (bt.B,) + tuple(n.shape), n.dtype)
 
 
-def _batched_geom(geom, per_bytes: int):
+def _batch_geom(geom, per_bytes: int, B: int):
+    """A region geometry ``(offset, shape, strides, dtype)`` of one example's buffer (of
+    ``per_bytes`` bytes) as the same region of every example of the batched buffer."""
     if geom is None:
         return None
     off, shape, strides, dt = geom
-    return (off, (-1,) + tuple(shape), (per_bytes,) + tuple(strides), dt)
-
-
-def _set_batch(geom, B: int):
-    if geom is None:
-        return None
-    return (geom[0], (B,) + tuple(geom[1][1:]), geom[2], geom[3])
+    return (off, (B,) + tuple(shape), (per_bytes,) + tuple(strides), dt)
 
 
 def _target_ndim(shape: tuple, dtype, geom, index) -> int:
@@ -410,16 +413,16 @@ def _setitem(bt: Batcher, n: Node) -> Node:
     if idx or _index_args_batched(bt, idx):
         raise NoRule
     index = p["index"]
-    new, k = _batched_index(index, False)
+    new, k = _batched_index(index)
     if k:
         raise NoRule
     per_bytes = _prod(base.shape) * base.dtype.itemsize
-    geom = _set_batch(_batched_geom(p["geom"], per_bytes), bt.B)
+    geom = _batch_geom(p["geom"], per_bytes, bt.B)
     tb = bt.owned(bt.batched(base)) if bt.get(base) is not None else \
         graph.record(COPY, (bt.batched(base),), None, (bt.B,) + tuple(base.shape), base.dtype)
     bv = bt.get(value)
     if bv is not None:
-        bv = bt.expand(bv, value.shape, _target_ndim(base.shape, base.dtype, p["geom"], index))
+        bv = bt.fit(bv, value.shape, _target_ndim(base.shape, base.dtype, p["geom"], index))
     else:
         bv = value
     return graph.record(n.op, (tb, bv), {"geom": geom, "index": new},
@@ -433,7 +436,7 @@ def _ufunc_out(bt: Batcher, n: Node) -> Node:
         raise NoRule
     per_bytes = _prod(base.shape) * base.dtype.itemsize
     region = p["geom"][1] if p["geom"] is not None else base.shape
-    p["geom"] = _set_batch(_batched_geom(p["geom"], per_bytes), bt.B)
+    p["geom"] = _batch_geom(p["geom"], per_bytes, bt.B)
     tb = bt.owned(bt.batched(base)) if bt.get(base) is not None else \
         graph.record(COPY, (bt.batched(base),), None, (bt.B,) + tuple(base.shape), base.dtype)
     args = [tb]
@@ -450,12 +453,12 @@ def _ufunc_at(bt: Batcher, n: Node) -> Node:
     idx = rest[:-1] if p["has_b"] else rest
     if idx:
         raise NoRule
-    new, k = _batched_index(p["index"], False)
+    new, k = _batched_index(p["index"])
     if k:
         raise NoRule
     per_bytes = _prod(base.shape) * base.dtype.itemsize
     nd = _target_ndim(base.shape, base.dtype, p["geom"], p["index"])
-    p["geom"] = _set_batch(_batched_geom(p["geom"], per_bytes), bt.B)
+    p["geom"] = _batch_geom(p["geom"], per_bytes, bt.B)
     p["index"] = new
     tb = bt.owned(bt.batched(base)) if bt.get(base) is not None else \
         graph.record(COPY, (bt.batched(base),), None, (bt.B,) + tuple(base.shape), base.dtype)
@@ -463,7 +466,7 @@ def _ufunc_at(bt: Batcher, n: Node) -> Node:
     if p["has_b"]:
         b = rest[-1]
         bb = bt.get(b)
-        args.append(b if bb is None else bt.expand(bb, b.shape, nd))
+        args.append(b if bb is None else bt.fit(bb, b.shape, nd))
     return graph.record(n.op, tuple(args), p, (bt.B,) + tuple(n.shape), n.dtype)
 
 
@@ -488,7 +491,7 @@ def _lazy_index(bt: Batcher, index, idx: tuple, shape: tuple, dtype, geom) -> tu
     nd = _target_ndim(shape, dtype, geom, None if index is None else _fill(index, dummies))
     if index is None:
         return None, tuple(idx), nd
-    new, k = _batched_index(index, False)
+    new, k = _batched_index(index)
     if k:
         raise NoRule
     return new, tuple(idx), nd
@@ -512,7 +515,7 @@ def _region(bt: Batcher, n: Node, kind: str) -> Node:
     else:                           # (a region of its buffer: a buffer of its own)
         g = bt.owned(bt.batched(src))
     per_bytes = _prod(shape) * dtype.itemsize
-    p["geom"] = _set_batch(_batched_geom(p["geom"], per_bytes), bt.B)
+    p["geom"] = _batch_geom(p["geom"], per_bytes, bt.B)
     return graph.record(n.op, (g,) + idx_args, p, (bt.B,) + tuple(n.shape), n.dtype)
 
 
