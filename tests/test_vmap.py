@@ -460,6 +460,9 @@ def test_identity_and_unbatched_outputs():
     numpy.testing.assert_array_equal(np.vmap(lambda a, b: b, in_axes=(0, None))(X, C[0]),
                                      numpy.broadcast_to(C[0], (3, 5)))
     numpy.testing.assert_array_equal(np.vmap(lambda a: 2.0)(X), numpy.full(3, 2.0))
+    y, none = np.vmap(lambda a: (a + 1, None))(X)
+    assert none is None
+    numpy.testing.assert_array_equal(numpy.asarray(y), X + 1)
 
 
 def test_device_arrays():

@@ -382,6 +382,9 @@ def _place_outputs(out_axes, out_spec, results: list, batched: list, size: int):
     axes = _out_axes_leaves(out_axes, out_spec)
     final = []
     for x, b, a in zip(results, batched, axes):
+        if x is None:                   # (an empty pytree in JAX: as it is)
+            final.append(x)
+            continue
         if a is None:
             if b:
                 raise ValueError("vmap has mapped output but out_axes is None")
@@ -421,7 +424,7 @@ def _loop(fun, out_axes, leaves, spec, axes, size: int):
     final = []
     for k, a in enumerate(axes_out):
         parts = [o[k] for o in outs]
-        if a is None:
+        if a is None or parts[0] is None:
             final.append(parts[0])
             continue
         final.append(lnp.stack(parts, axis=a))     # (device arrays stay on their device)
