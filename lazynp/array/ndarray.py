@@ -104,10 +104,14 @@ class _CoreReference:
     @classmethod
     def _from_node(cls, node: Node, scalar: bool = False):
         """The array holding ``node``'s value; NumPy's scalar when ``scalar`` (a 0-d result
-        NumPy gives as a scalar) and the node is computed outside a transform."""
-        if scalar and node.state == DONE and node.value is not None and \
-                not _policy.record_all and node.error is None:
-            return node.value[()]
+        NumPy gives as a scalar) outside a transform or lazy policy: a pending node is then
+        computed now (one flush running the kernel that produces it), as NumPy returns a
+        scalar (``json.dumps``, ``hash``, ``isinstance(m, float)`` need one)."""
+        if scalar and not _policy.record_all:
+            if node.state != DONE:
+                graph.materialize(node)     # (raises the node's error, as NumPy at the call)
+            if node.value is not None and node.error is None:
+                return node.value[()]
         self = object.__new__(cls)
         self._v = Var(node)
         self._val = None
