@@ -642,3 +642,11 @@ def configure_core(*, getitem, setitem, array_ufunc, real: property, imag: prope
         view_on=graph.buffer_view, array=_Members.__array__, array_ufunc=array_ufunc,
         transpose=lambda a: a.transpose(), check_buffer_dtype=check_buffer_dtype)
     _native.ext.configure_parts(real, imag)
+
+
+def _register_with_numba() -> None:
+    from .numba_typing import register
+    register(ndarray)
+
+
+_register_with_numba()
