@@ -9,6 +9,7 @@ import numpy as np
 
 from . import composite, namespace as ns
 from .._base import native as _native
+from .. import devices as _devices
 from .eager import NOT_EAGER, eager_method
 from . import fallback as _fallback
 from .fallback import _note, dispatch_numpy_function, public_namespace
@@ -174,7 +175,12 @@ def _transpose(self, *axes):
     return ns.transpose(self, axes)
 
 
-def _astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+def _astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True, **unknown):
+    if unknown:
+        raise TypeError(f"astype() got an unexpected keyword argument '{next(iter(unknown))}'")
+    # NumPy's errors for the arguments (dtype, order, casting), before any work
+    np.empty(0, self.dtype).astype(dtype, order=order, casting=casting, subok=subok,
+                                   copy=copy)
     dtype = np.dtype(dtype)
     if not np.can_cast(self.dtype, dtype, casting):
         raise TypeError(f"Cannot cast array data from {self.dtype!r} to {dtype!r} according "
@@ -232,6 +238,32 @@ def _dot(self, b, out=None):
 
 def _round(self, decimals=0, out=None):
     return ns.round(self, decimals, out)
+
+
+def _array_wrap(self, array, context=None, return_scalar=False):
+    """NumPy's ``ndarray.__array_wrap__``: ``array`` (a NumPy result) as this array's type,
+    a lazynp array sharing its buffer; NumPy's scalar for a 0-d one when
+    ``return_scalar``."""
+    if return_scalar and np.ndim(array) == 0:
+        return np.asarray(array)[()]
+    return ns.asarray(array)
+
+
+def _device(self):
+    """The Array API's ``device``: the :class:`lazynp.devices.Device` the array lives on
+    (``device('cpu')``, equal to NumPy's ``'cpu'``; a GPU array's is ``device('cuda:N')``)."""
+    return _devices.CPU
+
+
+def _to_device(self, device, /, *, stream=None):
+    """The Array API's ``to_device``: the array on ``device`` (itself for the CPU, as
+    NumPy's ``to_device('cpu')``)."""
+    if stream is not None:
+        raise ValueError("The stream argument in to_device() is not supported")
+    d = _devices.device(device)
+    if d == _devices.CPU:
+        return self
+    return ns.asarray(self, device=d)
 
 
 def _python_round(self, ndigits=None):
@@ -364,6 +396,10 @@ def _array_namespace(self, api_version=None):
 
 
 def _array_ufunc(self, uf, method, *inputs, **kwargs):
+    if isinstance(self, type):
+        # (``numpy.isnat(lazynp.ndarray)``: the class itself, found through its metaclass;
+        # NumPy then raises its TypeError instead of calling lazynp's ufunc on it forever)
+        return NotImplemented
     lazy = UFUNCS.get(uf.__name__)
     if lazy is None or lazy._np is not uf:
         if uf is np.matmul and method == "__call__":
@@ -404,7 +440,8 @@ def install() -> None:
         __matmul__=_deferring(_matmul, "__rmatmul__"), __rmatmul__=_rmatmul,
         __imatmul__=_deferring(_imatmul, "__rmatmul__", True),
         __divmod__=_deferring(_divmod, "__rdivmod__"),
-        __rdivmod__=_rdivmod, __round__=_python_round, reshape=_reshape, transpose=_transpose,
+        __rdivmod__=_rdivmod, __array_wrap__=_array_wrap, device=property(_device),
+        to_device=_to_device, __round__=_python_round, reshape=_reshape, transpose=_transpose,
         astype=_astype, copy=_copy, flatten=_flatten, ravel=_ravel, sort=_sort, view=_view,
         conj=_conj, conjugate=_conj, dot=_dot, round=_round, nonzero=_nonzero,
         getfield=_getfield, compress=_compress, partition=_partition, resize=_resize,

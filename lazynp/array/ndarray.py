@@ -31,6 +31,7 @@ import numpy as np
 from ..core import policy as _policy, graph
 from .._base import native as _native
 from ..core.graph import DONE, Node, Var
+from .flags import ArrayFlags
 
 
 def _data_offset_py(a: np.ndarray, base: np.ndarray) -> int:
@@ -320,7 +321,7 @@ class _Members:
         if self._shadow is None:
             self._get_shadow()
             self._shadow = self._var.shadow.view()  # this handle's own flags
-        return self._shadow.flags
+        return ArrayFlags(self._shadow.flags, owndata=self._geom is None)
 
     def setflags(self, write=None, align=None, uic=None) -> None:
         """Set WRITEABLE (the only flag lazynp tracks) like :meth:`numpy.ndarray.setflags`."""
@@ -349,10 +350,6 @@ class _Members:
     @property
     def flat(self):
         return _Flat(self)
-
-    @property
-    def device(self) -> str:
-        return "cpu"
 
     # ``data`` and ``ctypes`` give out the buffer itself (as NumPy): from then on it is
     # shared with the caller, like ``numpy.asarray(a)`` (see ``__array__``)
@@ -440,10 +437,8 @@ class _Members:
         return operator.index(self._value()[()])
 
     def _scalar_value(self, what: str):
-        if self.ndim != 0:
-            if self.size == 1:
-                raise TypeError(f"only 0-dimensional arrays can be converted to Python scalars")
-            raise TypeError(f"only length-1 arrays can be converted to Python scalars")
+        if self.ndim != 0:      # (NumPy 2.4's wording, for every size)
+            raise TypeError("only 0-dimensional arrays can be converted to Python scalars")
         v = self._value()[()]
         if graph.shared.value_hook is not None:
             graph.shared.value_hook(self, what, v)    # (autograd: no silent constant on its path)
@@ -498,8 +493,10 @@ class _Members:
     def __deepcopy__(self, memo):
         return self.copy()
 
-    def __dlpack__(self, **kw):
-        return self._value().__dlpack__(**kw)
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """The DLPack protocol (NumPy's, on the computed value)."""
+        return self._value().__dlpack__(stream=stream, max_version=max_version,
+                                        dl_device=dl_device, copy=copy)
 
     def __dlpack_device__(self):
         return self._value().__dlpack_device__()
