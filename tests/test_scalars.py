@@ -49,7 +49,20 @@ CASES = {
     "M[i, j]": lambda m: (m.arange(N) * 1.0).reshape(-1, 512)[3, 4],
     "np.add.reduce(a)": lambda m: m.add.reduce(m.arange(N) * 1.0),
     "complex sum": lambda m: (m.arange(N) * 1j).sum(),
+    "np.nanmedian(a)": lambda m: m.nanmedian(m.arange(N) * 1.0),
+    "np.percentile(a, 30)": lambda m: m.percentile(m.arange(N) * 1.0, 30),
+    "np.einsum('i->', a)": lambda m: m.einsum("i->", m.arange(N) * 1.0),
+    "a.max(where=)": lambda m: (m.arange(N) * 1.0).max(where=m.arange(N) > 3, initial=0),
+    "a.sum(dtype=f4)": lambda m: (m.arange(N) * 1.0).sum(dtype=m.float32),
+    "a.flat[i]": lambda m: (m.arange(N) * 1.0).flat[5],
 }
+
+
+def test_tuples_of_scalars_are_numpys_scalars():
+    want = numpy.average(numpy.arange(N) * 1.0, returned=True)
+    got = np.average(np.arange(N) * 1.0, returned=True)
+    assert [type(x) for x in got] == [type(x) for x in want]
+    assert list(got) == list(want)
 
 
 @pytest.mark.parametrize("name", list(CASES))
