@@ -16,7 +16,7 @@ from .fallback import _note, dispatch_numpy_function, public_namespace
 from .shortcuts import METHODS
 from .ufunc import UFUNCS
 from ..array import indexing, views as _views
-from ..array.ndarray import CORE_NAMES, add_member, configure_core
+from ..array.ndarray import CORE_NAMES, add_member, configure_core, ndarray
 from ..core import graph
 from ..ops.core import ASTYPE
 
@@ -47,7 +47,8 @@ def _inplace(uf):
 
 
 #: operand types NumPy's operators never give way to (arrays, Python and NumPy scalars)
-_NEVER_DEFER = frozenset((int, float, complex, bool, np.ndarray, *np.sctypeDict.values()))
+_NEVER_DEFER = frozenset((int, float, complex, bool, np.ndarray, ndarray,
+                          *np.sctypeDict.values()))
 #: ``numpy.ndarray.__array_priority__``: lazynp's operators give way as NumPy's array does
 _NUMPY_PRIORITY = 0.0
 _MISSING = object()
@@ -60,7 +61,7 @@ def should_defer(self, other, reflected: str | None, inplace: bool = False) -> b
     sparse matrices: ``ones(3) @ csr`` is ``csr.__rmatmul__``).  ``reflected``: the
     reflected method the other type must define (None for comparisons)."""
     t = type(other)
-    if t in _NEVER_DEFER or isinstance(other, (ndarray_type(), np.ndarray, np.generic)):
+    if t in _NEVER_DEFER or isinstance(other, (ndarray, np.ndarray, np.generic)):
         return False
     if reflected is not None and getattr(t, reflected, None) is None and \
             getattr(t, "__" + reflected[3:], None) is None:
@@ -73,11 +74,6 @@ def should_defer(self, other, reflected: str | None, inplace: bool = False) -> b
     except (TypeError, ValueError):
         return False
     return prio > _NUMPY_PRIORITY
-
-
-def ndarray_type():
-    from ..array.ndarray import ndarray
-    return ndarray
 
 
 #: the operator Python tries on the right operand after a comparison gives way
