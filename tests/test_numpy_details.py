@@ -223,3 +223,14 @@ def test_astype_errors_of_large_recorded_arrays_are_numpys(kwargs):
     with pytest.raises(want.type) as got:
         (np.arange(2**20) * 1.0).astype("i4", **kwargs)
     assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("value", [3, [1.7, 2], numpy.arange(4.0), [[5]]])
+def test_flat_assignment_like_numpys(value):
+    want, got = numpy.zeros((2, 3), int), np.zeros((2, 3), int)
+    want.flat = value
+    got.flat = value
+    numpy.testing.assert_array_equal(numpy.asarray(got), want)
+    t, tn = np.zeros((3, 2)).T, numpy.zeros((3, 2)).T
+    t.flat, tn.flat = np.arange(6.0), numpy.arange(6.0)
+    numpy.testing.assert_array_equal(numpy.asarray(t), tn)

@@ -351,6 +351,14 @@ class _Members:
     def flat(self):
         return _Flat(self)
 
+    @flat.setter
+    def flat(self, value) -> None:
+        """``a.flat = value``: NumPy's flat assignment, ``value``'s elements cast (unsafe)
+        and repeated in C order over the whole array."""
+        v = np.asarray(value, dtype=self.dtype).reshape(-1)
+        if v.size:
+            self[...] = np.resize(v, self.size).reshape(self.shape)
+
     # ``data`` and ``ctypes`` give out the buffer itself (as NumPy): from then on it is
     # shared with the caller, like ``numpy.asarray(a)`` (see ``__array__``)
     @property
