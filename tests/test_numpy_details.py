@@ -163,6 +163,13 @@ def test_device_is_a_device_object_equal_to_numpys():
     assert isinstance(a.device, Device) and str(a.device) == "cpu"
 
 
+def test_numpy_takes_a_lazynp_device():
+    a = np.ones(3)
+    assert numpy.zeros(2, device=a.device).shape == (2,)
+    assert numpy.ones(2).to_device(a.device).shape == (2,)
+    assert pickle.loads(pickle.dumps(a.device)) == a.device
+
+
 def test_to_device_on_the_cpu():
     a = np.ones(3)
     assert a.to_device("cpu") is a
