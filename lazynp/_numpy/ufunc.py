@@ -388,6 +388,11 @@ class ufunc(_UfuncBase, metaclass=_UfuncType):
                                     (array, indices), {"axis": axis, "dtype": dtype, "out": out})
 
 
+for _method in ("reduce", "accumulate", "outer", "at", "reduceat"):
+    # (Python's argument errors name the method as NumPy's do: "reduce() got an unexpected
+    # keyword argument 'foo'", not "ufunc.reduce() ...")
+    getattr(ufunc, _method).__qualname__ = _method
+
 UFUNCS: dict[str, ufunc] = {}   # by NumPy's attribute names and ufunc names (no gufuncs)
 for _name in dir(np):
     _u = getattr(np, _name)
