@@ -28,10 +28,12 @@ from .array.ndarray import ndarray  # noqa: E402
 from .devices import default_device  # noqa: E402
 from ._numpy import composite as _composite, fallback as _fallback  # noqa: E402
 from ._numpy import methods as _methods, namespace as _namespace  # noqa: E402
+from ._numpy import binding as _binding  # noqa: E402
 from ._numpy.fallback import FallbackError  # noqa: E402
 from ._numpy.namespace import *  # noqa: E402,F401,F403
 from ._numpy.composite import *  # noqa: E402,F401,F403
 from ._numpy.ufunc import ufunc  # noqa: E402
+from ._numpy.conversion import load  # noqa: E402
 from . import linalg, fft, random, lib, testing  # noqa: E402
 from . import symbol  # noqa: E402
 from .symbol import Symbol  # noqa: E402
@@ -53,6 +55,10 @@ _methods.install()
 _fallback.register_namespace(_sys.modules[__name__])
 _lifecycle.install()
 _split.install(_native.ext)
+# functions written in Python do not bind as methods where NumPy's do not (np.array)
+for _mod, _np_mod in ((_sys.modules[__name__], _np), (linalg, _np.linalg), (fft, _np.fft),
+                      (random, _np.random)):
+    _binding.match_numpy(vars(_mod), _np_mod, _mod.__name__)
 
 _all_lazy = _namespace.__all_lazy__ + _composite.__all__
 __version__ = "0.1.0"
@@ -66,6 +72,10 @@ def __getattr__(name: str):
     if name == "kvstore":       # imported on first use (it loads dask.distributed)
         import importlib
         return importlib.import_module(".kvstore", __name__)
+    if name == "_core":
+        from ._numpy.ufunc import core_module
+        mod = globals()[name] = core_module()
+        return mod
     if name in _NP_SUBMODULES:
         mod = _fallback.FallbackModule(f"lazynp.{name}", getattr(_np, name))
         globals()[name] = mod

@@ -1916,11 +1916,14 @@ cdef object _new_detached(value):
 
 
 cdef object _new_array(Node node, bint scalar):
-    """``ndarray._from_node(node, scalar)``: NumPy's scalar for a computed scalar result,
+    """``ndarray._from_node(node, scalar)``: NumPy's scalar for a scalar result (a pending
+    one is computed now, in one flush with its pending inputs, unless everything records),
     else the array on a new Var (weakly listed while its head is pending)."""
-    if scalar and node.state == DONE and node.value is not None and node.error is None and \
-            not _record_all:
-        return node.value[()]
+    if scalar and not _record_all:
+        if node.state != DONE:
+            _materialize_fn(node)       # (raises the node's error, as NumPy at the call)
+        if node.value is not None and node.error is None:
+            return node.value[()]
     cdef Var v = Var.__new__(Var)
     v.head = node
     if node.state == PENDING:

@@ -198,3 +198,27 @@ def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
 
 
 globals().update(eager_versions(globals()))     # (concatenate, concat, stack)
+
+
+class NpzFile(np.lib.npyio.NpzFile):
+    """NumPy's ``NpzFile`` (what ``load`` gives for a ``.npz`` file) whose members are
+    lazynp arrays, as ``load`` of a ``.npy`` file gives one."""
+
+    def __getitem__(self, key):
+        return _fallback.wrap_result(super().__getitem__(key))
+
+
+def load(file, mmap_mode=None, allow_pickle=False, fix_imports=True, encoding="ASCII", *,
+         max_header_size=10000):
+    """``numpy.load``: a lazynp array for a ``.npy`` file, an ``NpzFile`` of lazynp arrays
+    for a ``.npz`` file (NumPy's reading, its errors; counted as a fallback)."""
+    res = _fallback.call_numpy(np.load, "load", (file,),
+                               {"mmap_mode": mmap_mode, "allow_pickle": allow_pickle,
+                                "fix_imports": fix_imports, "encoding": encoding,
+                                "max_header_size": max_header_size})
+    if type(res) is np.lib.npyio.NpzFile:
+        res.__class__ = NpzFile
+    return res
+
+
+load.__doc__ = (load.__doc__ or "") + "\n" + (np.load.__doc__ or "")

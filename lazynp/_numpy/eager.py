@@ -9,6 +9,7 @@ machinery, which keeps the storage shared).
 from __future__ import annotations
 
 import functools
+import inspect
 
 import numpy as np
 
@@ -181,6 +182,7 @@ def eager_first(np_fn, lazy_fn, kind: str = "opaque"):
         f = _native.ext.EagerFirst(np_fn, lazy_fn, kind)    # (the same, in C)
         functools.update_wrapper(f, lazy_fn)
         f._lazynp_eager = np_fn
+        _numpy_signature(f, lazy_fn)
         return f
     name = np_fn.__name__
 
@@ -196,7 +198,25 @@ def eager_first(np_fn, lazy_fn, kind: str = "opaque"):
                 return r
         return lazy_fn(*args, **kwargs)
     f._lazynp_eager = np_fn
+    _numpy_signature(f, lazy_fn)
     return f
+
+
+def _numpy_signature(f, lazy_fn) -> None:
+    """Give ``f`` NumPy's signature where ``lazy_fn`` takes ``(*args, **kwargs)`` (a
+    generic recorder: ``inspect.signature(lazynp.take)`` is NumPy's, as is the call)."""
+    try:
+        params = list(inspect.signature(lazy_fn).parameters.values())
+    except (TypeError, ValueError):
+        return
+    if [p.kind for p in params] != [inspect.Parameter.VAR_POSITIONAL,
+                                    inspect.Parameter.VAR_KEYWORD]:
+        return
+    np_fn = getattr(np, getattr(lazy_fn, "__name__", ""), None)
+    try:
+        f.__signature__ = inspect.signature(np_fn)
+    except (TypeError, ValueError):
+        pass
 
 
 #: The namespace functions that return fresh data, by the work kind the policy sizes them

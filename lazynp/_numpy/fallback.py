@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 import numpy as np
 
 from .._base import config as _config, site as _site
+from . import binding as _binding
 from ..core import graph, policy as _policy
 from ..array.operands import to_numpy
 from ..array.ndarray import ndarray
@@ -166,7 +167,8 @@ def fallback_function(fn, name: str):
     def wrapper(*args, **kwargs):
         return call_numpy(fn, name, args, kwargs)
     wrapper._lazynp_fallback = True
-    return wrapper
+    prefix = name.rpartition(".")[0]
+    return _binding.like_numpy(wrapper, fn, f"lazynp.{prefix}" if prefix else "lazynp")
 
 
 def fallback_attr(np_obj, name: str):

@@ -9,13 +9,14 @@ import numpy as np
 
 from . import composite, namespace as ns
 from .._base import native as _native
+from .. import devices as _devices
 from .eager import NOT_EAGER, eager_method
 from . import fallback as _fallback
 from .fallback import _note, dispatch_numpy_function, public_namespace
 from .shortcuts import METHODS
 from .ufunc import UFUNCS
 from ..array import indexing, views as _views
-from ..array.ndarray import CORE_NAMES, add_member, configure_core
+from ..array.ndarray import CORE_NAMES, add_member, configure_core, ndarray
 from ..core import graph
 from ..ops.core import ASTYPE
 
@@ -43,6 +44,58 @@ def _inplace(uf):
         uf(self, other, out=self)
         return self
     return f
+
+
+#: operand types NumPy's operators never give way to (arrays, Python and NumPy scalars)
+_NEVER_DEFER = frozenset((int, float, complex, bool, np.ndarray, ndarray,
+                          *np.sctypeDict.values()))
+#: ``numpy.ndarray.__array_priority__``: lazynp's operators give way as NumPy's array does
+_NUMPY_PRIORITY = 0.0
+_MISSING = object()
+
+
+def should_defer(self, other, reflected: str | None, inplace: bool = False) -> bool:
+    """NumPy's ``binop_should_defer`` for ``self (op) other``: give way (return
+    NotImplemented) to an operand whose type sets ``__array_ufunc__ = None``, or has no
+    ``__array_ufunc__`` and a higher ``__array_priority__`` than NumPy's array (SciPy's
+    sparse matrices: ``ones(3) @ csr`` is ``csr.__rmatmul__``).  ``reflected``: the
+    reflected method the other type must define (None for comparisons)."""
+    t = type(other)
+    if t in _NEVER_DEFER or isinstance(other, (ndarray, np.ndarray, np.generic)):
+        return False
+    if reflected is not None and getattr(t, reflected, None) is None and \
+            getattr(t, "__" + reflected[3:], None) is None:
+        return False        # (NumPy: the other type has no slot for this operator)
+    uf = getattr(t, "__array_ufunc__", _MISSING)
+    if uf is not _MISSING:
+        return not inplace and uf is None
+    try:
+        prio = float(getattr(other, "__array_priority__", -1e6))
+    except (TypeError, ValueError):
+        return False
+    return prio > _NUMPY_PRIORITY
+
+
+#: the operator Python tries on the right operand after a comparison gives way
+_SWAPPED = {"__lt__": "__gt__", "__le__": "__ge__", "__eq__": "__eq__", "__ne__": "__ne__",
+            "__gt__": "__lt__", "__ge__": "__le__"}
+
+
+def _deferring(f, reflected: str, inplace: bool = False):
+    """``f`` (a forward operator or comparison; ``reflected``: what Python calls on the
+    other operand next), giving way to the other operand as NumPy's array does.  That
+    operand gets this array as a NumPy array (SciPy's sparse matrices take only those: with
+    a NumPy array ``ones(3) + csr`` is ``csr.__radd__(ones(3))``); NotImplemented when it
+    declines that too.  In place, the operator gives way to the plain one."""
+    comparison = reflected in _SWAPPED     # (NumPy gives way there without checking)
+    def dunder(self, other):
+        if type(other) not in _NEVER_DEFER and \
+                should_defer(self, other, None if comparison else reflected, inplace):
+            method = None if inplace else getattr(other, reflected, None)
+            return NotImplemented if method is None else method(self.__array__())
+        return f(self, other)
+    dunder.__name__ = getattr(f, "__name__", "dunder")
+    return dunder
 
 
 #: NumPy's ``a ** e`` on a float or complex array, with ``e`` exactly a Python int 2 or -1 or
@@ -118,7 +171,12 @@ def _transpose(self, *axes):
     return ns.transpose(self, axes)
 
 
-def _astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+def _astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True, **unknown):
+    if unknown:
+        raise TypeError(f"astype() got an unexpected keyword argument '{next(iter(unknown))}'")
+    # NumPy's errors for the arguments (dtype, order, casting), before any work
+    np.empty(0, self.dtype).astype(dtype, order=order, casting=casting, subok=subok,
+                                   copy=copy)
     dtype = np.dtype(dtype)
     if not np.can_cast(self.dtype, dtype, casting):
         raise TypeError(f"Cannot cast array data from {self.dtype!r} to {dtype!r} according "
@@ -176,6 +234,32 @@ def _dot(self, b, out=None):
 
 def _round(self, decimals=0, out=None):
     return ns.round(self, decimals, out)
+
+
+def _array_wrap(self, array, context=None, return_scalar=False):
+    """NumPy's ``ndarray.__array_wrap__``: ``array`` (a NumPy result) as this array's type,
+    a lazynp array sharing its buffer; NumPy's scalar for a 0-d one when
+    ``return_scalar``."""
+    if return_scalar and np.ndim(array) == 0:
+        return np.asarray(array)[()]
+    return ns.asarray(array)
+
+
+def _device(self):
+    """The Array API's ``device``: the :class:`lazynp.devices.Device` the array lives on
+    (``device('cpu')``, equal to NumPy's ``'cpu'``; a GPU array's is ``device('cuda:N')``)."""
+    return _devices.CPU
+
+
+def _to_device(self, device, /, *, stream=None):
+    """The Array API's ``to_device``: the array on ``device`` (itself for the CPU, as
+    NumPy's ``to_device('cpu')``)."""
+    if stream is not None:
+        raise ValueError("The stream argument in to_device() is not supported")
+    d = _devices.device(device)
+    if d == _devices.CPU:
+        return self
+    return ns.asarray(self, device=d)
 
 
 def _python_round(self, ndigits=None):
@@ -308,6 +392,10 @@ def _array_namespace(self, api_version=None):
 
 
 def _array_ufunc(self, uf, method, *inputs, **kwargs):
+    if isinstance(self, type):
+        # (``numpy.isnat(lazynp.ndarray)``: the class itself, found through its metaclass;
+        # NumPy then raises its TypeError instead of calling lazynp's ufunc on it forever)
+        return NotImplemented
     lazy = UFUNCS.get(uf.__name__)
     if lazy is None or lazy._np is not uf:
         if uf is np.matmul and method == "__call__":
@@ -334,18 +422,22 @@ def install() -> None:
                "__array_function__": _array_function}
     for dunder, name in _BINARY.items():
         uf = UFUNCS[name]
-        members[f"__{dunder}__"] = _binary_dunder(uf, reflected=False)
+        members[f"__{dunder}__"] = _deferring(_binary_dunder(uf, reflected=False),
+                                              f"__r{dunder}__")
         members[f"__r{dunder}__"] = _binary_dunder(uf, reflected=True)
-        members[f"__i{dunder}__"] = _inplace(uf)
-    members["__pow__"] = _power_dunder(UFUNCS["power"])
-    members["__ipow__"] = _power_inplace(UFUNCS["power"])
+        members[f"__i{dunder}__"] = _deferring(_inplace(uf), f"__r{dunder}__", True)
+    members["__pow__"] = _deferring(_power_dunder(UFUNCS["power"]), "__rpow__")
+    members["__ipow__"] = _deferring(_power_inplace(UFUNCS["power"]), "__rpow__", True)
     for dunder, name in _COMPARE.items():
-        members[f"__{dunder}__"] = _compare(UFUNCS[name])
+        members[f"__{dunder}__"] = _deferring(_compare(UFUNCS[name]), _SWAPPED[f"__{dunder}__"])
     for dunder, name in _UNARY.items():
         members[f"__{dunder}__"] = _unary(UFUNCS[name])
     members.update(
-        __matmul__=_matmul, __rmatmul__=_rmatmul, __imatmul__=_imatmul, __divmod__=_divmod,
-        __rdivmod__=_rdivmod, __round__=_python_round, reshape=_reshape, transpose=_transpose,
+        __matmul__=_deferring(_matmul, "__rmatmul__"), __rmatmul__=_rmatmul,
+        __imatmul__=_deferring(_imatmul, "__rmatmul__", True),
+        __divmod__=_deferring(_divmod, "__rdivmod__"),
+        __rdivmod__=_rdivmod, __array_wrap__=_array_wrap, device=property(_device),
+        to_device=_to_device, __round__=_python_round, reshape=_reshape, transpose=_transpose,
         astype=_astype, copy=_copy, flatten=_flatten, ravel=_ravel, sort=_sort, view=_view,
         conj=_conj, conjugate=_conj, dot=_dot, round=_round, nonzero=_nonzero,
         getfield=_getfield, compress=_compress, partition=_partition, resize=_resize,

@@ -521,6 +521,8 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
     if weights is None:
         avg = mean(a, axis=axis, keepdims=keepdims)
         scl = a.size / avg.size if avg.size else 0
+        if returned and not isinstance(avg, ndarray):    # (NumPy's scalar: so is scl)
+            return avg, avg.dtype.type(scl)
         return (avg, full(avg.shape, scl, avg.dtype)) if returned else avg
     return lazy_call("average", np.average, (a,), {"axis": axis, "weights": asarray(weights),
                                                    "returned": returned, "keepdims": keepdims},

@@ -42,7 +42,21 @@ def _ufunc_named(name: str) -> "ufunc":
 _UfuncBase = object if _native.ext is None else _native.ext.UfuncBase
 
 
-class ufunc(_UfuncBase):
+class _UfuncType(type):
+    """The metaclass of :class:`ufunc`: NumPy's ufunc objects are ``lazynp.ufunc``
+    instances too (``isinstance(numpy.add, lazynp.ufunc)``), as code written against
+    ``numpy.ufunc`` finds its ufuncs that way (NumPy's own test_ufunc.py collects
+    ``[uf for uf in np._core.umath.__dict__.values() if isinstance(uf, np.ufunc)]``)."""
+
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, np.ufunc) or type.__instancecheck__(cls, obj)
+
+    def __subclasscheck__(cls, sub) -> bool:
+        return (isinstance(sub, type) and issubclass(sub, np.ufunc)) or \
+            type.__subclasscheck__(cls, sub)
+
+
+class ufunc(_UfuncBase, metaclass=_UfuncType):
     """A lazy wrapper of a :class:`numpy.ufunc` with the same interface."""
 
     def __init__(self, np_ufunc: np.ufunc):
@@ -187,7 +201,13 @@ class ufunc(_UfuncBase):
         return f
 
     def _call(self, *args, out=None, where=True, dtype=None, casting="same_kind",
-              order="K", subok=True, signature=None):
+              order="K", subok=True, signature=None, **unknown):
+        if unknown:         # (NumPy's wording: the ufunc's name, not this method's)
+            raise TypeError(f"{self.__name__}() got an unexpected keyword argument "
+                            f"'{next(iter(unknown))}'")
+        if len(args) > self.nargs:
+            raise TypeError(f"{self.__name__}() takes from {self.nin} to {self.nargs} "
+                            f"positional arguments but {len(args)} were given")
         if _devices.ACTIVE and _devices.any_on_device(args, out):      # (device hook)
             return _devices.ufunc_call(self._np, args, out, where=where, dtype=dtype,
                                        signature=signature)
@@ -368,6 +388,11 @@ class ufunc(_UfuncBase):
                                     (array, indices), {"axis": axis, "dtype": dtype, "out": out})
 
 
+for _method in ("reduce", "accumulate", "outer", "at", "reduceat"):
+    # (Python's argument errors name the method as NumPy's do: "reduce() got an unexpected
+    # keyword argument 'foo'", not "ufunc.reduce() ...")
+    getattr(ufunc, _method).__qualname__ = _method
+
 UFUNCS: dict[str, ufunc] = {}   # by NumPy's attribute names and ufunc names (no gufuncs)
 for _name in dir(np):
     _u = getattr(np, _name)
@@ -375,3 +400,18 @@ for _name in dir(np):
         if _u.__name__ not in UFUNCS:
             UFUNCS[_u.__name__] = ufunc(_u)
         UFUNCS[_name] = UFUNCS[_u.__name__]
+
+
+def core_module():
+    """``lazynp._core``: NumPy's ``numpy._core`` (counted fallbacks), whose ``umath`` holds
+    lazynp's ufuncs where NumPy's has its own (code that lists the ufuncs of
+    ``np._core.umath`` gets lazynp's: NumPy's test_ufunc.py)."""
+    import types
+    umath = types.ModuleType("lazynp._core.umath", np._core.umath.__doc__)
+    for name, obj in vars(np._core.umath).items():
+        if name in ("__name__", "__doc__", "__spec__", "__loader__", "__package__"):
+            continue
+        lazy = UFUNCS.get(getattr(obj, "__name__", None)) if isinstance(obj, np.ufunc) \
+            else None
+        setattr(umath, name, lazy if lazy is not None and lazy._np is obj else obj)
+    return _fallback.FallbackModule("lazynp._core", np._core, {"umath": umath})

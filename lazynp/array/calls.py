@@ -132,5 +132,5 @@ def lazy_call(name: str, fn, args: tuple, kwargs: dict, *, kind: str = "opaque",
         return ndarray._from_node(node, scalar and shape == ())
     multi = graph.record(op, tuple(nodes), {"tpl": tpl}, tuple(m[0][0]), np.dtype(m[0][1]))
     return tuple(ndarray._from_node(graph.record(TUPLE_GET, (multi, i), None, tuple(s),
-                                                 np.dtype(d)))
+                                                 np.dtype(d)), scalar and tuple(s) == ())
                  for i, (s, d) in enumerate(m))

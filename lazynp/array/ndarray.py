@@ -31,6 +31,7 @@ import numpy as np
 from ..core import policy as _policy, graph
 from .._base import native as _native
 from ..core.graph import DONE, Node, Var
+from .flags import ArrayFlags
 
 
 def _data_offset_py(a: np.ndarray, base: np.ndarray) -> int:
@@ -104,10 +105,14 @@ class _CoreReference:
     @classmethod
     def _from_node(cls, node: Node, scalar: bool = False):
         """The array holding ``node``'s value; NumPy's scalar when ``scalar`` (a 0-d result
-        NumPy gives as a scalar) and the node is computed outside a transform."""
-        if scalar and node.state == DONE and node.value is not None and \
-                not _policy.record_all and node.error is None:
-            return node.value[()]
+        NumPy gives as a scalar) outside a transform or lazy policy: a pending node is then
+        computed now (one flush running the kernel that produces it), as NumPy returns a
+        scalar (``json.dumps``, ``hash``, ``isinstance(m, float)`` need one)."""
+        if scalar and not _policy.record_all:
+            if node.state != DONE:
+                graph.materialize(node)     # (raises the node's error, as NumPy at the call)
+            if node.value is not None and node.error is None:
+                return node.value[()]
         self = object.__new__(cls)
         self._v = Var(node)
         self._val = None
@@ -316,7 +321,7 @@ class _Members:
         if self._shadow is None:
             self._get_shadow()
             self._shadow = self._var.shadow.view()  # this handle's own flags
-        return self._shadow.flags
+        return ArrayFlags(self._shadow.flags, owndata=self._geom is None)
 
     def setflags(self, write=None, align=None, uic=None) -> None:
         """Set WRITEABLE (the only flag lazynp tracks) like :meth:`numpy.ndarray.setflags`."""
@@ -346,9 +351,13 @@ class _Members:
     def flat(self):
         return _Flat(self)
 
-    @property
-    def device(self) -> str:
-        return "cpu"
+    @flat.setter
+    def flat(self, value) -> None:
+        """``a.flat = value``: NumPy's flat assignment, ``value``'s elements cast (unsafe)
+        and repeated in C order over the whole array."""
+        v = np.asarray(value, dtype=self.dtype).reshape(-1)
+        if v.size:
+            self[...] = np.resize(v, self.size).reshape(self.shape)
 
     # ``data`` and ``ctypes`` give out the buffer itself (as NumPy): from then on it is
     # shared with the caller, like ``numpy.asarray(a)`` (see ``__array__``)
@@ -436,10 +445,8 @@ class _Members:
         return operator.index(self._value()[()])
 
     def _scalar_value(self, what: str):
-        if self.ndim != 0:
-            if self.size == 1:
-                raise TypeError(f"only 0-dimensional arrays can be converted to Python scalars")
-            raise TypeError(f"only length-1 arrays can be converted to Python scalars")
+        if self.ndim != 0:      # (NumPy 2.4's wording, for every size)
+            raise TypeError("only 0-dimensional arrays can be converted to Python scalars")
         v = self._value()[()]
         if graph.shared.value_hook is not None:
             graph.shared.value_hook(self, what, v)    # (autograd: no silent constant on its path)
@@ -494,8 +501,10 @@ class _Members:
     def __deepcopy__(self, memo):
         return self.copy()
 
-    def __dlpack__(self, **kw):
-        return self._value().__dlpack__(**kw)
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """The DLPack protocol (NumPy's, on the computed value)."""
+        return self._value().__dlpack__(stream=stream, max_version=max_version,
+                                        dl_device=dl_device, copy=copy)
 
     def __dlpack_device__(self):
         return self._value().__dlpack_device__()
@@ -638,3 +647,11 @@ def configure_core(*, getitem, setitem, array_ufunc, real: property, imag: prope
         view_on=graph.buffer_view, array=_Members.__array__, array_ufunc=array_ufunc,
         transpose=lambda a: a.transpose(), check_buffer_dtype=check_buffer_dtype)
     _native.ext.configure_parts(real, imag)
+
+
+def _register_with_numba() -> None:
+    from .numba_typing import register
+    register(ndarray)
+
+
+_register_with_numba()

@@ -19,16 +19,21 @@ __all__ = ["Device", "CPU", "device", "get_default_device", "set_default_device"
            "foreign_device", "placement", "is_foreign_gpu_array", "is_device_array"]
 
 
-class Device:
-    """A device: ``kind`` (``"cpu"`` or ``"cuda"``) and ``index``.  Compares equal to its
-    name, so ``a.device == "cuda:0"`` holds."""
+class Device(str):
+    """A device: ``kind`` (``"cpu"`` or ``"cuda"``) and ``index``.  It is the string of its
+    name, so ``a.device == "cuda:0"`` holds and NumPy's functions take ``device('cpu')``
+    where they take ``"cpu"`` (``numpy.zeros(3, device=a.device)``)."""
 
-    __slots__ = ("kind", "index", "name")
-
-    def __init__(self, kind: str, index: int = 0):
+    def __new__(cls, kind: str, index: int = 0):
+        name = "cpu" if kind == "cpu" else f"cuda:{index}"
+        self = super().__new__(cls, name)
         self.kind = kind
         self.index = index
-        self.name = "cpu" if kind == "cpu" else f"cuda:{index}"
+        self.name = name
+        return self
+
+    def __reduce__(self):
+        return (Device, (self.kind, self.index))
 
     def __repr__(self) -> str:
         return f"device({self.name!r})"
@@ -45,6 +50,10 @@ class Device:
             except ValueError:
                 return False
         return NotImplemented
+
+    def __ne__(self, other) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
 
     def __hash__(self) -> int:
         return hash(self.name)
