@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import builtins
 import operator
+import os
+import sys
 
 import numpy as np
 
@@ -15,7 +17,7 @@ from .fallback import _note, dispatch_numpy_function, public_namespace
 from .shortcuts import METHODS
 from .ufunc import UFUNCS
 from ..array import indexing, views as _views
-from ..array.ndarray import CORE_NAMES, add_member, configure_core
+from ..array.ndarray import CORE_NAMES, add_member, configure_core, ndarray
 from ..core import graph
 from ..ops.core import ASTYPE
 
@@ -307,7 +309,25 @@ def _array_namespace(self, api_version=None):
     return public_namespace()
 
 
+def _refuse_numpy_mean_into_lazy_out() -> None:
+    """``numpy.ndarray.mean/var/std(out=<lazynp array>)``: NumPy's method divides the sum in
+    ``out`` only when ``isinstance(out, numpy.ndarray)``, so it would leave the sum there."""
+    caller = sys._getframe(2).f_code
+    if caller.co_name in ("_mean", "_var") and \
+            caller.co_filename.endswith(os.path.join("_core", "_methods.py")):
+        name = caller.co_name[1:]
+        raise TypeError(f"numpy.ndarray.{name}() cannot write into a lazynp array given as "
+                        f"out= (NumPy's method needs a numpy.ndarray there); use "
+                        f"lazynp.{name}(a, out=out) or a NumPy array as out")
+
+
 def _array_ufunc(self, uf, method, *inputs, **kwargs):
+    out = kwargs.get("out")
+    if type(out) is tuple and len(out) == 1:
+        # (NumPy hands ``out`` as a tuple: lazynp's reductions and functions take the array)
+        kwargs["out"] = out[0]
+        if method == "reduce" and isinstance(out[0], ndarray):
+            _refuse_numpy_mean_into_lazy_out()
     lazy = UFUNCS.get(uf.__name__)
     if lazy is None or lazy._np is not uf:
         if uf is np.matmul and method == "__call__":

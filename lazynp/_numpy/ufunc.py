@@ -5,6 +5,8 @@ Supports ``__call__`` (with ``out=``, ``where=``, ``dtype=``, ``casting=``), ``r
 """
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 from ..array.ndarray import ndarray
@@ -204,6 +206,19 @@ class ufunc(_UfuncBase):
             if len(out) != self.nout:
                 raise ValueError("The 'out' tuple must have exactly one entry per ufunc output")
             if self.nout > 1:
+                if not builtins.all(o is None or isinstance(o, ndarray) for o in out):
+                    # a NumPy buffer the user holds (or NumPy's error): NumPy's call, now
+                    if builtins.any(isinstance(o, ndarray) for o in out):
+                        raise TypeError(f"{self.__name__}(): out= mixes NumPy and lazynp "
+                                        "arrays (give all outputs of one kind)")
+                    return self._np(*to_numpy(list(args)), out=to_numpy(out),
+                                    where=to_numpy(where), dtype=dtype, casting=casting)
+                # NumPy's casting check of each output, on 0-d stand-ins
+                self._np(*[a if type(a) in (bool, int, float, complex) else
+                           np.zeros((), getattr(a, "dtype", None) or np.asarray(a).dtype)
+                           for a in args],
+                         out=tuple(None if o is None else np.empty((), o.dtype) for o in out),
+                         dtype=dtype, casting=casting)
                 res = self(*args, where=where, dtype=dtype, casting=casting)
                 for r, o in zip(res, out):
                     if o is not None:
