@@ -842,3 +842,16 @@ def test_einsum_repeated_label_in_one_operand_does_not_broadcast(subs, shape):
     else:
         numpy.testing.assert_array_equal(numpy.asarray(lazynp.einsum(subs, lazynp.asarray(x))),
                                          want)
+
+
+@pytest.mark.parametrize("order", list("CFAKcfak"))
+@pytest.mark.parametrize("lazy", [False, True], ids=["computed", "pending"])
+def test_flatten_order(order, lazy):
+    """``flatten(order)`` reads the elements in that order (it ignored the order: NumPy's
+    test_umath flattens divmod's pair with 'f')."""
+    base = numpy.arange(24).reshape(2, 3, 4)
+    for view in (lambda x: x, lambda x: x.transpose(2, 0, 1), lambda x: x[:, ::2, 1:]):
+        with lazynp.policy("lazy") if lazy else lazynp.policy("auto"):
+            got = view(L(base) + 0).flatten(order)
+        want = view(base).flatten(order)
+        numpy.testing.assert_array_equal(numpy.asarray(got), want)

@@ -136,7 +136,7 @@ def _copy(self, order="C"):
 
 
 def _flatten(self, order="C"):
-    return ns.copy(ns.ravel(self))
+    return ns.copy(ns.ravel(self, order))
 
 
 def _ravel(self, order="C"):
