@@ -403,3 +403,26 @@ def test_numpy_mean_method_into_a_lazynp_out_raises_naming_it(method):
     lazynp one it would leave the sum there, silently."""
     with pytest.raises(TypeError, match=r"numpy\.ndarray\.(mean|var)\(\)"):
         getattr(F, method)(axis=0, out=lazynp.zeros(4))
+
+
+# --- ufuncs with several outputs ---------------------------------------------------------------
+
+@pytest.mark.parametrize("make", [numpy.empty, lazynp.empty], ids=["numpy-out", "lazynp-out"])
+def test_several_outputs_with_some_out_given(make):
+    """``frexp(x, o1)``, ``out=(None, o2)``: the outputs not given are new arrays (they came
+    back as None); a single array by keyword is NumPy's TypeError; too many positional
+    arguments are NumPy's TypeError."""
+    d = lazynp.asarray(numpy.array([5.7, 0.25]))
+    want = numpy.frexp(numpy.asarray(d))
+    o1, o2 = make(2), make(2, dtype=numpy.int32)
+    r1, r2 = lazynp.frexp(d, o1)
+    assert r1 is o1 and isinstance(r2, (numpy.ndarray, lazynp.ndarray))
+    numpy.testing.assert_array_equal(numpy.asarray(r2), want[1])
+    r1, r2 = lazynp.frexp(d, out=(None, o2))
+    assert r2 is o2 and r1 is not None
+    numpy.testing.assert_array_equal(numpy.asarray(r1), want[0])
+    with pytest.raises(TypeError, match="'out' must be a tuple of arrays"):
+        lazynp.frexp(d, out=o1)
+    with pytest.raises(TypeError, match=r"hypot\(\) takes from 2 to 3 positional arguments "
+                                        r"but 4 were given"):
+        lazynp.hypot(1, 2, 3, 4)

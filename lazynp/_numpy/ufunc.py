@@ -197,11 +197,16 @@ class ufunc(_UfuncBase):
         if len(args) < nin:
             raise TypeError(f"{self.__name__}() takes from {nin} to {nin + self.nout} positional "
                             f"arguments but {len(args)} were given")
+        if len(args) > nin + self.nout:
+            raise TypeError(f"{self.__name__}() takes from {nin} to {nin + self.nout} positional "
+                            f"arguments but {len(args)} were given")
         if len(args) > nin:
             if out is not None:
                 raise TypeError("cannot specify 'out' as both a positional and keyword argument")
-            out = args[nin:]
+            out = args[nin:] + (None,) * (nin + self.nout - len(args))
             args = args[:nin]
+        elif self.nout > 1 and out is not None and not isinstance(out, tuple):
+            raise TypeError("'out' must be a tuple of arrays")
         if isinstance(out, tuple):
             if len(out) != self.nout:
                 raise ValueError("The 'out' tuple must have exactly one entry per ufunc output")
@@ -223,7 +228,7 @@ class ufunc(_UfuncBase):
                 for r, o in zip(res, out):
                     if o is not None:
                         o[...] = r
-                return out
+                return tuple(r if o is None else o for r, o in zip(res, out))
             out = out[0]
         if out is not None and not isinstance(out, (ndarray, tuple)):
             return self._eager(args, out, where, dtype, casting, signature)
