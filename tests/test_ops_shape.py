@@ -855,3 +855,31 @@ def test_flatten_order(order, lazy):
             got = view(L(base) + 0).flatten(order)
         want = view(base).flatten(order)
         numpy.testing.assert_array_equal(numpy.asarray(got), want)
+
+
+FLAT_INDICES = [None, (1, 2), (), Ellipsis, True, False, "a", 1.0, [True] * 9, [1, 2],
+                numpy.array(3), (slice(None),), (1,), numpy.arange(9) % 2 == 0,
+                numpy.array([True, False, True]), slice(1, 7, 2), -1, numpy.arange(4)]
+
+
+def _flat_outcome(mod, idx, value=None):
+    import warnings
+    a = mod.arange(9).reshape(3, 3).T
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            if value is None:
+                return "ok", numpy.asarray(a.flat[idx]).tolist()
+            a.flat[idx] = value
+            return "ok", numpy.asarray(a).tolist()
+        except Exception as e:      # noqa: BLE001 (NumPy's class and message are compared)
+            return "raises", type(e), str(e)
+
+
+@pytest.mark.parametrize("idx", FLAT_INDICES, ids=repr)
+@pytest.mark.parametrize("value", [None, 70], ids=["read", "write"])
+def test_flat_indexing_follows_numpy_flatiter(idx, value):
+    """``a.flat[idx]`` by NumPy's flat-iterator rules (``a.flat[True]`` is the first
+    element, ``a.flat[()] = v`` is an IndexError; it read them as array indices)."""
+    lazy_idx = lazynp.asarray(idx) if isinstance(idx, numpy.ndarray) else idx
+    assert _flat_outcome(lazynp, lazy_idx, value) == _flat_outcome(numpy, idx, value)
