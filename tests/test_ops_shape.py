@@ -883,3 +883,28 @@ def test_flat_indexing_follows_numpy_flatiter(idx, value):
     element, ``a.flat[()] = v`` is an IndexError; it read them as array indices)."""
     lazy_idx = lazynp.asarray(idx) if isinstance(idx, numpy.ndarray) else idx
     assert _flat_outcome(lazynp, lazy_idx, value) == _flat_outcome(numpy, idx, value)
+
+
+@pytest.mark.parametrize("name", ["zeros", "ones", "empty", "full"])
+def test_creation_signatures_are_numpys(name):
+    """The same parameters, kinds and defaults as NumPy's (``dtype=None``: NumPy's
+    test_numeric TestCreationFuncs.test_signatures)."""
+    import inspect
+
+    def params(fn):
+        return sorted((p.name, p.kind, p.default) for p in
+                      inspect.signature(fn).parameters.values())
+    assert params(getattr(lazynp, name)) == params(getattr(numpy, name))
+
+
+def test_reshape_needs_a_shape_like_numpy():
+    import inspect
+    a = lazynp.arange(4)
+    with pytest.raises(TypeError) as expected:
+        numpy.reshape(numpy.arange(4))
+    with pytest.raises(TypeError) as got:
+        lazynp.reshape(a)
+    assert str(got.value) == str(expected.value)
+    if "newshape" not in inspect.signature(numpy.reshape).parameters:
+        with pytest.raises(TypeError, match="newshape"):
+            lazynp.reshape(a, newshape=(4,))

@@ -7,6 +7,7 @@ at the user's line) and records one op.  Anything not here falls back to NumPy (
 from __future__ import annotations
 
 import builtins
+import inspect
 import operator
 
 import warnings
@@ -58,15 +59,15 @@ def _new(op, shape, dtype, device, **params):
     return ndarray._from_node(node)
 
 
-def zeros(shape, dtype=float, order="C", *, like=None, device=None):
+def zeros(shape, dtype=None, order="C", *, device=None, like=None):
     return _new(_ZEROS, _shape_arg(shape), dtype, device)
 
 
-def ones(shape, dtype=None, order="C", *, like=None, device=None):
+def ones(shape, dtype=None, order="C", *, device=None, like=None):
     return _new(_ONES, _shape_arg(shape), dtype, device)
 
 
-def empty(shape, dtype=float, order="C", *, like=None, device=None):
+def empty(shape, dtype=None, order="C", *, device=None, like=None):
     return _new(_EMPTY, _shape_arg(shape), dtype, device)
 
 
@@ -725,10 +726,19 @@ def kron(a, b):
 
 # --- views ----------------------------------------------------------------------------------
 
-def reshape(a, /, shape=None, order="C", *, newshape=None, copy=None):
-    if shape is None:
-        shape = newshape
+def reshape(a, /, shape=_NoValue, order="C", *, newshape=_NoValue, copy=None):
+    """``numpy.reshape`` (``newshape=`` where the installed NumPy still takes it)."""
+    if newshape is not _NoValue:
+        if not _RESHAPE_TAKES_NEWSHAPE:
+            raise TypeError("reshape() got an unexpected keyword argument 'newshape'")
+        if shape is _NoValue:
+            shape = newshape
+    if shape is _NoValue:
+        raise TypeError("reshape() missing 1 required positional argument: 'shape'")
     return _views.reshape(asarray(a), shape, order=order, copy=copy)
+
+
+_RESHAPE_TAKES_NEWSHAPE = "newshape" in inspect.signature(np.reshape).parameters
 
 
 def ravel(a, order="C"):
