@@ -20,16 +20,52 @@ from ..array.ndarray import ndarray
 from ..array.operands import to_numpy
 
 
-def _parameters(np_fn) -> list:
+_PARAMETERS: dict = {}
+
+
+def _parameters(np_fn) -> tuple:
+    """``np_fn``'s parameters (cached: ``inspect.signature`` takes tens of microseconds)."""
     try:
-        return list(inspect.signature(np_fn).parameters.values())
+        return _PARAMETERS[np_fn]
+    except KeyError:
+        pass
+    except TypeError:               # (an unhashable callable)
+        return _signature_parameters(np_fn)
+    params = _PARAMETERS[np_fn] = _signature_parameters(np_fn)
+    return params
+
+
+def _signature_parameters(np_fn) -> tuple:
+    try:
+        return tuple(inspect.signature(np_fn).parameters.values())
     except (TypeError, ValueError):
-        return []
+        return ()
 
 
 def takes_out(np_fn) -> bool:
     """Whether NumPy's ``np_fn`` has an ``out`` parameter."""
     return any(p.name == "out" for p in _parameters(np_fn))
+
+
+_OUT_INDEX: dict = {}
+
+
+def _out_index(np_fn) -> int | None:
+    """The position of ``out`` among ``np_fn``'s positional parameters (None: keyword-only
+    or none), cached."""
+    try:
+        return _OUT_INDEX[np_fn]
+    except (KeyError, TypeError):
+        pass
+    found = None
+    for i, p in enumerate(_parameters(np_fn)):
+        if p.name == "out" and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            found = i
+    try:
+        _OUT_INDEX[np_fn] = found
+    except TypeError:
+        pass
+    return found
 
 
 def split_out(np_fn, args: tuple, kwargs: dict):
@@ -38,14 +74,15 @@ def split_out(np_fn, args: tuple, kwargs: dict):
     if "out" in kwargs:
         kwargs = dict(kwargs)
         return args, kwargs, kwargs.pop("out")
+    if len(args) < 2:
+        return args, kwargs, None
+    i = _out_index(np_fn)
+    if i is None or len(args) <= i:
+        return args, kwargs, None
     params = _parameters(np_fn)
-    for i, p in enumerate(params):
-        if p.name == "out" and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) \
-                and len(args) > i:
-            kwargs = dict(kwargs)
-            kwargs.update((q.name, v) for q, v in zip(params[i + 1:], args[i + 1:]))
-            return args[:i], kwargs, args[i]
-    return args, kwargs, None
+    kwargs = dict(kwargs)
+    kwargs.update((q.name, v) for q, v in zip(params[i + 1:], args[i + 1:]))
+    return args[:i], kwargs, args[i]
 
 
 def _stand_ins(args: tuple, kwargs: dict):
