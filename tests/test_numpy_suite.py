@@ -95,3 +95,15 @@ def test_plain_numpy_assert_equal_needs_lazynp_testing():
     numpy.testing.assert_allclose(a, a)
     with pytest.raises(ValueError, match="truth value"):
         numpy.testing.assert_equal(a, a)
+
+
+def test_submodules_have_numpys_all():
+    """``lazynp.lib._nanfunctions_impl.__all__`` and the like are NumPy's lists (NumPy's
+    test_nanfunctions checks its coverage with one); ``import *`` works from them."""
+    import numpy
+    import lazynp
+    assert lazynp.lib._nanfunctions_impl.__all__ == numpy.lib._nanfunctions_impl.__all__
+    assert lazynp.linalg.__all__ == numpy.linalg.__all__
+    namespace: dict = {}
+    exec("from lazynp.linalg import *", namespace)
+    assert "solve" in namespace

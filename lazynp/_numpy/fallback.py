@@ -240,6 +240,8 @@ class FallbackModule(types.ModuleType):
         self.__doc__ = np_module.__doc__
 
     def __getattr__(self, attr):
+        if attr == "__all__":               # (NumPy's list of its public names)
+            return self._np_module.__all__
         if attr.startswith("__"):
             raise AttributeError(attr)
         obj = getattr(self._np_module, attr)
