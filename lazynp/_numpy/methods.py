@@ -127,6 +127,12 @@ def _astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
                         f"to the rule '{casting}'")
     if dtype == self.dtype and not copy:
         return self
+    if dtype.itemsize == 0 and dtype.kind in "SUV":
+        # an unsized string type: NumPy sizes it from the source type (float64 -> 'S32'),
+        # from the values for objects
+        if self.dtype.kind == "O":
+            return ns.asarray(self._value().astype(dtype, order=order, casting=casting))
+        dtype = np.empty(1, self.dtype).astype(dtype).dtype
     node = graph.record(ASTYPE, (self._node(),), {"dtype": dtype}, self.shape, dtype)
     return type(self)._from_node(node)
 
