@@ -12,6 +12,7 @@ from ._numpy.conversion import asarray as _asarray
 from ._numpy.eager import eager_first
 from ._numpy.fallback import FallbackModule
 from ._numpy.namespace import conjugate, roll
+from ._numpy.outarg import call_with_out
 from .array.calls import lazy_call
 
 
@@ -29,6 +30,9 @@ def _one(name, np_fn, kind):
     """A 1-D transform along ``axis``; ``kind``: 'c' (complex to complex), 'r' (real to
     half spectrum), 'ir' (half spectrum to real)."""
     def f(a, n=None, axis=-1, norm=None, out=None):
+        if out is not None:
+            return call_with_out("fft." + name, np_fn, (a,),
+                                 {"n": n, "axis": axis, "norm": norm}, out)
         a = _asarray(a)
         if a.ndim == 0:
             np_fn(_np.zeros(a.shape, a.dtype))               # NumPy's error
@@ -51,12 +55,10 @@ def _one(name, np_fn, kind):
 
 
 def _record(name, np_fn, a, kw, shape, dt, out):
-    """Record ``np_fn(a, **kw)`` (result ``shape`` and ``dt``), written into ``out`` if given."""
-    res = lazy_call("fft." + name, np_fn, (a,), kw, meta=lambda nodes, tpl: (tuple(shape), dt))
+    """Record ``np_fn(a, **kw)`` (result ``shape`` and ``dt``), into ``out`` if given."""
     if out is not None:
-        out[...] = res
-        return out
-    return res
+        return call_with_out("fft." + name, np_fn, (a,), kw, out)
+    return lazy_call("fft." + name, np_fn, (a,), kw, meta=lambda nodes, tpl: (tuple(shape), dt))
 
 
 def _named(f, name, np_fn):
@@ -82,6 +84,9 @@ def cook_nd(shape, s, axes, invreal):
 
 def _nd(name, np_fn, kind, default_axes=None):
     def f(a, s=None, axes=default_axes, norm=None, out=None):
+        if out is not None:
+            return call_with_out("fft." + name, np_fn, (a,),
+                                 {"s": s, "axes": axes, "norm": norm}, out)
         a = _asarray(a)
         ss, ax = cook_nd(a.shape, s, axes, kind == "ir")
         ax = [operator.index(x) % a.ndim if a.ndim else x for x in ax]
@@ -113,6 +118,9 @@ _SWAP = {None: "forward", "backward": "forward", "ortho": "ortho", "forward": "b
 
 def hfft(a, n=None, axis=-1, norm=None, out=None):
     """NumPy's ``hfft``: ``irfft(conj(a))`` with the swapped normalization."""
+    if out is not None:
+        return call_with_out("fft.hfft", _np.fft.hfft, (a,), {"n": n, "axis": axis, "norm": norm},
+                             out)
     if norm not in _SWAP:
         _np.fft.hfft(_np.zeros(2), norm=norm)             # NumPy's error
     a = _asarray(a)
@@ -123,13 +131,12 @@ def hfft(a, n=None, axis=-1, norm=None, out=None):
 
 def ihfft(a, n=None, axis=-1, norm=None, out=None):
     """NumPy's ``ihfft``: ``conj(rfft(a))`` with the swapped normalization."""
+    if out is not None:
+        return call_with_out("fft.ihfft", _np.fft.ihfft, (a,),
+                             {"n": n, "axis": axis, "norm": norm}, out)
     if norm not in _SWAP:
         _np.fft.ihfft(_np.zeros(2), norm=norm)
-    res = conjugate(rfft(a, n, axis, _SWAP[norm]))
-    if out is not None:
-        out[...] = res
-        return out
-    return res
+    return conjugate(rfft(a, n, axis, _SWAP[norm]))
 
 
 def _shift(x, axes, sign):

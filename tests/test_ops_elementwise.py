@@ -555,3 +555,16 @@ def test_python_int_too_large_for_the_other_operand_but_not_for_the_loop():
     assert [str(w.message) for w in w_lz] == [str(w.message) for w in w_np]
     with pytest.raises(OverflowError):
         lazynp.add(lazynp.asarray(numpy.array([1], numpy.uint8)), -1)
+
+
+@pytest.mark.parametrize("target", ["S", "U", "S0", "U0"])
+@pytest.mark.parametrize("values", [1.0, [1, 2], ["abc"], [b"xy"], [True], [1 + 2j],
+                                    ["a", "bcd"]], ids=repr)
+def test_astype_to_an_unsized_string_type(values, target):
+    """NumPy sizes ``astype('S')`` from the source type (float64: 'S32'), from the values for
+    objects (the pure Python recorder gave 'S0')."""
+    src = numpy.array(values, dtype=object if values == ["a", "bcd"] else None)
+    got = lazynp.asarray(src).astype(target)
+    want = src.astype(target)
+    assert got.dtype == want.dtype
+    assert numpy.asarray(got).tolist() == want.tolist()

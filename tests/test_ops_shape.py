@@ -842,3 +842,69 @@ def test_einsum_repeated_label_in_one_operand_does_not_broadcast(subs, shape):
     else:
         numpy.testing.assert_array_equal(numpy.asarray(lazynp.einsum(subs, lazynp.asarray(x))),
                                          want)
+
+
+@pytest.mark.parametrize("order", list("CFAKcfak"))
+@pytest.mark.parametrize("lazy", [False, True], ids=["computed", "pending"])
+def test_flatten_order(order, lazy):
+    """``flatten(order)`` reads the elements in that order (it ignored the order: NumPy's
+    test_umath flattens divmod's pair with 'f')."""
+    base = numpy.arange(24).reshape(2, 3, 4)
+    for view in (lambda x: x, lambda x: x.transpose(2, 0, 1), lambda x: x[:, ::2, 1:]):
+        with lazynp.policy("lazy") if lazy else lazynp.policy("auto"):
+            got = view(L(base) + 0).flatten(order)
+        want = view(base).flatten(order)
+        numpy.testing.assert_array_equal(numpy.asarray(got), want)
+
+
+FLAT_INDICES = [None, (1, 2), (), Ellipsis, True, False, "a", 1.0, [True] * 9, [1, 2],
+                numpy.array(3), (slice(None),), (1,), numpy.arange(9) % 2 == 0,
+                numpy.array([True, False, True]), slice(1, 7, 2), -1, numpy.arange(4)]
+
+
+def _flat_outcome(mod, idx, value=None):
+    import warnings
+    a = mod.arange(9).reshape(3, 3).T
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            if value is None:
+                return "ok", numpy.asarray(a.flat[idx]).tolist()
+            a.flat[idx] = value
+            return "ok", numpy.asarray(a).tolist()
+        except Exception as e:      # noqa: BLE001 (NumPy's class and message are compared)
+            return "raises", type(e), str(e)
+
+
+@pytest.mark.parametrize("idx", FLAT_INDICES, ids=repr)
+@pytest.mark.parametrize("value", [None, 70], ids=["read", "write"])
+def test_flat_indexing_follows_numpy_flatiter(idx, value):
+    """``a.flat[idx]`` by NumPy's flat-iterator rules (``a.flat[True]`` is the first
+    element, ``a.flat[()] = v`` is an IndexError; it read them as array indices)."""
+    lazy_idx = lazynp.asarray(idx) if isinstance(idx, numpy.ndarray) else idx
+    assert _flat_outcome(lazynp, lazy_idx, value) == _flat_outcome(numpy, idx, value)
+
+
+@pytest.mark.parametrize("name", ["zeros", "ones", "empty", "full"])
+def test_creation_signatures_are_numpys(name):
+    """The same parameters, kinds and defaults as NumPy's (``dtype=None``: NumPy's
+    test_numeric TestCreationFuncs.test_signatures)."""
+    import inspect
+
+    def params(fn):
+        return sorted((p.name, p.kind, p.default) for p in
+                      inspect.signature(fn).parameters.values())
+    assert params(getattr(lazynp, name)) == params(getattr(numpy, name))
+
+
+def test_reshape_needs_a_shape_like_numpy():
+    import inspect
+    a = lazynp.arange(4)
+    with pytest.raises(TypeError) as expected:
+        numpy.reshape(numpy.arange(4))
+    with pytest.raises(TypeError) as got:
+        lazynp.reshape(a)
+    assert str(got.value) == str(expected.value)
+    if "newshape" not in inspect.signature(numpy.reshape).parameters:
+        with pytest.raises(TypeError, match="newshape"):
+            lazynp.reshape(a, newshape=(4,))

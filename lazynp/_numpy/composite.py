@@ -17,6 +17,7 @@ from .conversion import has_lazy, nested_array, recording, standins, values_now
 from .eager import eager_versions
 from . import fallback as _fallback
 from .fallback import wrap_result
+from .outarg import call_with_out
 from ..core import policy as _policy
 from ..array.operands import to_numpy
 from ..array.ndarray import ndarray
@@ -369,8 +370,10 @@ def _forcing_call(np_fn, args, kwargs):
 def compress(condition, a, axis=None, out=None):
     """NumPy's ``compress``: a lazy ``take`` of the positions ``condition`` selects (the
     condition is read now) while recording."""
-    if not recording([condition, a]) or out is not None:
-        return _forcing_call(np.compress, (condition, a), {"axis": axis, "out": out})
+    if out is not None:
+        return call_with_out("compress", np.compress, (condition, a), {"axis": axis}, out)
+    if not recording([condition, a]):
+        return _forcing_call(np.compress, (condition, a), {"axis": axis})
     a = ns.asarray(a)
     c = np.asarray(to_numpy(condition))
     proto = np.compress(c, np.zeros(a.shape, a.dtype), axis=axis)    # NumPy's errors

@@ -13,6 +13,7 @@ from numpy.lib.array_utils import normalize_axis_index
 
 from . import fallback as _fallback
 from .eager import eager_versions
+from .outarg import call_with_out
 from .. import devices as _devices
 from ..array import views as _views
 from ..array.calls import lazy_call
@@ -137,6 +138,12 @@ _PY_SCALARS = (bool, int, float, complex)
 
 def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
     """Lazy ``numpy.concatenate``."""
+    _check_count(arrays)
+    if out is not None:
+        kw = {"axis": axis, "casting": casting}
+        if dtype is not None:
+            kw["dtype"] = dtype
+        return call_with_out("concatenate", np.concatenate, (arrays,), kw, out)
     arrays = list(arrays)
     arrs = [asarray(a) for a in arrays]
     if not arrs:
@@ -186,7 +193,26 @@ def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
 concat = concatenate
 
 
+def _check_count(arrays) -> None:
+    """NumPy's checks of ``concatenate``'s sequence before any work: more arrays than a C int
+    counts is a ValueError (never a list of 2**31 references)."""
+    try:
+        n = len(arrays)
+    except TypeError:
+        return
+    if n > _MAX_INTC:
+        raise ValueError(f"concatenate() only supports up to {_MAX_INTC} arrays but got {n}.")
+
+
+_MAX_INTC = int(np.iinfo(np.intc).max)
+
+
 def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    if out is not None:
+        kw = {"axis": axis, "casting": casting}
+        if dtype is not None:
+            kw["dtype"] = dtype
+        return call_with_out("stack", np.stack, (arrays,), kw, out)
     arrs = [asarray(a) for a in arrays]
     if not arrs:
         raise ValueError("need at least one array to stack")
@@ -222,3 +248,17 @@ def load(file, mmap_mode=None, allow_pickle=False, fix_imports=True, encoding="A
 
 
 load.__doc__ = (load.__doc__ or "") + "\n" + (np.load.__doc__ or "")
+_concatenate_eager_first = concatenate
+
+
+def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    """``numpy.concatenate``: NumPy at once or recorded (the count of arrays is checked
+    before either walks them)."""
+    _check_count(arrays)
+    if out is None and dtype is None and casting == "same_kind":
+        return _concatenate_eager_first(arrays, axis)
+    return _concatenate_eager_first(arrays, axis, out=out, dtype=dtype, casting=casting)
+
+
+concatenate._lazynp_eager = _concatenate_eager_first._lazynp_eager
+concat = concatenate

@@ -6,6 +6,7 @@ Each fallback is counted with its call site (``lazynp.stats()``); ``LAZYNP_STRIC
 """
 from __future__ import annotations
 
+import builtins
 import functools
 import types
 import weakref
@@ -18,6 +19,7 @@ from . import binding as _binding
 from ..core import graph, policy as _policy
 from ..array.operands import to_numpy
 from ..array.ndarray import ndarray
+from . import outarg as _outarg
 
 #: NumPy functions that write into an array argument: lazy arguments get a copy that is
 #: written back after the call, so the graph sees the write.
@@ -73,11 +75,19 @@ def _materialize_args(name: str, args, kwargs):
             new_args.append(v)
         else:
             new_args.append(_readonly(to_numpy(a)))
-    new_kwargs = {k: _readonly(to_numpy(v)) for k, v in kwargs.items()}
-    if "out" in kwargs and isinstance(kwargs["out"], ndarray):
-        v = np.array(kwargs["out"]._value(), copy=True)
-        new_kwargs["out"] = v
-        writebacks.append((kwargs["out"], v))
+    new_kwargs = {k: _readonly(to_numpy(v)) for k, v in kwargs.items() if k != "out"}
+    if "out" in kwargs:
+        # NumPy writes into out: a NumPy array is the user's buffer itself, a lazynp array
+        # gets a copy written back after the call
+        outs = kwargs["out"]
+        new_outs = []
+        for o in (outs if type(outs) is tuple else (outs,)):
+            if isinstance(o, ndarray):
+                v = np.array(o._value(), copy=True)
+                writebacks.append((o, v))
+                o = v
+            new_outs.append(o)
+        new_kwargs["out"] = tuple(new_outs) if type(outs) is tuple else new_outs[0]
     return new_args, new_kwargs, writebacks
 
 
@@ -134,14 +144,23 @@ def call_numpy(fn, name: str, args, kwargs):
 
 def _call_numpy(fn, name: str, args, kwargs):
     _note(name)
+    if "out" not in kwargs and callable(fn):
+        args, kwargs, out = _outarg.split_out(fn, args, kwargs)
+        if out is not None:
+            kwargs["out"] = out
     new_args, new_kwargs, writebacks = _materialize_args(name, args, kwargs)
     res = fn(*new_args, **new_kwargs)
     for arr, v in writebacks:
         arr[...] = v
         if res is v:
             res = arr
-    if writebacks and "out" in kwargs and res is new_kwargs.get("out"):
-        return kwargs["out"]
+    if "out" in kwargs:
+        given, passed = kwargs["out"], new_kwargs["out"]
+        if res is passed:
+            return given                    # NumPy returns out itself
+        if type(res) is tuple and type(passed) is tuple and len(res) == len(passed) and \
+                builtins.all(r is p for r, p in zip(res, passed)):
+            return given
     out = wrap_result(res)
     tag_fallback(out, name)       # (drawn as a fallback by lazynp.explain)
     return out
@@ -223,6 +242,8 @@ class FallbackModule(types.ModuleType):
         self.__doc__ = np_module.__doc__
 
     def __getattr__(self, attr):
+        if attr == "__all__":               # (NumPy's list of its public names)
+            return self._np_module.__all__
         if attr.startswith("__"):
             raise AttributeError(attr)
         obj = getattr(self._np_module, attr)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import builtins
 import operator
+import os
+import sys
 
 import numpy as np
 
@@ -183,6 +185,12 @@ def _astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True, **u
                         f"to the rule '{casting}'")
     if dtype == self.dtype and not copy:
         return self
+    if dtype.itemsize == 0 and dtype.kind in "SUV":
+        # an unsized string type: NumPy sizes it from the source type (float64 -> 'S32'),
+        # from the values for objects
+        if self.dtype.kind == "O":
+            return ns.asarray(self._value().astype(dtype, order=order, casting=casting))
+        dtype = np.empty(1, self.dtype).astype(dtype).dtype
     node = graph.record(ASTYPE, (self._node(),), {"dtype": dtype}, self.shape, dtype)
     return type(self)._from_node(node)
 
@@ -192,7 +200,7 @@ def _copy(self, order="C"):
 
 
 def _flatten(self, order="C"):
-    return ns.copy(ns.ravel(self))
+    return ns.copy(ns.ravel(self, order))
 
 
 def _ravel(self, order="C"):
@@ -391,11 +399,29 @@ def _array_namespace(self, api_version=None):
     return public_namespace()
 
 
+def _refuse_numpy_mean_into_lazy_out() -> None:
+    """``numpy.ndarray.mean/var/std(out=<lazynp array>)``: NumPy's method divides the sum in
+    ``out`` only when ``isinstance(out, numpy.ndarray)``, so it would leave the sum there."""
+    caller = sys._getframe(2).f_code
+    if caller.co_name in ("_mean", "_var") and \
+            caller.co_filename.endswith(os.path.join("_core", "_methods.py")):
+        name = caller.co_name[1:]
+        raise TypeError(f"numpy.ndarray.{name}() cannot write into a lazynp array given as "
+                        f"out= (NumPy's method needs a numpy.ndarray there); use "
+                        f"lazynp.{name}(a, out=out) or a NumPy array as out")
+
+
 def _array_ufunc(self, uf, method, *inputs, **kwargs):
     if isinstance(self, type):
         # (``numpy.isnat(lazynp.ndarray)``: the class itself, found through its metaclass;
         # NumPy then raises its TypeError instead of calling lazynp's ufunc on it forever)
         return NotImplemented
+    out = kwargs.get("out")
+    if type(out) is tuple and len(out) == 1:
+        # (NumPy hands ``out`` as a tuple: lazynp's reductions and functions take the array)
+        kwargs["out"] = out[0]
+        if method == "reduce" and isinstance(out[0], ndarray):
+            _refuse_numpy_mean_into_lazy_out()
     lazy = UFUNCS.get(uf.__name__)
     if lazy is None or lazy._np is not uf:
         if uf is np.matmul and method == "__call__":

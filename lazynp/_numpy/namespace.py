@@ -7,6 +7,7 @@ at the user's line) and records one op.  Anything not here falls back to NumPy (
 from __future__ import annotations
 
 import builtins
+import inspect
 import operator
 
 import warnings
@@ -15,7 +16,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
 from . import conversion as _conversion, eager as _eager, fallback as _fallback, \
-    reductions as _reductions
+    outarg as _outarg, reductions as _reductions
 from ..core import policy as _policy, graph
 from ..array import views as _views
 from .. import devices as _devices
@@ -58,15 +59,15 @@ def _new(op, shape, dtype, device, **params):
     return ndarray._from_node(node)
 
 
-def zeros(shape, dtype=float, order="C", *, like=None, device=None):
+def zeros(shape, dtype=None, order="C", *, device=None, like=None):
     return _new(_ZEROS, _shape_arg(shape), dtype, device)
 
 
-def ones(shape, dtype=None, order="C", *, like=None, device=None):
+def ones(shape, dtype=None, order="C", *, device=None, like=None):
     return _new(_ONES, _shape_arg(shape), dtype, device)
 
 
-def empty(shape, dtype=float, order="C", *, like=None, device=None):
+def empty(shape, dtype=None, order="C", *, device=None, like=None):
     return _new(_EMPTY, _shape_arg(shape), dtype, device)
 
 
@@ -300,6 +301,8 @@ def clip(a, a_min=_NoValue, a_max=_NoValue, out=None, *, min=_NoValue, max=_NoVa
     hi = a_max if a_max is not _NoValue else (None if max is _NoValue else max)
     if a_min is not _NoValue and min is not _NoValue:
         raise TypeError("Passed `min` and `a_min`, only one of which may be given.")
+    if out is not None:
+        return _outarg.call_with_out("clip", np.clip, (a, lo, hi), kwargs, out)
     ops = [operand(a), operand(lo) if lo is not None else None,
            operand(hi) if hi is not None else None]
     probes = [(o if type(o) in (bool, int, float, complex) else _probe(key_of(o)))
@@ -307,13 +310,8 @@ def clip(a, a_min=_NoValue, a_max=_NoValue, out=None, *, min=_NoValue, max=_NoVa
     dt = np.clip(*probes, **kwargs).dtype
     shape = broadcast_shapes(*[shape_of(o) for o in ops if o is not None])
     if kwargs:
-        res = lazy_call("clip", np.clip, (a, lo, hi), kwargs)
-    else:
-        res = ndarray._from_node(graph.record(_CLIP, tuple(ops), None, shape, dt), shape == ())
-    if out is not None:
-        out[...] = res
-        return out
-    return res
+        return lazy_call("clip", np.clip, (a, lo, hi), kwargs)
+    return ndarray._from_node(graph.record(_CLIP, tuple(ops), None, shape, dt), shape == ())
 
 
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
@@ -328,13 +326,12 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
 
 
 def round(a, decimals=0, out=None):
+    if out is not None:
+        return _outarg.call_with_out("round", np.round, (a, decimals), {}, out)
     a = asarray(a)
     res = lazy_call("round", np.round, (a,), {"decimals": decimals},
                     meta=lambda n, t: (a.shape, np.round(twin(n[0])).dtype), kind="elementwise",
                     scalar=True)
-    if out is not None:
-        out[...] = res
-        return out
     return res
 
 
@@ -492,6 +489,9 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
 
 
 def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    if out is not None:     # (NumPy's nanmedian broadcasts into an out with more dimensions)
+        return _outarg.call_with_out("nanmedian", np.nanmedian, (a,),
+                                     {"axis": axis, "keepdims": keepdims}, out)
     return _reductions.reduction("nanmedian", np.nanmedian, a, axis, None, out, keepdims)
 
 
@@ -548,23 +548,44 @@ def matmul(x1, x2, /, out=None, *, dtype=None, casting="same_kind", order="K", s
             return ndarray._from_node(node, meta[0] == ())
     a, b = asarray(x1), asarray(x2)
     kw = {} if dtype is None else {"dtype": dtype}
+    if out is not None:
+        kw = dict(kw, casting=casting, order=order, subok=subok)
+        if signature is not None:
+            kw["signature"] = signature
+        if axes is not None:
+            kw["axes"] = axes
+        if axis is not None:
+            kw["axis"] = axis
+        return _outarg.call_with_out("matmul", np.matmul, (a, b), kw, out, kind="contraction",
+                                     probe_args=_contracted_once(a, b))
     key = (a.shape, b.shape, a.dtype, b.dtype, dtype)
     meta = _matmul_cache.get(key)       # shapes and dtypes decide the result's (or an error)
     if meta is None:
         if len(_matmul_cache) > 10_000:
             _matmul_cache.clear()
         meta = _matmul_cache[key] = matmul_meta(a, b, kw)
-    res = lazy_call("matmul", np.matmul, (a, b), kw, kind="contraction",
-                    meta=lambda n, t: meta, scalar=True)
-    if out is not None:
-        out[...] = res
-        return out
-    return res
+    return lazy_call("matmul", np.matmul, (a, b), kw, kind="contraction",
+                     meta=lambda n, t: meta, scalar=True)
+
+
+def _contracted_once(a, b) -> tuple:
+    """Zero-stride stand-ins for ``a`` and ``b`` with the contracted axis of length one: the
+    product's shape and dtype (and NumPy's checks of ``out``) without its work."""
+    sa = a.shape[:-1] + (1,) if a.ndim else ()
+    sb = b.shape[:-2] + (1,) + b.shape[-1:] if b.ndim >= 2 else (1,) * b.ndim
+    return (np.broadcast_to(np.zeros((), a.dtype), sa),
+            np.broadcast_to(np.zeros((), b.dtype), sb))
 
 
 def dot(a, b, out=None):
     """Lazy ``numpy.dot``."""
     a, b = asarray(a), asarray(b)
+    if out is not None:
+        if a.ndim and b.ndim:
+            dot(a, b)                                       # (shape errors first)
+        return _outarg.call_with_out("dot", np.dot, (a, b), {}, out, kind="contraction",
+                                     probe_args=_contracted_once(a, b) if a.ndim and b.ndim
+                                     else None)
     if a.ndim == 0 or b.ndim == 0:
         res = multiply(a, b)
     else:
@@ -578,9 +599,6 @@ def dot(a, b, out=None):
         shape = a.shape[:-1] + b.shape[:-2] + b.shape[-1:] if b.ndim >= 2 else a.shape[:-1]
         res = lazy_call("dot", np.dot, (a, b), {}, kind="contraction",
                         meta=lambda n, t: (shape, dt), scalar=True)
-    if out is not None:
-        out[...] = res
-        return out
     return res
 
 
@@ -595,13 +613,12 @@ def inner(a, b):
 
 
 def outer(a, b, out=None):
+    if out is not None:
+        return _outarg.call_with_out("outer", np.outer, (a, b), {}, out, kind="contraction")
     a, b = asarray(a), asarray(b)
     dt = ew.result_dtypes(np.multiply, (a.dtype, b.dtype))[0]
     res = lazy_call("outer", np.outer, (a, b), {}, kind="contraction",
                     meta=lambda n, t: ((a.size, b.size), dt))
-    if out is not None:
-        out[...] = res
-        return out
     return res
 
 
@@ -631,6 +648,9 @@ def tensordot(a, b, axes=2):
 
 def einsum(*operands, out=None, optimize=False, **kwargs):
     """Lazy ``numpy.einsum`` (subscripts form; other forms are recorded generically)."""
+    if out is not None:
+        return _outarg.call_with_out("einsum", np.einsum, operands,
+                                     dict(kwargs, optimize=optimize), out, kind="contraction")
     if operands and isinstance(operands[0], str) and "..." not in operands[0]:
         subs = operands[0].replace(" ", "")
         arrs = [asarray(o) for o in operands[1:]]
@@ -688,15 +708,13 @@ def einsum(*operands, out=None, optimize=False, **kwargs):
 def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     """``numpy.trace`` (``lazynp.trace`` of a Python function traces it into a
     :class:`lazynp.Symbol`: the face, lazynp/__init__.py, dispatches)."""
-    if out is None:
-        r = _eager.try_call(np.trace, (a, offset, axis1, axis2, dtype), {}, "reduction")
-        if r is not _eager.NOT_EAGER:
-            return r
-    res = sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
     if out is not None:
-        out[...] = res
-        return out
-    return res
+        return _outarg.call_with_out("trace", np.trace, (a, offset, axis1, axis2, dtype), {},
+                                     out)
+    r = _eager.try_call(np.trace, (a, offset, axis1, axis2, dtype), {}, "reduction")
+    if r is not _eager.NOT_EAGER:
+        return r
+    return sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
 
 
 def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
@@ -710,10 +728,19 @@ def kron(a, b):
 
 # --- views ----------------------------------------------------------------------------------
 
-def reshape(a, /, shape=None, order="C", *, newshape=None, copy=None):
-    if shape is None:
-        shape = newshape
+def reshape(a, /, shape=_NoValue, order="C", *, newshape=_NoValue, copy=None):
+    """``numpy.reshape`` (``newshape=`` where the installed NumPy still takes it)."""
+    if newshape is not _NoValue:
+        if not _RESHAPE_TAKES_NEWSHAPE:
+            raise TypeError("reshape() got an unexpected keyword argument 'newshape'")
+        if shape is _NoValue:
+            shape = newshape
+    if shape is _NoValue:
+        raise TypeError("reshape() missing 1 required positional argument: 'shape'")
     return _views.reshape(asarray(a), shape, order=order, copy=copy)
+
+
+_RESHAPE_TAKES_NEWSHAPE = "newshape" in inspect.signature(np.reshape).parameters
 
 
 def ravel(a, order="C"):
@@ -858,8 +885,13 @@ def column_stack(tup):
 
 def _generic(name, kind="opaque", scalar=False):
     np_fn = getattr(np, name)
+    with_out = _outarg.takes_out(np_fn)
 
     def f(*args, **kwargs):
+        if with_out:
+            args, kwargs, out = _outarg.split_out(np_fn, args, kwargs)
+            if out is not None:
+                return _outarg.call_with_out(name, np_fn, args, kwargs, out)
         args = tuple(asarray(a) if i == 0 else a for i, a in enumerate(args))
         return lazy_call(name, np_fn, args, kwargs, kind=kind, scalar=scalar)
     f.__name__ = name
@@ -959,6 +991,10 @@ def cumulative_prod(x, /, *, axis=None, dtype=None, out=None, include_initial=Fa
 def _cumulative(scan_fn, initial, x, axis, dtype, out, include_initial, np_fn):
     """NumPy 2's ``cumulative_sum``/``cumulative_prod``: the scan, with the initial value
     prepended when asked."""
+    if out is not None:
+        return _outarg.call_with_out(np_fn.__name__, np_fn, (x,),
+                                     {"axis": axis, "dtype": dtype,
+                                      "include_initial": include_initial}, out)
     x = asarray(x)
     probe = np_fn(np.zeros((1,) * _bmax(x.ndim, 1) if x.ndim else (), x.dtype), axis=axis,
                   dtype=dtype, include_initial=include_initial)    # NumPy's errors, dtype
@@ -970,9 +1006,6 @@ def _cumulative(scan_fn, initial, x, axis, dtype, out, include_initial, np_fn):
         shp = list(res.shape)
         shp[ax] = 1
         res = concatenate([full(tuple(shp), initial, probe.dtype), res], axis=ax)
-    if out is not None:
-        out[...] = res
-        return out
     return res
 polyval = _generic("polyval")
 lexsort = _generic("lexsort")

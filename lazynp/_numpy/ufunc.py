@@ -5,6 +5,8 @@ Supports ``__call__`` (with ``out=``, ``where=``, ``dtype=``, ``casting=``), ``r
 """
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 from ..array.ndarray import ndarray
@@ -215,20 +217,38 @@ class ufunc(_UfuncBase, metaclass=_UfuncType):
         if len(args) < nin:
             raise TypeError(f"{self.__name__}() takes from {nin} to {nin + self.nout} positional "
                             f"arguments but {len(args)} were given")
+        if len(args) > nin + self.nout:
+            raise TypeError(f"{self.__name__}() takes from {nin} to {nin + self.nout} positional "
+                            f"arguments but {len(args)} were given")
         if len(args) > nin:
             if out is not None:
                 raise TypeError("cannot specify 'out' as both a positional and keyword argument")
-            out = args[nin:]
+            out = args[nin:] + (None,) * (nin + self.nout - len(args))
             args = args[:nin]
+        elif self.nout > 1 and out is not None and not isinstance(out, tuple):
+            raise TypeError("'out' must be a tuple of arrays")
         if isinstance(out, tuple):
             if len(out) != self.nout:
                 raise ValueError("The 'out' tuple must have exactly one entry per ufunc output")
             if self.nout > 1:
+                if not builtins.all(o is None or isinstance(o, ndarray) for o in out):
+                    # a NumPy buffer the user holds (or NumPy's error): NumPy's call, now
+                    if builtins.any(isinstance(o, ndarray) for o in out):
+                        raise TypeError(f"{self.__name__}(): out= mixes NumPy and lazynp "
+                                        "arrays (give all outputs of one kind)")
+                    return self._np(*to_numpy(list(args)), out=to_numpy(out),
+                                    where=to_numpy(where), dtype=dtype, casting=casting)
+                # NumPy's casting check of each output, on 0-d stand-ins
+                self._np(*[a if type(a) in (bool, int, float, complex) else
+                           np.zeros((), getattr(a, "dtype", None) or np.asarray(a).dtype)
+                           for a in args],
+                         out=tuple(None if o is None else np.empty((), o.dtype) for o in out),
+                         dtype=dtype, casting=casting)
                 res = self(*args, where=where, dtype=dtype, casting=casting)
                 for r, o in zip(res, out):
                     if o is not None:
                         o[...] = r
-                return out
+                return tuple(r if o is None else o for r, o in zip(res, out))
             out = out[0]
         if out is not None and not isinstance(out, (ndarray, tuple)):
             return self._eager(args, out, where, dtype, casting, signature)

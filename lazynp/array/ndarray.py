@@ -537,6 +537,33 @@ def _unpickle(value, scalar=False):
     return ndarray._from_value(value)
 
 
+def _reads_like_an_array_index(idx) -> bool:
+    """Whether ``a.flat[idx]`` selects what ``a.ravel()[idx]`` does: integers, slices,
+    ``...`` and integer arrays.  Others (None, booleans, tuples, floats, lists of booleans)
+    follow NumPy's flat-iterator rules, which differ (``a.flat[True]`` is the first element)."""
+    if type(idx) is tuple:
+        return len(idx) == 1 and type(idx[0]) is not tuple and \
+            _reads_like_an_array_index(idx[0])
+    if isinstance(idx, (bool, np.bool_)):
+        return False
+    if isinstance(idx, (int, np.integer, slice)) or idx is Ellipsis:
+        return True
+    if isinstance(idx, (np.ndarray, ndarray)):
+        return idx.dtype.kind in "iu"
+    if type(idx) is list:
+        return all(type(x) is int for x in idx)
+    return False
+
+
+def _numpy_index(idx):
+    """``idx`` with lazynp arrays (also inside a tuple) as NumPy's."""
+    if isinstance(idx, ndarray):
+        return np.asarray(idx)
+    if type(idx) is tuple:
+        return tuple(_numpy_index(i) for i in idx)
+    return idx
+
+
 class _Flat:
     """``a.flat``: indexing reads/writes the raveled array."""
 
@@ -544,10 +571,19 @@ class _Flat:
         self._arr = arr
 
     def __getitem__(self, idx):
+        if not _reads_like_an_array_index(idx):
+            idx = _numpy_index(idx)
+            r = self._arr._value().flat[idx]         # (NumPy's flat-iterator rules, errors)
+            return ndarray._from_value(r) if type(r) is np.ndarray else r
         return self._arr.ravel()[idx] if self._arr.flags.c_contiguous else \
             self._arr.flatten()[idx]
 
     def __setitem__(self, idx, value):
+        if not _reads_like_an_array_index(idx):
+            v = np.array(self._arr._value(), copy=True)
+            v.flat[_numpy_index(idx)] = np.asarray(value) if isinstance(value, ndarray) else value
+            self._arr[...] = v
+            return
         flat = self._arr.reshape(-1)
         if flat._var is self._arr._var:
             flat[idx] = value
