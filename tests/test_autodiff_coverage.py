@@ -129,12 +129,13 @@ def test_float_of_traced_value_on_the_path_raises():
         lnp.grad(lambda x: lnp.sum(lnp.frombuffer(x.tobytes()) * 2.0))(X3)
 
 
-def test_float_as_a_constant_is_fine():
+def test_control_flow_on_comparisons_is_fine():
     def f(x):
-        if float(lnp.sum(x)) > 0:          # control flow on a value: fine
+        if lnp.sum(x) > 0:                 # bool() of a comparison: fine (autograd's rule)
             return lnp.sum(x * x)
         return lnp.sum(x)
     numpy.testing.assert_allclose(numpy.asarray(lnp.grad(f)(X3)), 2 * X3)
+    numpy.testing.assert_allclose(numpy.asarray(lnp.grad(f)(-X3)), numpy.ones(3))
 
 
 def test_fallback_on_the_path_raises():

@@ -276,7 +276,11 @@ def _is_const(v):
 
 
 def _power_x(g, ans, x, y):
-    return g * y * x ** (y - 1)
+    """``y x**(y-1)``, with ``x**0`` for ``y == 0`` (autograd's): ``x ** 0.0`` has the
+    gradient 0 at ``x == 0`` too, not NaN."""
+    if _is_const(y) and np.ndim(y) == 0:
+        return g * 0.0 * x if y == 0 else g * y * x ** (y - 1)
+    return g * y * x ** lnp.where(y == 0, 1.0, y - 1)
 
 
 def _power_y(g, ans, x, y):
@@ -670,13 +674,24 @@ def _ptp_vjp(g, node, args, params, need):
     return [_max_cot(g, mx, x, axis, kd) - _max_cot(g, mn, x, axis, kd)]
 
 
-def _var_cot(g, x, axis, kd, ddof):
-    axes = _axes(x.shape, axis)
+def _reduced_count(shape, axis) -> int:
+    """How many elements each result of a reduction over ``axis`` reads."""
     n = 1
-    for a in axes:
-        n *= x.shape[a]
-    m = lnp.mean(x, axis=axes, keepdims=True)
-    return _expand(g, x.shape, axis, kd) * (2.0 / (n - ddof)) * (x - m)
+    for a in _axes(shape, axis):
+        n *= shape[a]
+    return n
+
+
+def _var_cot(g, x, axis, kd, ddof):
+    """``var``'s cotangent ``2 g conj(x - mean) / (n - ddof)``: for complex ``x`` the
+    conjugate is the project's convention (``df/dx - i df/dy`` for real ``f``: the
+    gradient of ``mean(|z - mean(z)|**2)``, as autograd's)."""
+    axes = _axes(x.shape, axis)
+    n = _reduced_count(x.shape, axis)
+    d = x - lnp.mean(x, axis=axes, keepdims=True)
+    if d.dtype.kind == "c":
+        d = lnp.conjugate(d)
+    return _expand(g, x.shape, axis, kd) * (2.0 / (n - ddof)) * d
 
 
 def _ddof(params):
@@ -694,9 +709,14 @@ def _var_vjp(g, node, args, params, need):
 
 @op_rule("std")
 def _std_vjp(g, node, args, params, need):
+    """``std``: ``var``'s cotangent times ``0.5 / std``.  Over one element (a length-1
+    axis, a scalar) the gradient is 0, as autograd's (std is 0 there for every nearby
+    input); at a constant array of more elements it is NaN (std is not differentiable)."""
     x, axis, kd, w = _red_info(args, params)
     if w is not None:
         raise NotImplementedError("lazynp.autograd: std(where=) gradient")
+    if _reduced_count(x.shape, axis) <= 1:
+        return [lnp.zeros(x.shape, g.dtype if x.dtype.kind != "c" else x.dtype)]
     return [_var_cot(g * 0.5 / as_array(node), x, axis, kd, _ddof(params))]
 
 
@@ -1900,15 +1920,19 @@ def _nanvar_vjp(g, node, args, params, need):
     x, axis, kd, w = _red_info(args, params)
     if w is not None:
         raise NotImplementedError(f"lazynp.autograd: {node.op.name}(where=) gradient")
-    if node.op.name == "nanstd":
-        g = g * 0.5 / as_array(node)
     axes = _axes(x.shape, axis)
     ok = lnp.logical_not(lnp.isnan(x))
-    n = lnp.sum(ok, axis=axes, keepdims=True).astype(g.dtype)
+    n = lnp.sum(ok, axis=axes, keepdims=True).astype(g.real.dtype)
     m = lnp.nanmean(x, axis=axes, keepdims=True)
     d = lnp.where(ok, x - m, 0.0)
-    return [_expand(g, x.shape, axis, kd) * 2.0 * d / (n - _ddof(params))] + \
-        [None] * (len(args) - 1)
+    if d.dtype.kind == "c":
+        d = lnp.conjugate(d)        # (the convention of var's rule)
+    c = _expand(g, x.shape, axis, kd) * 2.0 * d / (n - _ddof(params))
+    if node.op.name == "nanstd":
+        # times 0.5 / std; 0 where one value is read (std's rule)
+        sd = _expand(as_array(node), x.shape, axis, kd)
+        c = lnp.where(n <= 1, 0.0, c * 0.5 / lnp.where(n <= 1, 1.0, sd))
+    return [c] + [None] * (len(args) - 1)
 
 
 @op_rule("nancumprod")

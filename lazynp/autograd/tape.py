@@ -37,6 +37,30 @@ class NoGradientRule(AutogradError, NotImplementedError):
     """An operation on the differentiated path has no gradient rule (the message names it)."""
 
 
+class TracedValueError(AutogradError, TypeError):
+    """A differentiated value was turned into a Python/NumPy value (``float(x)``,
+    ``x.item()``...): a computation on it would carry no gradient (autograd raises
+    ``TypeError`` here, JAX ``ConcretizationTypeError``, a ``TypeError`` too)."""
+
+
+def _spelled(name: str) -> str:
+    """How the user wrote the call that took the value: ``float(x)``, ``x.item()``."""
+    if name in ("float", "int", "complex", "operator.index"):
+        return f"{name}(x)"
+    return f"x.{name}()"
+
+
+def traced_value_error(name: str) -> TracedValueError:
+    """The error of :meth:`_Watcher.value_taken` for the call ``name``."""
+    return TracedValueError(
+        f"lazynp.autograd: {_spelled(name)} of a value that depends on a differentiated "
+        f"input would carry no gradient (the result is a constant to Python, so a gradient "
+        f"through it would be silently wrong). To keep the gradient, compute with lazynp "
+        f"functions (lazynp.exp(x) rather than math.exp(float(x)); comparisons and bool() "
+        f"work for control flow); to cut it on purpose, use lazynp.stop_gradient(x) and "
+        f"take the value of that")
+
+
 # --- tracing: the tape and what the trace watches ------------------------------------------
 
 _RECORDED: list = []     # nodes recorded while any trace is open (the tape)
@@ -187,11 +211,17 @@ class _Watcher:
                 f"constant")
 
     def value_taken(self, arr, name, value) -> None:
-        """``arr``'s value left lazynp as Python/NumPy data (``float(x)``, ``x.tolist()``...):
-        fine as a constant, but a gradient through data built from it would be silently
-        wrong; remembered so that such data on the differentiated path raises."""
+        """``arr``'s value left lazynp as Python/NumPy data (``float(x)``, ``x.tolist()``,
+        ``math.exp(x)``, ``operator.index(x)``...).  Inside ``grad``/``vjp``/``jvp``/
+        ``jacobian``... this raises :class:`TracedValueError` (autograd's and JAX's rule:
+        the value would be a constant with no gradient).  Inside MXNet-style ``record()``
+        reading a value (logging) is common: it is remembered instead, and data built from
+        it that reaches a head raises at ``backward()``."""
         if _depth and arr.dtype.kind in "fc" and depends_on_inputs(arr):
-            _LEAKS.append((name, np.asarray(value).ravel()))
+            if RECORD_TRACES:
+                _LEAKS.append((name, np.asarray(value).ravel()))
+                return
+            raise traced_value_error(name)
 
     def forced(self, name, args, res) -> None:
         if depends_on_inputs(args):
