@@ -191,3 +191,28 @@ def test_integer_cast_of_traced_value_is_allowed(cast):
 def test_numpy_asarray_of_traced_value_still_raises():
     with pytest.raises(lnp.autograd.AutogradError, match="asarray"):
         lnp.grad(lambda x: lnp.sum(lnp.asarray(numpy.asarray(x) * 2.0)))(X3)
+
+
+# --- found by autograd's tests: two more silent cases ------------------------------------------
+
+def test_jvp_of_a_complex_output_keeps_its_imaginary_part():
+    z = numpy.array([0.4 + 0.3j, -1.0 + 0.5j])
+    t = numpy.array([1.0 - 0.5j, 0.25 + 1.0j])
+    _, tout = lnp.jvp(lnp.sin, (z,), (t,))
+    numpy.testing.assert_allclose(_np(tout), numpy.cos(z) * t, rtol=1e-14)
+    _, tout = lnp.jvp(lnp.conjugate, (z,), (t,))
+    numpy.testing.assert_allclose(_np(tout), numpy.conj(t), rtol=1e-14)
+
+
+def test_grad_of_a_boolean_output_raises():
+    with pytest.raises(TypeError, match="dtype bool"):
+        lnp.grad(lambda x: lnp.allclose(x, x * 3.0 / 3.0))(X3)
+
+
+def test_tensor_jacobian_product_over_leading_output_dimensions():
+    a = numpy.random.default_rng(0).standard_normal((5, 4, 3))
+    v = numpy.random.default_rng(1).standard_normal((5, 4))
+    fun = lambda a: lnp.roll(lnp.sin(a), 1)
+    want = numpy.tensordot(v, _np(lnp.jacobian(fun)(a)), axes=2)
+    got = lnp.autograd.tensor_jacobian_product(fun)(a, v)
+    numpy.testing.assert_allclose(_np(got), want, rtol=1e-12)

@@ -111,6 +111,10 @@ def _scalar_out(out):
     if out.size != 1:
         raise TypeError(f"lazynp.grad: the function must return a scalar, not an array of "
                         f"shape {out.shape} (use vjp, jacobian or elementwise_grad)")
+    if out.dtype.kind not in "fc":
+        raise TypeError(f"lazynp.grad: the function returned a value of dtype {out.dtype}, "
+                        f"which has no gradient (as autograd and JAX: grad needs a real "
+                        f"float output); differentiate the float computation it is made of")
     if out.dtype.kind == "c":
         raise TypeError("lazynp.grad: the function must return a real scalar, not a complex "
                         "one (as autograd: differentiate its real part, abs or the like, or "
@@ -418,7 +422,8 @@ def jvp(fun, primals, tangents):
         us = []
         for o in out_leaves:
             o = lnp.asarray(o)
-            u, n = fresh_input(lnp.zeros(o.shape, o.dtype if o.dtype.kind == "f" else float), tr)
+            u, n = fresh_input(lnp.zeros(o.shape, o.dtype if o.dtype.kind in "fc" else float),
+                               tr)
             us.append((u, n))
         gs = fn(unflatten(out_spec, iter([u for u, _ in us])))
         g_leaves, t_leaves = [], []
@@ -674,7 +679,8 @@ def tensor_jacobian_product(fun, argnum=0):
     def vector_dot_fun(*args, **kwargs):
         args, vector = args[:-1], args[-1]
         return lnp.tensordot(vector, fun(*args, **kwargs), axes=np.ndim(vector))
-    return grad(vector_dot_fun, argnum)
+    # (a jacobian, as autograd's: the tensor may cover only the leading output dimensions)
+    return jacobian(vector_dot_fun, argnum)
 
 
 vector_jacobian_product = tensor_jacobian_product
