@@ -46,6 +46,7 @@ from ..array.ndarray import ndarray
 from ..core import graph
 from ..core.graph import Node
 from ..ops.registry import Op, register
+from .errors import PhaseDependentGradient
 
 # --- helper ops ------------------------------------------------------------------------------
 
@@ -1342,11 +1343,12 @@ def _eigh_rule_impl(g, node, A, K, any_gauge):
         w, v = _eigh_inside_rule(a, uplo)
     else:
         w, v = _eigh_parts(node, a)
-    if g[1] is not None and _is_complex(v) and not any_gauge:
-        raise NotImplementedError("lazynp.autograd: no gradient of linalg.eigh through the "
-                                  "eigenvectors of a complex matrix (their phase is "
-                                  "arbitrary); eigenvalues and gauge-invariant uses only")
-    return (_eigh_raw_cot(g[0], g[1], w, v, uplo.upper() == "L"),)
+    gv = g[1]
+    if gv is not None and _is_complex(v) and not any_gauge:
+        # each eigenvector's phase is arbitrary: a gradient exists only for functions that
+        # do not depend on it (abs(v), v v^H...), checked when the gradient is computed
+        gv = _phase_checked(gv, _phase_derivative(v, gv), "linalg.eigh")
+    return (_eigh_raw_cot(g[0], gv, w, v, uplo.upper() == "L"),)
 
 
 @call_rule("linalg.eigh")
@@ -1744,11 +1746,22 @@ def _svd_rule(g, ans, A, K, node):
                                   "(their extra columns are not unique; use "
                                   "full_matrices=False)")
     if _is_complex(a):
-        if node.op.name.endswith("ad.svd_any_gauge"):
-            return (_complex_svd_cot(gu, gs, gvh, u, s, vh, m, n),)
-        raise NotImplementedError("lazynp.autograd: no gradient of a complex linalg.svd "
-                                  "through U or Vh (their phases are arbitrary); singular "
-                                  "values only")
+        if not node.op.name.endswith("ad.svd_any_gauge"):
+            # U's column j and Vh's row j share one arbitrary phase: a gradient exists only
+            # for functions that do not depend on it (abs(U), U S Vh...), checked when the
+            # gradient is computed
+            along, scale = 0.0, 0.0
+            for vecs, cot, sign in ((u, gu, 1.0), (_transposed(vh), gvh, -1.0)):
+                if cot is not None:
+                    if sign < 0:
+                        cot = _transposed(cot)
+                    a_, s_ = _phase_derivative(vecs[..., :k], cot[..., :k])
+                    along, scale = along + sign * a_, scale + s_
+            if gu is not None:
+                gu = _phase_checked(gu, (along, scale), "linalg.svd")
+            else:
+                gvh = _phase_checked(gvh, (along, scale), "linalg.svd")
+        return (_complex_svd_cot(gu, gs, gvh, u, s, vh, m, n),)
     # Townsend (2016): A = U S V^T, reduced
     v = _transposed(vh)
     gv = None if gvh is None else _transposed(gvh)
@@ -1795,6 +1808,59 @@ def _pinv_rule(g, ans, A, K, node):
             + lnp.matmul(lnp.matmul(_transposed(P), P), lnp.matmul(gT, R)),)
 
 
+def _phase_derivative(v, gv):
+    """``(along, scale)``: the derivative of the differentiated function along each
+    column's phase (``v_j -> exp(i t) v_j``), ``-Im(sum_i v_ij gv_ij)`` with cotangents in
+    the convention ``df/dx - i df/dy`` (zero for a function that does not depend on the
+    phases), and its size to compare it with (``sum_i |v_ij gv_ij|``)."""
+    p = v * gv
+    return -lnp.imag(lnp.sum(p, axis=-2)), lnp.sum(lnp.abs(p), axis=-2)
+
+
+def _phase_check_impl(c, along, scale, *, what):
+    """``c``, unless the function depends on the arbitrary phases (``along`` not zero to
+    rounding relative to ``scale``): :class:`PhaseDependentGradient` then."""
+    if np.any(np.abs(along) > 1e-8 * np.max(scale, initial=0.0) + 1e-300):
+        raise PhaseDependentGradient(
+            f"lazynp.autograd: the differentiated function depends on the phases of the "
+            f"vectors of {what} of a complex matrix, which are arbitrary (LAPACK picks one): "
+            f"it has no gradient; functions of abs(v), of v v^H or of the values have one")
+    return c
+
+
+def _phase_checked(c, along_scale, what):
+    """``c`` (a cotangent of complex eigen/singular vectors) through a lazy check that the
+    function does not depend on their phases (it raises when the gradient is computed)."""
+    c = lnp.asarray(c)
+    along, scale = along_scale
+    return lazy_call("ad.phase_checked", _phase_check_impl, (c, along, scale),
+                     {"what": what}, meta=lambda n, t: (c.shape, c.dtype))
+
+
+@call_rule("ad.phase_checked")
+def _phase_checked_rule(g, ans, A, K, node):
+    """(The check is the identity on its first argument.)"""
+    return (g, None, None)
+
+
+def _complex_eig_cot(gw, gv, w, v):
+    """eig with complex eigenvectors of unit length (LAPACK's; their phases arbitrary), as
+    autograd's: ``A_bar = V^-T (diag(gw) + F o (P - V^T conj(V) diag(Re P))) V^T`` with
+    ``P = V^T gv``, ``F_ij = 1 / (w_j - w_i)`` off the diagonal (the second term keeps the
+    length); a function that depends on the phases raises when the gradient is
+    computed."""
+    n = v.shape[-1]
+    eye = lnp.eye(n, dtype=v.dtype)
+    gv = _phase_checked(gv, _phase_derivative(v, gv), "linalg.eig")
+    vt = _transposed(v)
+    P = lnp.matmul(vt, gv)
+    F = (1.0 - eye) / (lnp.expand_dims(w, -2) - lnp.expand_dims(w, -1) + eye)
+    inner = F * (P - lnp.matmul(lnp.matmul(vt, lnp.conjugate(v)), lnp.real(P) * eye))
+    if gw is not None:
+        inner = inner + lnp.expand_dims(gw, -1) * eye
+    return lnp.matmul(lnp.matmul(lazy_linalg.inv(vt), inner), vt)
+
+
 def _eigvals_cot(gw, v):
     """w = eigvals(A) (holomorphic in A): dA = V^-T diag(gw) V^T."""
     return lnp.matmul(_transposed(lazy_linalg.inv(v)) * lnp.expand_dims(gw, -2), _transposed(v))
@@ -1820,8 +1886,7 @@ def _eig_rule(g, ans, A, K, node):
         return (_eigvals_cot(gw, v),)
     any_scale = node.op.name.endswith("ad.eig_any_scale")
     if _is_complex(v) and not any_scale:
-        raise NotImplementedError("lazynp.autograd: no gradient of linalg.eig through complex "
-                                  "eigenvectors (LAPACK's phase convention); eigenvalues only")
+        return (_complex_eig_cot(gw, gv, w, v),)
     # real eigenvectors of unit length: dV = V (F o E) - V diag(V^T V (F o E)),
     # E = V^-1 dA V; transposed
     n = a.shape[-1]
