@@ -255,7 +255,21 @@ _unary("arccosh", lambda g, ans, x: g / lnp.sqrt(x * x - 1.0))
 _unary("arctanh", lambda g, ans, x: g / (1.0 - x * x))
 _unary("deg2rad radians", lambda g, ans, x: g * (math.pi / 180.0))
 _unary("rad2deg degrees", lambda g, ans, x: g * (180.0 / math.pi))
-_unary("floor ceil rint trunc sign spacing", lambda g, ans, x: None)
+_unary("floor ceil rint trunc spacing", lambda g, ans, x: None)
+
+
+def _sign_rule(g, ans, x):
+    """``sign``: piecewise constant for real ``x``; ``z / |z|`` for complex ``z``:
+    ``g / |z| - Re(g z) conj(z) / |z|**3`` (0 at 0) in the convention ``df/dx - i df/dy``."""
+    if getattr(x, "dtype", np.dtype(float)).kind != "c":
+        return None
+    r = lnp.abs(x)
+    safe = lnp.where(r == 0, 1.0, r)
+    c = g / safe - lnp.real(g * x) * lnp.conjugate(x) / (safe * safe * safe)
+    return lnp.where(r == 0, 0.0, c)
+
+
+_unary("sign", _sign_rule)
 
 
 def _minmax(g, ans, x, y):
@@ -1261,11 +1275,19 @@ def _det_rule(g, ans, A, K, node):
 
 @call_rule("linalg.slogdet")
 def _slogdet_rule(g, ans, A, K, node):
+    """``logabsdet = Re(log det A)``: ``gl A^-T``; for a complex ``A`` the sign
+    ``exp(i Im(log det A))`` has a gradient too, ``i Im(gs sign) A^-T`` (the convention
+    ``df/dx - i df/dy``)."""
     a = A[0]
-    gl = g[1]
-    if gl is None:
+    gs, gl = g[0], g[1]
+    coef = None if gl is None else gl
+    if gs is not None and _is_complex(a):
+        sign = _tuple_parts(node, [(a.shape[:-2], node.dtype)])[0]
+        c = 1j * lnp.imag(gs * sign)
+        coef = c if coef is None else coef + c
+    if coef is None:
         return (None,)
-    return (lnp.expand_dims(lnp.expand_dims(gl, -1), -1) * _transposed(lazy_linalg.inv(a)),)
+    return (lnp.expand_dims(lnp.expand_dims(coef, -1), -1) * _transposed(lazy_linalg.inv(a)),)
 
 
 def _one_triangle(G, lower):
@@ -1279,6 +1301,9 @@ def _one_triangle(G, lower):
 
 @call_rule("linalg.cholesky")
 def _cholesky_rule(g, ans, A, K, node):
+    if _is_complex(A[0]):
+        raise NotImplementedError("lazynp.autograd: no gradient of a complex "
+                                  "linalg.cholesky (real matrices only)")
     upper = K.get("upper", False)
     L = _transposed(ans) if upper else ans
     gL = _transposed(g) if upper else g
@@ -2050,7 +2075,10 @@ def _cov_rule(g, ans, A, K, node):
     N = X.shape[1]
     Xc = X - lnp.mean(X, axis=1, keepdims=True)
     G = lnp.reshape(g, (X.shape[0], X.shape[0]))
-    gXc = lnp.matmul(G + _transposed(G), Xc) / (N - (0 if bias else 1))
+    if _is_complex(Xc):     # C = Xc Xc^H / (N - 1): (G + G^H) conj(Xc) / (N - 1)
+        gXc = lnp.matmul(G + _adjoint(G), lnp.conjugate(Xc)) / (N - (0 if bias else 1))
+    else:
+        gXc = lnp.matmul(G + _transposed(G), Xc) / (N - (0 if bias else 1))
     gX = gXc - lnp.mean(gXc, axis=1, keepdims=True)
     gm = lnp.reshape(gX, m.shape) if m.ndim == 1 else (gX if rowvar else _transposed(gX))
     return (gm,)

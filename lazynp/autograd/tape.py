@@ -85,7 +85,8 @@ def _lazy_leaves(obj, out):
 
 def depends_on_inputs(obj) -> bool:
     """True when a lazy array in ``obj`` is computed from an input of an open trace
-    (through anything but ``stop_gradient``)."""
+    (through anything but ``stop_gradient``), or from a NumPy fallback's result on one
+    (a poisoned leaf: ``float(np.unique(x)[0])`` is a value of ``x`` too)."""
     if not _INPUT_IDS:
         return False
     stack = _lazy_leaves(obj, [])
@@ -96,6 +97,9 @@ def depends_on_inputs(obj) -> bool:
             continue
         seen.add(id(n))
         if id(n) in _INPUT_IDS:
+            return True
+        p = _POISON.get(id(n))
+        if p is not None and p[0] is n:
             return True
         if n.op is rules.STOP:
             continue
