@@ -2092,23 +2092,28 @@ def _unwrap_rule(g, ans, A, K, node):
 
 @call_rule("quantile", "percentile")
 def _quantile_rule(g, ans, A, K, node):
-    """Linear interpolation between the two order statistics around ``(n - 1) q`` (NumPy's
-    default method): their weights ``1 - t`` and ``t`` carry the gradient back through a
-    stable sort."""
+    """Every NumPy method picks or interpolates between two neighbouring order statistics
+    at a position that depends only on ``n`` and ``q``: the quantile of ``0, 1, ..., n-1``
+    by the same method is that position ``h``, and the weights ``1 - t``, ``t``
+    (``t = h - floor(h)``) carry the gradient back through a stable sort (``linear``:
+    ``h = (n - 1) q``; ``lower``/``higher``/``nearest``: one order statistic, gradient 1;
+    ``midpoint``: one half each; the ``*_cdf`` and unbiased methods their own ``h``)."""
     a = A[0]
     q = _arg(A, K, 1, "q")
     axis = _arg(A, K, 2, "axis", None)
     method = _arg(A, K, 5, "method", "linear")
-    if method != "linear" or (axis is not None and np.ndim(axis) != 0 and len(axis) != 1):
-        raise NotImplementedError(f"lazynp.autograd: no gradient of numpy."
-                                  f"{node.op.name[5:]}(method={method!r}) or over several axes")
+    name = node.op.name.split(":")[-1]
+    if K.get("weights") is not None or (axis is not None and np.ndim(axis) != 0 and
+                                        len(axis) != 1):
+        raise NotImplementedError(f"lazynp.autograd: no gradient of numpy.{name} with "
+                                  f"weights or over several axes")
     if np.ndim(axis) == 1:
         axis = axis[0]
-    qv = np.asarray(q, dtype=float) / (100.0 if node.op.name.endswith("percentile") else 1.0)
+    qv = np.asarray(q, dtype=float) / (100.0 if name.endswith("percentile") else 1.0)
     xs = lnp.reshape(a, (-1,)) if axis is None else lnp.moveaxis(a, axis, -1)
     n = xs.shape[-1]
-    h = (n - 1) * qv
-    lo = np.floor(h).astype(int)
+    h = np.quantile(np.arange(n, dtype=float), qv, method=method)
+    lo = np.clip(np.floor(h), 0, n - 1).astype(int)
     hi = np.minimum(lo + 1, n - 1)
     t = h - lo
     W = np.zeros(qv.shape + (n,))
@@ -2209,22 +2214,45 @@ def _nanquantile_rule(g, ans, A, K, node):
             NO_GRADIENT)
 
 
+def _qr_cot(gq, gr, q, r):
+    """Reduced QR of a square or tall matrix (``R``'s diagonal real, LAPACK's gauge):
+    with ``M = R gR^T - gQ^T Q`` and ``C = tril(M, -1) + tril(M, -1)^H + diag(Re M)``,
+    ``gA = (gQ + conj(Q C)) R^-T`` (the real case is JAX's QR JVP transposed; for complex
+    matrices the cotangents are ``df/dx - i df/dy``, and the real diagonal of ``C`` keeps
+    ``R``'s diagonal real)."""
+    M = lnp.matmul(r, _transposed(gr)) - lnp.matmul(_transposed(gq), q)
+    low = lnp.tril(M, -1)
+    eye = lnp.eye(M.shape[-1], dtype=M.real.dtype)
+    if _is_complex(M):
+        C = low + _adjoint(low) + lnp.real(M) * eye
+        N = gq + lnp.conjugate(lnp.matmul(q, C))
+    else:
+        C = low + _transposed(low) + M * eye
+        N = gq + lnp.matmul(q, C)
+    # N R^-T = solve(R, N^T)^T
+    return _transposed(lazy_linalg.solve(r, _transposed(N)))
+
+
 @call_rule("linalg.qr")
 def _qr_rule(g, ans, A, K, node):
-    """Reduced QR of a tall matrix (JAX's QR JVP, transposed): with
-    ``M = gR R^T - Q^T gQ``, ``gA = (gQ + Q (M - tril(M - M^T, -1))) R^-T``."""
+    """Reduced QR (:func:`_qr_cot`).  A wide ``A = [X Y]`` (``m < n``) is ``X = Q R1``,
+    ``R2 = Q^H Y``: ``gY = conj(Q) gR2``, and ``X`` gets the square rule with
+    ``gQ + conj(Y gR2^T)``."""
     a = A[0]
-    if _is_complex(a):
-        raise NotImplementedError("lazynp.autograd: no gradient of a complex linalg.qr")
     m, n = a.shape[-2:]
-    q, r = _tuple_parts(node, [(a.shape[:-2] + (m, n), node.dtype),
-                               (a.shape[:-2] + (n, n), node.dtype)])
+    k = min(m, n)
+    dt = np.dtype(node.dtype)
+    q, r = _tuple_parts(node, [(a.shape[:-2] + (m, k), dt), (a.shape[:-2] + (k, n), dt)])
     gq = g[0] if g[0] is not None else lnp.zeros_like(q)
     gr = g[1] if g[1] is not None else lnp.zeros_like(r)
-    M = lnp.matmul(gr, _transposed(r)) - lnp.matmul(_transposed(q), gq)
-    N = gq + lnp.matmul(q, M - lnp.tril(M - _transposed(M), -1))
-    # N R^-T = solve(R, N^T)^T
-    return (_transposed(lazy_linalg.solve(r, _transposed(N))),)
+    if m >= n:
+        return (_qr_cot(gq, gr, q, r),)
+    y, r1 = a[..., :, m:], r[..., :, :m]
+    gr1, gr2 = gr[..., :, :m], gr[..., :, m:]
+    conj = lnp.conjugate if _is_complex(a) else (lambda v: v)
+    gy = lnp.matmul(conj(q), gr2)
+    gx = _qr_cot(gq + conj(lnp.matmul(y, _transposed(gr2))), gr1, q, r1)
+    return (lnp.concatenate([gx, gy], axis=-1),)
 
 
 def _svd_inside_rule(a):

@@ -26,7 +26,7 @@ from ..core.graph import Node
 from .._numpy import fallback, namespace as lnp
 from .._numpy.ufunc import TUPLE_GET
 from ..array.ndarray import ndarray
-from . import rules
+from . import rules, rules_more  # noqa: F401  (rules_more registers its rules)
 from .errors import (AutogradError, NoGradientRule, TracedValueError,  # noqa: F401
                      traced_value_error)
 
