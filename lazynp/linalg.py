@@ -319,6 +319,9 @@ def cond(x, p=None):
     return _ns.where(bad, _np.inf, r)
 
 
+cond._lazynp_fallback = True      # (NumPy's function outside transforms: lazynp.stats counts it)
+
+
 def _with_eager(name, fn):
     """The execution policy: NumPy's own function at once on computed arguments
     (lazynp/_eager.py); the lazy ``fn`` otherwise."""
@@ -331,5 +334,6 @@ _LAZY = {name: (obj if name == "LinAlgError" else _with_eager(name, obj))
                      "svd", "svdvals", "pinv", "eig", "eigvals", "qr", "lstsq", "matmul",
                      "matrix_transpose",
                      "tensordot", "vecdot", "trace", "diagonal", "cross", "outer",
-                     "vector_norm", "matrix_norm", "cond", "LinAlgError")}
+                     "vector_norm", "matrix_norm", "LinAlgError")}
+_LAZY["cond"] = cond      # (its own NumPy fallback outside transforms)
 sys.modules[__name__] = FallbackModule(__name__, _np.linalg, _LAZY)

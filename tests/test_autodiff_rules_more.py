@@ -102,3 +102,54 @@ def test_qr_wide_tall_and_complex(shape, dtype):
     qn, rn = numpy.linalg.qr(a)
     numpy.testing.assert_array_equal(_np(q), qn)
     numpy.testing.assert_array_equal(_np(r), rn)
+
+
+# --- polynomials (recorded from lazynp ops while differentiated) ----------------------------
+
+def test_roots():
+    p = RNG.standard_normal(6)
+    w = RNG.standard_normal(5)
+    check(lambda a: lnp.sum(lnp.abs(lnp.roots(a)) * w),
+          lambda a: numpy.sum(numpy.abs(numpy.roots(a)) * w), p)
+    # leading and trailing zeros: stripped on the values (zero roots appended), as NumPy's
+    pz = numpy.array([0.0, 1.0, -3.0, 2.0, 0.0])
+    val, g = lnp.value_and_grad(lambda a: lnp.sum(lnp.real(lnp.roots(a)) * numpy.arange(3.)))(pz)
+    assert float(val) == pytest.approx(float(numpy.sum(numpy.roots(pz).real * numpy.arange(3.))))
+    numpy.testing.assert_allclose(_np(g)[1:4], fd_grad(
+        lambda a: numpy.sum(numpy.roots(numpy.r_[0.0, a, 0.0]).real * numpy.arange(3.)),
+        pz[1:4]), rtol=1e-6)
+
+
+def test_poly_of_zeros_and_of_a_matrix():
+    z = RNG.standard_normal(4)
+    w = RNG.standard_normal(5)
+    check(lambda a: lnp.sum(lnp.poly(a) * w), lambda a: numpy.sum(numpy.poly(a) * w), z)
+    m = RNG.standard_normal((3, 3))
+    w4 = RNG.standard_normal(4)
+    check(lambda a: lnp.sum(lnp.real(lnp.poly(a)) * w4),
+          lambda a: numpy.sum(numpy.real(numpy.poly(a)) * w4), m)
+
+
+def test_polydiv():
+    u, v = RNG.standard_normal(6), RNG.standard_normal(3)
+    wq, wr = RNG.standard_normal(4), RNG.standard_normal(2)
+
+    def f(mod):
+        return lambda a, b: mod.sum(mod.polydiv(a, b)[0] * wq) + mod.sum(mod.polydiv(a, b)[1] * wr)
+    check(lambda a: f(lnp)(a, v), lambda a: f(numpy)(a, v), u)
+    check(lambda b: f(lnp)(u, b), lambda b: f(numpy)(u, b), v)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_polyfit(weighted):
+    x = numpy.linspace(0.0, 1.0, 9) + RNG.uniform(0, 0.05, 9)
+    y = RNG.standard_normal(9)
+    w = RNG.uniform(0.5, 1.5, 9) if weighted else None
+    c = RNG.standard_normal(4)
+    check(lambda a: lnp.sum(lnp.polyfit(a, y, 3, w=w) * c),
+          lambda a: numpy.sum(numpy.polyfit(a, y, 3, w=w) * c), x)
+    check(lambda b: lnp.sum(lnp.polyfit(x, b, 3, w=w) * c),
+          lambda b: numpy.sum(numpy.polyfit(x, b, 3, w=w) * c), y)
+    val = lnp.value_and_grad(lambda b: lnp.sum(lnp.polyfit(x, b, 3, w=w) * c))(y)[0]
+    assert float(val) == pytest.approx(float(numpy.sum(numpy.polyfit(x, y, 3, w=w) * c)),
+                                       rel=1e-12)

@@ -414,4 +414,7 @@ def sort_complex(a):
     return ns.take_along_axis(a, perm, -1).astype(proto.dtype)
 
 
+from .poly_recorded import roots, poly, polydiv, polyfit  # noqa: E402
+__all__ += ["roots", "poly", "polydiv", "polyfit"]
+
 globals().update(eager_versions(globals()))    # (compress, extract and the ranges)

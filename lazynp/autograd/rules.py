@@ -1660,17 +1660,20 @@ def _convolve_rule(g, ans, A, K, node):
     a, v = A[0], A[1]
     corr = node.op.name.endswith("correlate")
     mode = _arg(A, K, 2, "mode", "valid" if corr else "full")
-    if _is_complex(a) or _is_complex(v):
-        raise NotImplementedError(f"lazynp.autograd: no gradient of numpy."
-                                  f"{'correlate' if corr else 'convolve'} on complex input")
+    cplx = _is_complex(a) or _is_complex(v)
+    if cplx and corr:
+        raise NotImplementedError("lazynp.autograd: no gradient of numpy.correlate on "
+                                  "complex input")
     w = lnp.flip(v) if corr else v          # correlate(a, v) == convolve(a, v[::-1])
     n, m = a.shape[0], w.shape[0]
     full = n + m - 1
     L = ans.shape[0]
     start = {"full": 0, "same": (min(n, m) - 1) // 2, "valid": min(n, m) - 1}[mode]
     gf = lnp.pad(g, [(start, full - start - L)])
-    ga = lnp.correlate(gf, w, "valid") if _needs(a) else None
-    gw = lnp.correlate(gf, a, "valid") if _needs(v) else None
+    # (complex convolve is holomorphic: no conjugate in its rule, so the one numpy.correlate
+    # applies to its second argument is undone)
+    ga = lnp.correlate(gf, lnp.conjugate(w) if cplx else w, "valid") if _needs(a) else None
+    gw = lnp.correlate(gf, lnp.conjugate(a) if cplx else a, "valid") if _needs(v) else None
     if gw is not None and corr:
         gw = lnp.flip(gw)
     return (ga, gw)
