@@ -496,9 +496,9 @@ def test_integer_inputs_and_constants():
 
 def test_fallback_raises_naming_function():
     with pytest.raises(lnp.autograd.AutogradError, match="histogram"):
-        lnp.grad(lambda x: lnp.sum(lnp.histogram(x)[1]))(numpy.arange(4.0))
-    with pytest.raises(lnp.autograd.AutogradError, match="unique"):
-        lnp.grad(lambda x: lnp.sum(lnp.unique(x)))(numpy.arange(3.0))
+        lnp.grad(lambda x: lnp.sum(lnp.histogram(x, bins="auto")[1]))(numpy.arange(4.0))
+    with pytest.raises(lnp.autograd.AutogradError, match="setdiff1d"):
+        lnp.grad(lambda x: lnp.sum(lnp.setdiff1d(x, [1.0])))(numpy.arange(3.0))
     # a fallback on constants is fine
     g = lnp.grad(lambda x: lnp.sum(x * lnp.gradient(numpy.arange(3.0))))(numpy.ones(3))
     numpy.testing.assert_allclose(_np(g), [1, 1, 1])

@@ -140,7 +140,7 @@ def test_control_flow_on_comparisons_is_fine():
 
 def test_fallback_on_the_path_raises():
     with pytest.raises(AutogradError, match="numpy"):
-        lnp.grad(lambda x: lnp.sum(lnp.unique(x)))(X3)
+        lnp.grad(lambda x: lnp.sum(lnp.setxor1d(x, [0.7])))(X3)
     with pytest.raises(AutogradError, match="mgrid|arange"):
         lnp.grad(lambda x: lnp.sum(lnp.arange(x[0], 5.0)))(X3)
 
@@ -154,10 +154,7 @@ def test_grad_of_complex_output_raises_type_error():
 
 #: functions whose gradient raises AutogradError (no lazy implementation, or no rule yet);
 #: every other public function that takes a float array must match finite differences
-KNOWN_TO_RAISE = frozenset("""
-    histogram histogram2d histogram_bin_edges
-    histogramdd intersect1d union1d unique
-    unique_all unique_counts unique_inverse unique_values""".split())
+KNOWN_TO_RAISE = frozenset("""histogram2d histogramdd""".split())
 
 _NOT_ARRAY_FUNCTIONS = (
     "print", "save", "load", "from", "set", "get", "show", "info", "err", "test", "who",
@@ -594,9 +591,16 @@ def _check_complex_function(fnp, flz, keys):
     return "skip"
 
 
+#: functions whose complex result's order changes under a small perturbation (a hash
+#: order): finite differences of a weighted sum of them mean nothing
+UNORDERED_COMPLEX = frozenset({"unique_values"})
+
+
 def test_every_public_function_follows_the_complex_convention():
     results, wrong = {}, {}
     for name, fnp, flz, keys in _public_functions():
+        if name in UNORDERED_COMPLEX:
+            continue
         try:
             results[name] = _check_complex_function(fnp, flz, keys)
         except AssertionError as e:

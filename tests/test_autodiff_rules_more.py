@@ -153,3 +153,81 @@ def test_polyfit(weighted):
     val = lnp.value_and_grad(lambda b: lnp.sum(lnp.polyfit(x, b, 3, w=w) * c))(y)[0]
     assert float(val) == pytest.approx(float(numpy.sum(numpy.polyfit(x, y, 3, w=w) * c)),
                                        rel=1e-12)
+
+
+# --- set functions and histogram (recorded while differentiated) ----------------------------
+
+def _distinct(n):
+    return RNG.permutation(n) * 0.37 + RNG.uniform(0, 0.1, n)
+
+
+@pytest.mark.parametrize("name", ["unique", "unique_values", "unique_all", "unique_counts",
+                                  "unique_inverse"])
+def test_unique_values_carry_the_gradient(name):
+    x = _distinct(8)
+    w = RNG.standard_normal(8)
+
+    def f(mod):
+        def loss(a):
+            r = getattr(mod, name)(a)
+            vals = r if name in ("unique", "unique_values") else r[0]
+            return mod.sum(mod.sort(vals) * w)
+        return loss
+    check(f(lnp), f(numpy), x)
+    # integer outputs as NumPy's; ties: the first occurrence gets the gradient
+    t = numpy.array([2.0, 1.0, 2.0, 3.0])
+    got = lnp.grad(lambda a: lnp.sum(lnp.unique(a) * numpy.array([1.0, 10.0, 100.0])))(t)
+    numpy.testing.assert_array_equal(_np(got), [10.0, 1.0, 0.0, 100.0])
+    res = lnp.value_and_grad(lambda a: lnp.sum(lnp.unique(a, return_counts=True)[1] * a[0]))(t)
+    assert float(res[0]) == 8.0
+
+
+def test_intersect1d_and_union1d():
+    x, y = _distinct(6), _distinct(5) + 10.0
+    w = RNG.standard_normal(11)
+    check(lambda a: lnp.sum(lnp.union1d(a, y) * w), lambda a: numpy.sum(numpy.union1d(a, y) * w),
+          x)
+    y[2] = x[4]
+    # the common values are taken from ar1 (JAX's intersect1d does the same)
+    g = lnp.grad(lambda a, b: lnp.sum(lnp.intersect1d(a, b) * 3.0), argnums=(0, 1))(x, y)
+    numpy.testing.assert_array_equal(_np(g[0]), numpy.eye(6)[4] * 3.0)
+    numpy.testing.assert_array_equal(_np(g[1]), numpy.zeros(5))
+    out = lnp.grad(lambda a: lnp.sum(lnp.intersect1d(a, y, return_indices=True)[0]))(x)
+    numpy.testing.assert_array_equal(_np(out), numpy.eye(6)[4])
+
+
+@pytest.mark.parametrize("density", [False, True])
+@pytest.mark.parametrize("bins", [7, "edges"])
+def test_histogram(density, bins):
+    a = RNG.standard_normal(40)
+    w = RNG.uniform(0.5, 1.5, 40)
+    if bins == "edges":
+        bins = numpy.array([-2.0, -0.5, 0.0, 0.3, 1.0, 2.5])
+    nb = 7 if numpy.ndim(bins) == 0 else 5
+    c = RNG.standard_normal(nb)
+
+    def f(mod, weights):
+        return lambda v: mod.sum(mod.histogram(v if weights else a, bins,
+                                               weights=v if not weights else w,
+                                               density=density)[0] * c)
+    # weighted counts: linear in the weights
+    check(f(lnp, False), f(numpy, False), w)
+    # w.r.t. the data: counts piecewise constant, the edges of bins=int follow min and max
+    e = RNG.standard_normal(nb + 1)
+
+    def g(mod):
+        return lambda v: mod.sum(mod.histogram(v, bins, weights=w, density=density)[0] * c) + \
+            mod.sum(mod.histogram(v, bins)[1] * e)
+    check(g(lnp), g(numpy), a, rtol=1e-5)
+    val = lnp.value_and_grad(g(lnp))(a)[0]
+    assert float(val) == pytest.approx(float(g(numpy)(a)), rel=1e-13)
+
+
+def test_histogram_bin_edges_and_string_bins():
+    a = RNG.standard_normal(30)
+    e = RNG.standard_normal(6)
+    check(lambda v: lnp.sum(lnp.histogram_bin_edges(v, 5) * e),
+          lambda v: numpy.sum(numpy.histogram_bin_edges(v, 5) * e), a)
+    # edges estimated from the data by a rule: NumPy's, which cannot be differentiated
+    with pytest.raises(lnp.autograd.AutogradError, match="histogram"):
+        lnp.grad(lambda v: lnp.sum(lnp.histogram(v, "auto")[1]))(a)

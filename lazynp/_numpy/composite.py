@@ -415,6 +415,10 @@ def sort_complex(a):
 
 
 from .poly_recorded import roots, poly, polydiv, polyfit  # noqa: E402
-__all__ += ["roots", "poly", "polydiv", "polyfit"]
+from .sets_recorded import (unique, unique_values, unique_counts, unique_inverse,  # noqa: E402
+                            unique_all, intersect1d, union1d, histogram, histogram_bin_edges)
+__all__ += ["roots", "poly", "polydiv", "polyfit", "unique", "unique_values", "unique_counts",
+            "unique_inverse", "unique_all", "intersect1d", "union1d", "histogram",
+            "histogram_bin_edges"]
 
 globals().update(eager_versions(globals()))    # (compress, extract and the ranges)
