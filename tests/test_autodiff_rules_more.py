@@ -57,6 +57,17 @@ def test_quantile_methods(method):
           lambda a: numpy.percentile(a, 63.0, method=method), x)
 
 
+@pytest.mark.parametrize("method", ["linear", "lower", "nearest", "midpoint", "hazen",
+                                    "inverted_cdf", "median_unbiased"])
+def test_nanquantile_methods(method):
+    x = RNG.standard_normal((3, 8))
+    x[0, 2] = x[1, 5] = x[1, 6] = numpy.nan
+    q = numpy.array([0.15, 0.6])
+    w = RNG.standard_normal((2, 3))
+    check(lambda a: lnp.sum(lnp.nanquantile(a, q, axis=1, method=method) * w),
+          lambda a: numpy.sum(numpy.nanquantile(a, q, axis=1, method=method) * w), x)
+
+
 @pytest.mark.parametrize("p", [None, 2, -2, 1, -1, numpy.inf, -numpy.inf, "fro", "nuc"])
 def test_linalg_cond(p):
     a = RNG.standard_normal((2, 3, 3)) + 2 * numpy.eye(3)

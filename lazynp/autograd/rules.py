@@ -2158,10 +2158,12 @@ def _corrcoef_rule(g, ans, A, K, node):
     return _cov_rule(gC, C, (x,), {"rowvar": rowvar}, node)
 
 
-def _order_stat_cot(g, a, axis, kd, qv, nan):
-    """Cotangent of linear-interpolated order statistics at fractions ``qv`` (a NumPy array;
-    the result has ``qv.shape`` in front) along ``axis`` of ``a``; with ``nan``, NaNs are
-    skipped (they sort last, and the count is per row)."""
+def _order_stat_cot(g, a, axis, kd, qv, nan, method="linear"):
+    """Cotangent of order statistics at fractions ``qv`` (a NumPy array; the result has
+    ``qv.shape`` in front) along ``axis`` of ``a``, interpolated by NumPy's ``method``; with
+    ``nan``, NaNs are skipped (they sort last, and the count is per row).  The position
+    ``h`` of a method other than ``linear`` is looked up, per row, in a table of the
+    quantile of ``0, ..., m-1`` for every count ``m`` (as in :func:`_quantile_rule`)."""
     xs = lnp.reshape(a, (-1,)) if axis is None else lnp.moveaxis(a, axis, -1)
     n_len = xs.shape[-1]
     rshape = xs.shape[:-1]
@@ -2173,7 +2175,13 @@ def _order_stat_cot(g, a, axis, kd, qv, nan):
     gq = lnp.reshape(g, qv.shape + rshape)
     sorted_cot = None
     for i in np.ndindex(qv.shape):
-        h = (n - 1.0) * float(qv[i])
+        if method == "linear":
+            h = (n - 1.0) * float(qv[i])
+        else:
+            table = np.array([np.quantile(np.arange(m, dtype=float), float(qv[i]),
+                                          method=method) if m else 0.0
+                              for m in range(n_len + 1)])
+            h = lnp.take(lnp.asarray(table), n.astype(np.intp))
         lo = lnp.floor(h)
         hi = lnp.minimum(lo + 1.0, lnp.maximum(n - 1.0, 0.0))
         t = h - lo
@@ -2204,17 +2212,19 @@ def _nanquantile_rule(g, ans, A, K, node):
     axis = _arg(A, K, 2, "axis", None)
     method = _arg(A, K, 5, "method", "linear")
     kd = _arg(A, K, 6, "keepdims", False)
-    if method != "linear" or (axis is not None and np.ndim(axis) != 0 and len(axis) != 1):
-        raise NotImplementedError(f"lazynp.autograd: no gradient of numpy."
-                                  f"{node.op.name[5:]}(method={method!r}) or over several axes")
+    name = node.op.name.split(":")[-1]
+    if K.get("weights") is not None or (axis is not None and np.ndim(axis) != 0 and
+                                        len(axis) != 1):
+        raise NotImplementedError(f"lazynp.autograd: no gradient of numpy.{name} with "
+                                  f"weights or over several axes")
     if np.ndim(axis) == 1:
         axis = axis[0]
-    qv = np.asarray(q, dtype=float) / (100.0 if node.op.name.endswith("percentile") else 1.0)
+    qv = np.asarray(q, dtype=float) / (100.0 if name.endswith("percentile") else 1.0)
     if kd:
         ax = tuple(range(qv.ndim, g.ndim)) if axis is None else (qv.ndim + axis % a.ndim,)
         g = lnp.squeeze(g, axis=ax)
-    return (_order_stat_cot(g, a, None if axis is None else axis % a.ndim, False, qv, True),
-            NO_GRADIENT)
+    return (_order_stat_cot(g, a, None if axis is None else axis % a.ndim, False, qv, True,
+                            method), NO_GRADIENT)
 
 
 def _qr_cot(gq, gr, q, r):
