@@ -25,6 +25,16 @@ Conventions (documented once here and in the rule docstrings):
   (off-diagonal entries carry both symmetric contributions).
 * ``a[idx] = v`` with repeated advanced indices sends the cotangent of each written element to
   every ``v`` entry aimed at it (NumPy does not define which write wins).
+* Complex inputs: for a real ``f`` of ``z = x + iy`` the gradient is ``df/dx - i df/dy``
+  (autograd's and JAX's); ``var``/``std``/``cov`` conjugate ``z - mean``, holomorphic
+  functions' rules carry no conjugation.
+* Degenerate points take autograd's values: ``std`` over one element has gradient 0 (it is 0
+  nearby), ``x ** 0`` has gradient 0 at ``x == 0``; ``std`` of a constant array of more
+  elements is NaN (not differentiable), as autograd and JAX.
+* Eigenvectors of ``eig``/complex ``eigh`` and complex singular vectors have arbitrary
+  phases: their rules are the gauge-fixed adjoints, behind a lazy check that the
+  differentiated function does not depend on the phases (``PhaseDependentGradient``
+  otherwise, when the gradient is computed).
 
 Helper ops registered here (``ad.*``) are the transposes needed by the rules (scatter-add
 through a view geometry or an index, zeroing a written region) and have rules themselves,
