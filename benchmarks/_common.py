@@ -13,16 +13,24 @@ Typical use::
     summary = Summary()
     summary.add("name", target="<= 3.0x", measured=f"{r:.2f}x", ok=r <= 3.0)
     sys.exit(summary.print())       # 0 unless --strict and a target failed
+
+With ``--write-table`` the summary is also written to ``docs/benchmarks/<script>.md`` with
+the date, the machine and the commit (:func:`write_table`): benchmark figures live in these
+generated tables, not in the documentation's prose.
 """
 from __future__ import annotations
 
 import argparse
+import datetime
 import gc
 import os
+import platform
 import statistics
+import subprocess
 import sys
 import time
 import tracemalloc
+from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 # Benchmarks are run as scripts (``python benchmarks/x.py``) from a checkout: make the
@@ -47,12 +55,31 @@ class Args(argparse.Namespace):
         return quick if self.quick else full
 
 
+#: set by ``--write-table``: :meth:`Summary.print` then writes the generated table
+_write_table_requested = False
+
+
+class _WriteTableFlag(argparse.Action):
+    """``--write-table``: remembered for :meth:`Summary.print`, however the script parses."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=False, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        global _write_table_requested
+        _write_table_requested = True
+        setattr(namespace, self.dest, True)
+
+
 def make_parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--quick", action="store_true",
                    help="few repetitions and small sizes (CI smoke run; figures are rough)")
     p.add_argument("--strict", action="store_true",
                    help="exit non-zero when a target is missed (timing targets included)")
+    p.add_argument("--write-table", action=_WriteTableFlag,
+                   help="also write the summary to docs/benchmarks/<script>.md with the date, "
+                        "the machine and the commit")
     return p
 
 
@@ -256,4 +283,97 @@ class Summary:
         if bad:
             print(f"\nFAILED: {', '.join(bad)}", file=file)
         file.flush()
+        if _write_table_requested:
+            path = write_table(Path(sys.argv[0]).stem, ("benchmark", "target", "measured",
+                                                         "result"), self.table_rows())
+            print(f"\n(table written to {path})", file=file)
         return 1 if bad else 0
+
+    def table_rows(self) -> list[tuple[str, str, str, str]]:
+        """The summary's rows as written to a generated table."""
+        return [(n, t, m, "-" if kind == "info" else "PASS" if ok else "FAIL")
+                for n, t, m, ok, kind in self.rows]
+
+
+# --- generated tables (docs/benchmarks/) -------------------------------------------------------
+
+TABLES_DIR = Path(_ROOT) / "docs" / "benchmarks"
+
+
+def machine_description() -> str:
+    """The machine in one line: CPU model, logical CPUs, load, OS, Python and NumPy versions."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f
+                       if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    import numpy
+    load = f", load average {os.getloadavg()[0]:.1f} at the end" \
+        if hasattr(os, "getloadavg") else ""
+    return (f"{cpu}, {os.cpu_count()} logical CPUs{load}, {platform.system()} "
+            f"{platform.release()}, Python {platform.python_version()}, "
+            f"NumPy {numpy.__version__}")
+
+
+def git_commit() -> str:
+    """The checkout's commit (short hash), with ``+changes`` when tracked files differ."""
+    def git(*args: str) -> str:
+        return subprocess.run(("git", *args), cwd=_ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    try:
+        commit = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+    return commit + (" +changes" if dirty else "")
+
+
+def _cell(value: object) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def write_table(name: str, headers: Sequence[str], rows: Iterable[Sequence[object]], *,
+                command: str | None = None, date: str | None = None,
+                machine: str | None = None, commit: str | None = None,
+                notes: Sequence[str] = (), directory: Path | None = None) -> Path:
+    """Write one benchmark's figures as ``<directory>/<name>.md`` and return its path.
+
+    Parameters
+    ----------
+    name : str
+        The benchmark (the script's name without ``.py``); also the file name.
+    headers, rows : sequences
+        The table.
+    command, date, machine, commit : str, optional
+        Where the figures come from.  By default: this process's command line, the current
+        UTC time, :func:`machine_description` and :func:`git_commit`.  Figures measured
+        elsewhere (transcribed) must state all four.
+    notes : sequence of str
+        Paragraphs printed under the table.
+    directory : Path, optional
+        ``docs/benchmarks`` of this checkout by default.
+    """
+    directory = Path(directory) if directory is not None else TABLES_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    if command is None:
+        command = "python " + " ".join([os.path.relpath(sys.argv[0], _ROOT)] + sys.argv[1:])
+    if date is None:
+        date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [f"# {name}", "",
+             "<!-- generated by benchmarks/_common.py write_table(): edit by running the "
+             "benchmark again, not by hand -->", "",
+             f"* command: `{command}`" if command.startswith("python") else
+             f"* source: {command}",
+             f"* date: {date}",
+             f"* machine: {machine if machine is not None else machine_description()}",
+             f"* commit: {commit if commit is not None else git_commit()}", "",
+             "| " + " | ".join(_cell(h) for h in headers) + " |",
+             "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    for note in notes:
+        lines += ["", note]
+    path = directory / f"{name}.md"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path

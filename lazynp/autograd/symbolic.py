@@ -12,6 +12,7 @@ from ..jit import set_gradient_trace_check
 from ..symbol import trace
 from .api import grad
 from .tape import depth
+from . import vmap as _vmap
 
 
 def _symbol_grad(self: Symbol, wrt=None, output: int = 0) -> Symbol:
@@ -43,7 +44,7 @@ def _symbol_grad(self: Symbol, wrt=None, output: int = 0) -> Symbol:
 
 
 def _gradient_trace_open() -> bool:
-    return depth() > 0
+    return depth() > 0 or _vmap.tracing()
 
 
 add_member("grad", _symbol_grad)

@@ -14,7 +14,8 @@ def _tuple_get_impl(t, i):
 
 
 #: output ``i`` of a multi-output node (a ufunc with several outputs, ``linalg.svd``...)
-TUPLE_GET = register(Op("tuple_get", "index", _tuple_get_impl, raises_on_values=False))
+TUPLE_GET = register(Op("tuple_get", "index", _tuple_get_impl, raises_on_values=False,
+                       batch="tuple_get"))
 
 
 def _call_impl(*vals, ufunc, kw, has_where):
@@ -24,7 +25,7 @@ def _call_impl(*vals, ufunc, kw, has_where):
 
 
 #: a ufunc called with keywords (``dtype=``, ``where=``...) or several outputs
-UFUNC_CALL = register(Op("ufunc_call", "elementwise", _call_impl))
+UFUNC_CALL = register(Op("ufunc_call", "elementwise", _call_impl, batch="elementwise"))
 
 
 def _creation(name: str, np_fn) -> Op:
@@ -42,13 +43,14 @@ FULL = register(Op("full", "creation", lambda shape, dtype, fill_value:
 EYE = register(Op("eye", "creation", lambda N, M, k, dtype: np.eye(N, M, k, dtype=dtype)))
 COPY = register(Op("copy", "elementwise", lambda x: np.array(x, copy=True), expr="{0}",
                    inplace=(0,), impl_out=lambda out, x: np.copyto(out, x),
-                   raises_on_values=False))
+                   raises_on_values=False, batch="elementwise"))
 ASTYPE = register(Op("astype", "elementwise", lambda x, dtype: x.astype(dtype), expr="{0}",
-                     fp_errors_only=True))
+                     fp_errors_only=True, batch="elementwise"))
 WHERE = register(Op("where", "elementwise", np.where, expr="({1} if {0} else {2})",
-                    raises_on_values=False))
+                    raises_on_values=False, batch="elementwise"))
 CLIP = register(Op("clip", "elementwise", lambda x, lo, hi: np.clip(x, lo, hi),
-                   expr="min(max({0}, {1}), {2})", raises_on_values=False))
+                   expr="min(max({0}, {1}), {2})", raises_on_values=False,
+                   batch="elementwise"))
 
 
 def matmul_meta(a, b, kw: dict) -> tuple:

@@ -124,7 +124,8 @@ def _register_ufuncs() -> dict[str, Op]:
             op = register(Op(name=key, kind="elementwise", impl=_ufunc_impl(uf), expr=expr,
                              ufunc=uf, inplace=(0,) if uf.nin >= 1 else (),
                              impl_out=ufunc_impl_out(uf), raises_on_values=key not in SILENT,
-                             fp_errors_only=True, calls_libm=key in CALLS_LIBM))
+                             fp_errors_only=True, calls_libm=key in CALLS_LIBM,
+                             batch="elementwise"))
             table[key] = op
             table[name] = op
     for alias, target in _ALIASES.items():

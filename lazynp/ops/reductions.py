@@ -49,11 +49,18 @@ SILENT = frozenset({"all", "any", "argmax", "argmin", "count_nonzero", "max", "m
 FP_ONLY = frozenset({"sum", "prod", "cumsum", "cumprod", "nansum", "nanprod", "nancumsum",
                      "nancumprod", "ptp", "mean", "std", "var"})
 
+#: reductions whose ``axis=None`` means the flattened input (no tuple of axes): an index
+#: into it, or a scan of it (the batching rule flattens each example: :attr:`Op.batch`)
+FLAT_WHEN_NO_AXIS = frozenset({"argmax", "argmin", "nanargmax", "nanargmin"})
+
 REDUCTION_OPS = {name: register(Op(name, "reduction", _call(fn), extra={"epilogue": epi},
                                    raises_on_values=name not in SILENT,
-                                   fp_errors_only=name in FP_ONLY))
+                                   fp_errors_only=name in FP_ONLY,
+                                   batch="reduction_flat" if name in FLAT_WHEN_NO_AXIS
+                                   else "reduction"))
                  for name, (fn, epi) in REDUCTIONS.items()}
-SCAN_OPS = {name: register(Op(name, "reduction", _call(fn), fp_errors_only=name in FP_ONLY))
+SCAN_OPS = {name: register(Op(name, "reduction", _call(fn), fp_errors_only=name in FP_ONLY,
+                              batch="reduction_flat"))
             for name, fn in SCANS.items()}
 
 _GENERIC: dict = {}
@@ -65,7 +72,10 @@ def generic_op(name: str, fn) -> Op:
     if op is None:
         op = REDUCTION_OPS.get(name) or SCAN_OPS.get(name)
         if op is None:
-            op = register(Op(name, "reduction", _call(fn)))
+            # (``ufunc.reduce``: tuple axes; ``ufunc.accumulate``: one axis, a scan)
+            batch = "reduction" if name.endswith(".reduce") else \
+                "reduction_flat" if name.endswith(".accumulate") else None
+            op = register(Op(name, "reduction", _call(fn), batch=batch))
         _GENERIC[name] = op
     return op
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+#: the batching rules an op may declare (:attr:`Op.batch`)
+BATCH_RULES = ("elementwise", "reduction", "reduction_flat", "tuple_get")
 KINDS = ("elementwise", "reduction", "view", "index", "contraction", "opaque", "creation", "write")
 
 
@@ -53,6 +55,17 @@ class Op:
         power...): NumPy's own loops (SIMD ones, its float32 sin/cos) can give other bits,
         so medium work of it is left to NumPy (:func:`lazynp.core.policy.tree_op`) and trees
         holding it to the fusion pass (kernels/tree.py).
+    batch : str or None
+        How :func:`lazynp.vmap` batches the op (its batching rule, one of :data:`BATCH_RULES`):
+        ``"elementwise"``: the batch is a new leading axis of every array argument, which
+        broadcast against each other as before; ``"reduction"``: the same, the op's ``axis``
+        parameter shifted past the batch axis (``None``: every axis but the batch one);
+        ``"reduction_flat"``: a reduction or scan whose ``axis=None`` flattens its input
+        (``argmax``, ``cumsum``): each example is flattened on its own; ``"tuple_get"``:
+        output ``i`` of a batched multi-output op.  ``None``: the rule, if any, is the one
+        :mod:`lazynp.autograd.batching` keeps for the op's name (ops defined above this
+        layer: views, indexing, NumPy function calls); an op with no rule runs once per
+        example (counted in :func:`lazynp.stats`).
     """
 
     name: str
@@ -66,6 +79,7 @@ class Op:
     raises_on_values: bool = True
     fp_errors_only: bool = False
     calls_libm: bool = False
+    batch: str | None = None
     extra: dict = field(default_factory=dict)
 
     def __repr__(self) -> str:
@@ -79,6 +93,8 @@ def register(op: Op) -> Op:
     """Add ``op`` to the table (names are unique)."""
     if op.kind not in KINDS:
         raise ValueError(f"unknown op kind {op.kind!r}")
+    if op.batch is not None and op.batch not in BATCH_RULES:
+        raise ValueError(f"unknown batching rule {op.batch!r}")
     if op.name in OPS:
         raise ValueError(f"op {op.name!r} registered twice")
     OPS[op.name] = op
