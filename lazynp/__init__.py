@@ -41,7 +41,7 @@ from .jit import jit  # noqa: E402
 from . import autograd  # noqa: E402
 from .autograd import (grad, value_and_grad, vjp, jvp, jacobian, hessian,  # noqa: E402
                        elementwise_grad, custom_vjp, custom_jvp, hessian_vector_product,
-                       make_vjp, make_jvp, make_hvp)
+                       make_vjp, make_jvp, make_hvp, stop_gradient)
 from .autograd.vmap import vmap  # noqa: E402
 from .autograd import symbolic as _symbolic_grad  # noqa: E402,F401  (installs Symbol.grad)
 from .notebook.explain import explain  # noqa: E402

@@ -157,15 +157,16 @@ _QRResult = type(_np.linalg.qr(_np.eye(1)))
 
 
 def qr(a, mode="reduced"):
-    """Lazy for ``mode='reduced'`` of a tall (or square) matrix stack; NumPy's otherwise."""
+    """Lazy for ``mode='reduced'`` of a matrix stack; NumPy's otherwise."""
     a = _asarray(a)
-    if mode != "reduced" or a.ndim < 2 or a.shape[-2] < a.shape[-1]:
+    if mode != "reduced" or a.ndim < 2 or 0 in a.shape[-2:]:
         return _fallback.call_numpy(_np.linalg.qr, "linalg.qr", (a,), {"mode": mode})
     m, n = a.shape[-2:]
+    k = min(m, n)
     tw = _np.linalg.qr(_np.eye(1, dtype=a.dtype))
     q, r = lazy_call("linalg.qr", _np.linalg.qr, (a,), {"mode": mode},
-                     meta=lambda nd, t: [(a.shape[:-2] + (m, n), tw[0].dtype),
-                                         (a.shape[:-2] + (n, n), tw[1].dtype)], nout=2)
+                     meta=lambda nd, t: [(a.shape[:-2] + (m, k), tw[0].dtype),
+                                         (a.shape[:-2] + (k, n), tw[1].dtype)], nout=2)
     return _QRResult(q, r)
 
 
@@ -300,6 +301,27 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro"):
     return norm(x, ord=ord, axis=(-2, -1), keepdims=keepdims)
 
 
+def cond(x, p=None):
+    """``numpy.linalg.cond`` from recorded ops (so ``grad`` goes through it): the ratio of
+    the extreme singular values for ``p`` in ``None, 2, -2``, else
+    ``norm(x, p) * norm(inv(x), p)``; NaN from a singular matrix becomes inf, as NumPy's."""
+    x = _asarray(x)
+    if not recording([x]):
+        return _fallback.call_numpy(_np.linalg.cond, "linalg.cond", (x, p), {})
+    _np.linalg.cond(_np.eye(x.shape[-1], dtype=x.dtype) if x.ndim >= 2 and
+                    x.shape[-1] == x.shape[-2] else _np.zeros(x.shape, x.dtype), p)
+    if p is None or p == 2 or p == -2:
+        s = svd(x, compute_uv=False)
+        r = s[..., 0] / s[..., -1] if p != -2 else s[..., -1] / s[..., 0]
+    else:
+        r = norm(x, p, axis=(-2, -1)) * norm(inv(x), p, axis=(-2, -1))
+    bad = _ns.logical_and(_ns.isnan(r), _ns.logical_not(_ns.any(_ns.isnan(x), axis=(-2, -1))))
+    return _ns.where(bad, _np.inf, r)
+
+
+cond._lazynp_fallback = True      # (NumPy's function outside transforms: lazynp.stats counts it)
+
+
 def _with_eager(name, fn):
     """The execution policy: NumPy's own function at once on computed arguments
     (lazynp/_eager.py); the lazy ``fn`` otherwise."""
@@ -313,4 +335,5 @@ _LAZY = {name: (obj if name == "LinAlgError" else _with_eager(name, obj))
                      "matrix_transpose",
                      "tensordot", "vecdot", "trace", "diagonal", "cross", "outer",
                      "vector_norm", "matrix_norm", "LinAlgError")}
+_LAZY["cond"] = cond      # (its own NumPy fallback outside transforms)
 sys.modules[__name__] = FallbackModule(__name__, _np.linalg, _LAZY)

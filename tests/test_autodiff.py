@@ -431,7 +431,7 @@ def test_write_after_read_keeps_old_value():
         b = lnp.sin(a)          # reads the old version
         a[:] = 0.0              # then overwritten
         c = a + b
-        float(c.sum())          # force mid-trace
+        float(lnp.stop_gradient(c.sum()))   # force mid-trace (a value taken on purpose)
         a += x ** 2
         return c * a
 
@@ -482,9 +482,10 @@ def test_grad_of_grad_and_hessian():
 
 
 def test_integer_inputs_and_constants():
-    g = lnp.grad(lambda x, n: lnp.sum(x * n), argnums=(0, 1))(numpy.ones(3), numpy.arange(3))
-    numpy.testing.assert_allclose(_np(g[0]), [0, 1, 2])
-    assert numpy.all(_np(g[1]) == 0)
+    g = lnp.grad(lambda x, n: lnp.sum(x * n))(numpy.ones(3), numpy.arange(3))
+    numpy.testing.assert_allclose(_np(g), [0, 1, 2])
+    with pytest.raises(TypeError, match=r"type ndarray of dtype int64 \(argument 1\)"):
+        lnp.grad(lambda x, n: lnp.sum(x * n), argnums=(0, 1))(numpy.ones(3), numpy.arange(3))
     z = lnp.grad(lambda x: lnp.sum(lnp.argsort(x) * 1.0) + lnp.sum(lnp.floor(x)))(numpy.ones(3))
     assert numpy.all(_np(z) == 0)
     c = lnp.grad(lambda x: 3.0)(numpy.ones(2))
@@ -495,9 +496,9 @@ def test_integer_inputs_and_constants():
 
 def test_fallback_raises_naming_function():
     with pytest.raises(lnp.autograd.AutogradError, match="histogram"):
-        lnp.grad(lambda x: lnp.sum(lnp.histogram(x)[1]))(numpy.arange(4.0))
-    with pytest.raises(lnp.autograd.AutogradError, match="unique"):
-        lnp.grad(lambda x: lnp.sum(lnp.unique(x)))(numpy.arange(3.0))
+        lnp.grad(lambda x: lnp.sum(lnp.histogram(x, bins="auto")[1]))(numpy.arange(4.0))
+    with pytest.raises(lnp.autograd.AutogradError, match="setdiff1d"):
+        lnp.grad(lambda x: lnp.sum(lnp.setdiff1d(x, [1.0])))(numpy.arange(3.0))
     # a fallback on constants is fine
     g = lnp.grad(lambda x: lnp.sum(x * lnp.gradient(numpy.arange(3.0))))(numpy.ones(3))
     numpy.testing.assert_allclose(_np(g), [1, 1, 1])

@@ -105,17 +105,68 @@ def test_complex_singular_values_second_order(shape):
     check_complex(lambda a: lnp.linalg.svd(a, compute_uv=False), z, order=2)
 
 
-def test_complex_singular_vectors_raise():
-    with pytest.raises(lnp.autograd.AutogradError, match="svd"):
-        lnp.grad(lambda a: lnp.sum(lnp.abs(lnp.linalg.svd(a)[0])))(M)
+# --- eigenvectors and singular vectors of complex matrices: their phases are arbitrary, so
+# functions that do not depend on them have a gradient (the gauge-fixed adjoints) and the
+# others raise PhaseDependentGradient when the gradient is computed
+
+def _svd_abs(a):
+    u, s, vh = lnp.linalg.svd(a, full_matrices=False)
+    return lnp.concatenate([lnp.ravel(lnp.abs(u)), lnp.ravel(s), lnp.ravel(lnp.abs(vh))])
 
 
-def test_complex_eigenvectors_raise():
+def _svd_u_vh(a):
+    u, _s, vh = lnp.linalg.svd(a, full_matrices=False)
+    return lnp.matmul(u, vh)
+
+
+def _eigh_projector(a):
+    v = lnp.linalg.eigh(a, "U")[1][..., :2]
+    return lnp.matmul(v, lnp.conj(lnp.swapaxes(v, -1, -2)))
+
+
+def _eig_abs(a):
+    w, v = lnp.linalg.eig(a)
+    return lnp.concatenate([lnp.ravel(lnp.abs(v)), lnp.ravel(w)])
+
+
+#: functions of eigen/singular vectors that do not depend on their phases (one
+#: decomposition each: two calls' phases are two independent choices)
+PHASE_FREE = {"svd abs(U), s, abs(Vh)": _svd_abs, "svd U Vh": _svd_u_vh,
+              "eigh abs(v)": lambda a: lnp.abs(lnp.linalg.eigh(a)[1]),
+              "eigh upper v v^H": _eigh_projector, "eig abs(v), w": _eig_abs}
+
+
+@pytest.mark.parametrize("name", sorted(PHASE_FREE))
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5), (2, 3, 3)])
+def test_phase_free_functions_of_complex_vectors(name, shape):
+    if not name.startswith("svd") and shape[-1] != shape[-2]:
+        pytest.skip("eig/eigh: square matrices")
+    z = _crandn(numpy.random.RandomState(7), shape)
+    check_complex(PHASE_FREE[name], z, order=1 if len(shape) > 2 else 2)
+
+
+def test_eig_of_a_real_matrix_with_complex_eigenvectors():
+    a = numpy.array([[0.0, -2.0, 0.3], [1.0, 0.1, 0.0], [0.2, 0.0, 0.5]])
+    assert numpy.iscomplexobj(numpy.linalg.eig(a)[1])
+    # (real perturbations only: a complex one may swap the order of the conjugate pair,
+    # whose columns have equal abs values, between the two finite-difference points)
+    f = lambda x: lnp.sum(lnp.abs(lnp.linalg.eig(x)[1]) * numpy.arange(9.0).reshape(3, 3))
+    fn = lambda x: numpy.sum(numpy.abs(numpy.linalg.eig(x)[1]) * numpy.arange(9.0).reshape(3, 3))
+    from finite_differences import fd_grad
+    numpy.testing.assert_allclose(numpy.asarray(lnp.grad(f)(a)), fd_grad(fn, a), rtol=1e-5,
+                                  atol=1e-8)
+
+
+def test_phase_dependent_functions_raise():
     h = M + M.conj().T
+    with pytest.raises(lnp.autograd.errors.PhaseDependentGradient, match="svd"):
+        numpy.asarray(lnp.grad(lambda a: lnp.sum(lnp.real(lnp.linalg.svd(a)[0])))(M))
+    with pytest.raises(lnp.autograd.errors.PhaseDependentGradient, match="svd"):
+        numpy.asarray(lnp.grad(lambda a: lnp.sum(lnp.imag(lnp.linalg.svd(a)[2])))(M))
     with pytest.raises(lnp.autograd.AutogradError, match="eigh"):
-        lnp.grad(lambda a: lnp.sum(lnp.abs(lnp.linalg.eigh(a)[1][0])))(h)
+        numpy.asarray(lnp.grad(lambda a: lnp.sum(lnp.real(lnp.linalg.eigh(a)[1][1])))(h))
     with pytest.raises(lnp.autograd.AutogradError, match="eig"):
-        lnp.grad(lambda a: lnp.sum(lnp.abs(lnp.linalg.eig(a)[1][0])))(M)
+        numpy.asarray(lnp.grad(lambda a: lnp.sum(lnp.imag(lnp.linalg.eig(a)[1][1])))(M))
 
 
 def test_issue_examples_complex():

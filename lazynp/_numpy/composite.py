@@ -417,4 +417,11 @@ def sort_complex(a):
     return ns.take_along_axis(a, perm, -1).astype(proto.dtype)
 
 
+from .poly_recorded import roots, poly, polydiv, polyfit  # noqa: E402
+from .sets_recorded import (unique, unique_values, unique_counts, unique_inverse,  # noqa: E402
+                            unique_all, intersect1d, union1d, histogram, histogram_bin_edges)
+__all__ += ["roots", "poly", "polydiv", "polyfit", "unique", "unique_values", "unique_counts",
+            "unique_inverse", "unique_all", "intersect1d", "union1d", "histogram",
+            "histogram_bin_edges"]
+
 globals().update(eager_versions(globals()))    # (compress, extract and the ranges)

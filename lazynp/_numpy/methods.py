@@ -411,6 +411,13 @@ def _refuse_numpy_mean_into_lazy_out() -> None:
                         f"lazynp.{name}(a, out=out) or a NumPy array as out")
 
 
+def _linalg_vecdot(x1, x2, axis=-1):
+    """``numpy.vecdot(x1, x2)``: ``sum(conj(x1) * x2, axis)`` from recorded ops."""
+    x1, x2 = ns.asarray(x1), ns.asarray(x2)
+    np.vecdot(np.zeros(x1.shape, x1.dtype), np.zeros(x2.shape, x2.dtype), axis=axis)  # errors
+    return ns.sum(ns.conjugate(x1) * x2, axis=axis)
+
+
 def _array_ufunc(self, uf, method, *inputs, **kwargs):
     if isinstance(self, type):
         # (``numpy.isnat(lazynp.ndarray)``: the class itself, found through its metaclass;
@@ -426,6 +433,9 @@ def _array_ufunc(self, uf, method, *inputs, **kwargs):
     if lazy is None or lazy._np is not uf:
         if uf is np.matmul and method == "__call__":
             return ns.matmul(*inputs, **kwargs)
+        if uf is np.vecdot and method == "__call__" and set(kwargs) <= {"axis"} and \
+                len(inputs) == 2:       # (the ufunc is linalg.vecdot: recorded, differentiable)
+            return _linalg_vecdot(*inputs, **kwargs)
         return _fallback.call_numpy(getattr(uf, method) if method != "__call__" else uf,
                           f"{uf.__name__}.{method}", inputs, kwargs)
     return getattr(lazy, method)(*inputs, **kwargs) if method != "__call__" \

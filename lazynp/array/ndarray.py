@@ -71,6 +71,11 @@ def _exports_exactly(dtype: np.dtype, protocol: str) -> bool:
     return exact
 
 
+def _integer_request(dtype) -> bool:
+    """True when ``__array__`` is asked for an integer or boolean dtype."""
+    return dtype is not None and np.dtype(dtype).kind in "iub"
+
+
 def check_buffer_dtype(dtype: np.dtype) -> None:
     """Raise for a structured dtype PEP 3118 cannot carry exactly (NumPy's own error where
     NumPy refuses it, else BufferError): NumPy, which tries the buffer protocol first, then
@@ -379,8 +384,10 @@ class _Members:
                 return v.copy(order="K")
             self._ext = True
             return v
-        if graph.shared.array_hook is not None:
-            graph.shared.array_hook(self)    # (autograd: no silent constant on its path)
+        if graph.shared.array_hook is not None and not _integer_request(dtype):
+            # (autograd: no silent constant on its path; a cast to an integer, e.g.
+            # numpy.int64(x), is a value with a zero gradient, as in autograd)
+            graph.shared.array_hook(self)
         v = self._value()
         if _policy.record_all:
             # everything is recorded (policy "lazy", or a transform): a snapshot, so that
@@ -407,6 +414,10 @@ class _Members:
         for a structured dtype the interface cannot carry exactly (NumPy then reads the
         array through ``__array__``)."""
         if self.dtype.kind == "V" and not _exports_exactly(self.dtype, "interface"):
+            raise AttributeError("__array_interface__")
+        if graph.shared.array_hook is not None and self.dtype.kind in "fc":
+            # (a gradient is traced: NumPy then reads the value through __array__, which
+            # is told the dtype asked for: numpy.int64(x) is allowed, numpy.asarray(x) not)
             raise AttributeError("__array_interface__")
         value = self.__array__()
         key = id(self)
@@ -436,6 +447,8 @@ class _Members:
         return complex(self._scalar_value("complex"))
 
     def __index__(self) -> int:
+        if self.dtype.kind in "fc" and graph.shared.value_hook is not None:
+            graph.shared.value_hook(self, "operator.index", None)   # (autograd: says how)
         if self.dtype.kind not in "iub":
             raise TypeError("only integer scalar arrays can be converted to a scalar index")
         if self.dtype.kind == "b" and self.ndim:

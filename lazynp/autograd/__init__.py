@@ -26,7 +26,7 @@ with the written region zeroed, the written value gets the region's cotangent).
 """
 from __future__ import annotations
 
-from .tape import AutogradError, NoGradientRule, stop_gradient  # noqa: F401
+from .tape import AutogradError, NoGradientRule, TracedValueError, stop_gradient  # noqa: F401
 from .api import (grad, value_and_grad, vjp, jvp, jacobian, hessian, elementwise_grad,
                   record, pause, backward, is_recording, is_training, mark_variables,
                   hessian_vector_product, hessian_tensor_product, tensor_jacobian_product,
@@ -35,6 +35,7 @@ from .custom import custom_vjp, custom_jvp, primitive, defvjp
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "elementwise_grad",
            "record", "pause", "backward", "is_recording", "stop_gradient", "AutogradError",
+           "TracedValueError",
            "mark_variables", "hessian_vector_product", "hessian_tensor_product",
            "tensor_jacobian_product", "vector_jacobian_product", "make_vjp", "make_jvp",
            "make_hvp", "custom_vjp", "custom_jvp", "primitive", "defvjp"]

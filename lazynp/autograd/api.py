@@ -55,8 +55,29 @@ def _argnums_tuple(argnums):
     return (argnums,) if isinstance(argnums, int) else tuple(argnums)
 
 
-def _prepare(args, argnums, trace):
-    """Replace the differentiated arguments by fresh inputs; returns (args, specs, nodes)."""
+def _check_differentiable(leaf, k, who: str) -> None:
+    """Raise ``TypeError`` naming argument ``k`` when ``leaf`` is not a float or complex
+    value: autograd raises "Can't differentiate w.r.t. type int" (JAX: "grad requires
+    real- or complex-valued inputs"); a zero gradient would be silently wrong."""
+    dt = getattr(leaf, "dtype", None)
+    if not isinstance(dt, np.dtype):
+        try:
+            dt = np.asarray(leaf).dtype
+        except Exception:
+            dt = np.dtype(object)
+    if dt.kind in "fc":
+        return
+    kind = type(leaf).__name__ if np.ndim(leaf) == 0 and not hasattr(leaf, "dtype") \
+        else f"{type(leaf).__name__} of dtype {dt}"
+    raise TypeError(
+        f"{who}: Can't differentiate w.r.t. type {kind} (argument {k}): only float and "
+        f"complex inputs have a gradient (as autograd and JAX); pass a float value, e.g. "
+        f"x.astype(float) or 2.0 for 2")
+
+
+def _prepare(args, argnums, trace, who="lazynp.grad"):
+    """Replace the differentiated arguments by fresh inputs; returns (args, specs, nodes).
+    A differentiated argument that is not float or complex raises ``TypeError``."""
     args = list(args)
     specs, nodes, originals = [], [], []
     for k in argnums:
@@ -64,6 +85,8 @@ def _prepare(args, argnums, trace):
         spec = flatten(args[k], leaves)
         new, ns = [], []
         for leaf in leaves:
+            if type(leaf) is not ndarray or leaf.dtype.kind not in "fc":
+                _check_differentiable(leaf, k, who)
             a, n = fresh_input(leaf, trace)
             new.append(a)
             ns.append(n)
@@ -88,6 +111,10 @@ def _scalar_out(out):
     if out.size != 1:
         raise TypeError(f"lazynp.grad: the function must return a scalar, not an array of "
                         f"shape {out.shape} (use vjp, jacobian or elementwise_grad)")
+    if out.dtype.kind not in "fc":
+        raise TypeError(f"lazynp.grad: the function returned a value of dtype {out.dtype}, "
+                        f"which has no gradient (as autograd and JAX: grad needs a real "
+                        f"float output); differentiate the float computation it is made of")
     if out.dtype.kind == "c":
         raise TypeError("lazynp.grad: the function must return a real scalar, not a complex "
                         "one (as autograd: differentiate its real part, abs or the like, or "
@@ -327,7 +354,8 @@ def vjp(fun, *primals, has_aux=False, _replayable=True):
                                                  depth() == 0 and not has_aux) else None
     entry = key = externals = None
     with Trace() as tr:
-        new_args, specs, nodes, originals = _prepare(primals, range(len(primals)), tr)
+        new_args, specs, nodes, originals = _prepare(primals, range(len(primals)), tr,
+                                                     "lazynp.vjp")
         res = fun(*new_args)
         if has_aux:
             res, aux = res
@@ -394,7 +422,8 @@ def jvp(fun, primals, tangents):
         us = []
         for o in out_leaves:
             o = lnp.asarray(o)
-            u, n = fresh_input(lnp.zeros(o.shape, o.dtype if o.dtype.kind == "f" else float), tr)
+            u, n = fresh_input(lnp.zeros(o.shape, o.dtype if o.dtype.kind in "fc" else float),
+                               tr)
             us.append((u, n))
         gs = fn(unflatten(out_spec, iter([u for u, _ in us])))
         g_leaves, t_leaves = [], []
@@ -419,7 +448,8 @@ def _jvp_replayed(replay, fun, primals, tangents, watch):
     """``(out, tangent_out)`` through the replay (None: take the eager path)."""
     flushes = graph.STATS["flushes"]
     with Trace() as tr:
-        new_args, _specs, nodes, originals = _prepare(primals, range(len(primals)), tr)
+        new_args, _specs, nodes, originals = _prepare(primals, range(len(primals)), tr,
+                                                      "lazynp.jvp")
         xs = [o for orig in originals for o in orig]
         ts = [lnp.asarray(t) for t in tangents]
         if any(t.shape != x.shape for t, x in zip(ts, xs)):
@@ -560,7 +590,7 @@ def _jacobian_replayed(replay, fun, args, nums, watch):
     """Blocks of the Jacobian through the replay (None: take the eager path)."""
     flushes = graph.STATS["flushes"]
     with Trace() as tr:
-        new_args, _specs, nodes, originals = _prepare(args, nums, tr)
+        new_args, _specs, nodes, originals = _prepare(args, nums, tr, "lazynp.jacobian")
         res = fun(*new_args)
         if not isinstance(res, ndarray) and not np.isscalar(res):
             return None
@@ -649,7 +679,8 @@ def tensor_jacobian_product(fun, argnum=0):
     def vector_dot_fun(*args, **kwargs):
         args, vector = args[:-1], args[-1]
         return lnp.tensordot(vector, fun(*args, **kwargs), axes=np.ndim(vector))
-    return grad(vector_dot_fun, argnum)
+    # (a jacobian, as autograd's: the tensor may cover only the leading output dimensions)
+    return jacobian(vector_dot_fun, argnum)
 
 
 vector_jacobian_product = tensor_jacobian_product

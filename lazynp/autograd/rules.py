@@ -25,6 +25,16 @@ Conventions (documented once here and in the rule docstrings):
   (off-diagonal entries carry both symmetric contributions).
 * ``a[idx] = v`` with repeated advanced indices sends the cotangent of each written element to
   every ``v`` entry aimed at it (NumPy does not define which write wins).
+* Complex inputs: for a real ``f`` of ``z = x + iy`` the gradient is ``df/dx - i df/dy``
+  (autograd's and JAX's); ``var``/``std``/``cov`` conjugate ``z - mean``, holomorphic
+  functions' rules carry no conjugation.
+* Degenerate points take autograd's values: ``std`` over one element has gradient 0 (it is 0
+  nearby), ``x ** 0`` has gradient 0 at ``x == 0``; ``std`` of a constant array of more
+  elements is NaN (not differentiable), as autograd and JAX.
+* Eigenvectors of ``eig``/complex ``eigh`` and complex singular vectors have arbitrary
+  phases: their rules are the gauge-fixed adjoints, behind a lazy check that the
+  differentiated function does not depend on the phases (``PhaseDependentGradient``
+  otherwise, when the gradient is computed).
 
 Helper ops registered here (``ad.*``) are the transposes needed by the rules (scatter-add
 through a view geometry or an index, zeroing a written region) and have rules themselves,
@@ -46,6 +56,7 @@ from ..array.ndarray import ndarray
 from ..core import graph
 from ..core.graph import Node
 from ..ops.registry import Op, register
+from .errors import PhaseDependentGradient
 
 # --- helper ops ------------------------------------------------------------------------------
 
@@ -254,7 +265,21 @@ _unary("arccosh", lambda g, ans, x: g / lnp.sqrt(x * x - 1.0))
 _unary("arctanh", lambda g, ans, x: g / (1.0 - x * x))
 _unary("deg2rad radians", lambda g, ans, x: g * (math.pi / 180.0))
 _unary("rad2deg degrees", lambda g, ans, x: g * (180.0 / math.pi))
-_unary("floor ceil rint trunc sign spacing", lambda g, ans, x: None)
+_unary("floor ceil rint trunc spacing", lambda g, ans, x: None)
+
+
+def _sign_rule(g, ans, x):
+    """``sign``: piecewise constant for real ``x``; ``z / |z|`` for complex ``z``:
+    ``g / |z| - Re(g z) conj(z) / |z|**3`` (0 at 0) in the convention ``df/dx - i df/dy``."""
+    if getattr(x, "dtype", np.dtype(float)).kind != "c":
+        return None
+    r = lnp.abs(x)
+    safe = lnp.where(r == 0, 1.0, r)
+    c = g / safe - lnp.real(g * x) * lnp.conjugate(x) / (safe * safe * safe)
+    return lnp.where(r == 0, 0.0, c)
+
+
+_unary("sign", _sign_rule)
 
 
 def _minmax(g, ans, x, y):
@@ -276,7 +301,11 @@ def _is_const(v):
 
 
 def _power_x(g, ans, x, y):
-    return g * y * x ** (y - 1)
+    """``y x**(y-1)``, with ``x**0`` for ``y == 0`` (autograd's): ``x ** 0.0`` has the
+    gradient 0 at ``x == 0`` too, not NaN."""
+    if _is_const(y) and np.ndim(y) == 0:
+        return g * 0.0 * x if y == 0 else g * y * x ** (y - 1)
+    return g * y * x ** lnp.where(y == 0, 1.0, y - 1)
 
 
 def _power_y(g, ans, x, y):
@@ -670,13 +699,24 @@ def _ptp_vjp(g, node, args, params, need):
     return [_max_cot(g, mx, x, axis, kd) - _max_cot(g, mn, x, axis, kd)]
 
 
-def _var_cot(g, x, axis, kd, ddof):
-    axes = _axes(x.shape, axis)
+def _reduced_count(shape, axis) -> int:
+    """How many elements each result of a reduction over ``axis`` reads."""
     n = 1
-    for a in axes:
-        n *= x.shape[a]
-    m = lnp.mean(x, axis=axes, keepdims=True)
-    return _expand(g, x.shape, axis, kd) * (2.0 / (n - ddof)) * (x - m)
+    for a in _axes(shape, axis):
+        n *= shape[a]
+    return n
+
+
+def _var_cot(g, x, axis, kd, ddof):
+    """``var``'s cotangent ``2 g conj(x - mean) / (n - ddof)``: for complex ``x`` the
+    conjugate is the project's convention (``df/dx - i df/dy`` for real ``f``: the
+    gradient of ``mean(|z - mean(z)|**2)``, as autograd's)."""
+    axes = _axes(x.shape, axis)
+    n = _reduced_count(x.shape, axis)
+    d = x - lnp.mean(x, axis=axes, keepdims=True)
+    if d.dtype.kind == "c":
+        d = lnp.conjugate(d)
+    return _expand(g, x.shape, axis, kd) * (2.0 / (n - ddof)) * d
 
 
 def _ddof(params):
@@ -694,9 +734,14 @@ def _var_vjp(g, node, args, params, need):
 
 @op_rule("std")
 def _std_vjp(g, node, args, params, need):
+    """``std``: ``var``'s cotangent times ``0.5 / std``.  Over one element (a length-1
+    axis, a scalar) the gradient is 0, as autograd's (std is 0 there for every nearby
+    input); at a constant array of more elements it is NaN (std is not differentiable)."""
     x, axis, kd, w = _red_info(args, params)
     if w is not None:
         raise NotImplementedError("lazynp.autograd: std(where=) gradient")
+    if _reduced_count(x.shape, axis) <= 1:
+        return [lnp.zeros(x.shape, g.dtype if x.dtype.kind != "c" else x.dtype)]
     return [_var_cot(g * 0.5 / as_array(node), x, axis, kd, _ddof(params))]
 
 
@@ -1240,11 +1285,19 @@ def _det_rule(g, ans, A, K, node):
 
 @call_rule("linalg.slogdet")
 def _slogdet_rule(g, ans, A, K, node):
+    """``logabsdet = Re(log det A)``: ``gl A^-T``; for a complex ``A`` the sign
+    ``exp(i Im(log det A))`` has a gradient too, ``i Im(gs sign) A^-T`` (the convention
+    ``df/dx - i df/dy``)."""
     a = A[0]
-    gl = g[1]
-    if gl is None:
+    gs, gl = g[0], g[1]
+    coef = None if gl is None else gl
+    if gs is not None and _is_complex(a):
+        sign = _tuple_parts(node, [(a.shape[:-2], node.dtype)])[0]
+        c = 1j * lnp.imag(gs * sign)
+        coef = c if coef is None else coef + c
+    if coef is None:
         return (None,)
-    return (lnp.expand_dims(lnp.expand_dims(gl, -1), -1) * _transposed(lazy_linalg.inv(a)),)
+    return (lnp.expand_dims(lnp.expand_dims(coef, -1), -1) * _transposed(lazy_linalg.inv(a)),)
 
 
 def _one_triangle(G, lower):
@@ -1258,6 +1311,9 @@ def _one_triangle(G, lower):
 
 @call_rule("linalg.cholesky")
 def _cholesky_rule(g, ans, A, K, node):
+    if _is_complex(A[0]):
+        raise NotImplementedError("lazynp.autograd: no gradient of a complex "
+                                  "linalg.cholesky (real matrices only)")
     upper = K.get("upper", False)
     L = _transposed(ans) if upper else ans
     gL = _transposed(g) if upper else g
@@ -1322,11 +1378,12 @@ def _eigh_rule_impl(g, node, A, K, any_gauge):
         w, v = _eigh_inside_rule(a, uplo)
     else:
         w, v = _eigh_parts(node, a)
-    if g[1] is not None and _is_complex(v) and not any_gauge:
-        raise NotImplementedError("lazynp.autograd: no gradient of linalg.eigh through the "
-                                  "eigenvectors of a complex matrix (their phase is "
-                                  "arbitrary); eigenvalues and gauge-invariant uses only")
-    return (_eigh_raw_cot(g[0], g[1], w, v, uplo.upper() == "L"),)
+    gv = g[1]
+    if gv is not None and _is_complex(v) and not any_gauge:
+        # each eigenvector's phase is arbitrary: a gradient exists only for functions that
+        # do not depend on it (abs(v), v v^H...), checked when the gradient is computed
+        gv = _phase_checked(gv, _phase_derivative(v, gv), "linalg.eigh")
+    return (_eigh_raw_cot(g[0], gv, w, v, uplo.upper() == "L"),)
 
 
 @call_rule("linalg.eigh")
@@ -1613,17 +1670,20 @@ def _convolve_rule(g, ans, A, K, node):
     a, v = A[0], A[1]
     corr = node.op.name.endswith("correlate")
     mode = _arg(A, K, 2, "mode", "valid" if corr else "full")
-    if _is_complex(a) or _is_complex(v):
-        raise NotImplementedError(f"lazynp.autograd: no gradient of numpy."
-                                  f"{'correlate' if corr else 'convolve'} on complex input")
+    cplx = _is_complex(a) or _is_complex(v)
+    if cplx and corr:
+        raise NotImplementedError("lazynp.autograd: no gradient of numpy.correlate on "
+                                  "complex input")
     w = lnp.flip(v) if corr else v          # correlate(a, v) == convolve(a, v[::-1])
     n, m = a.shape[0], w.shape[0]
     full = n + m - 1
     L = ans.shape[0]
     start = {"full": 0, "same": (min(n, m) - 1) // 2, "valid": min(n, m) - 1}[mode]
     gf = lnp.pad(g, [(start, full - start - L)])
-    ga = lnp.correlate(gf, w, "valid") if _needs(a) else None
-    gw = lnp.correlate(gf, a, "valid") if _needs(v) else None
+    # (complex convolve is holomorphic: no conjugate in its rule, so the one numpy.correlate
+    # applies to its second argument is undone)
+    ga = lnp.correlate(gf, lnp.conjugate(w) if cplx else w, "valid") if _needs(a) else None
+    gw = lnp.correlate(gf, lnp.conjugate(a) if cplx else a, "valid") if _needs(v) else None
     if gw is not None and corr:
         gw = lnp.flip(gw)
     return (ga, gw)
@@ -1724,11 +1784,22 @@ def _svd_rule(g, ans, A, K, node):
                                   "(their extra columns are not unique; use "
                                   "full_matrices=False)")
     if _is_complex(a):
-        if node.op.name.endswith("ad.svd_any_gauge"):
-            return (_complex_svd_cot(gu, gs, gvh, u, s, vh, m, n),)
-        raise NotImplementedError("lazynp.autograd: no gradient of a complex linalg.svd "
-                                  "through U or Vh (their phases are arbitrary); singular "
-                                  "values only")
+        if not node.op.name.endswith("ad.svd_any_gauge"):
+            # U's column j and Vh's row j share one arbitrary phase: a gradient exists only
+            # for functions that do not depend on it (abs(U), U S Vh...), checked when the
+            # gradient is computed
+            along, scale = 0.0, 0.0
+            for vecs, cot, sign in ((u, gu, 1.0), (_transposed(vh), gvh, -1.0)):
+                if cot is not None:
+                    if sign < 0:
+                        cot = _transposed(cot)
+                    a_, s_ = _phase_derivative(vecs[..., :k], cot[..., :k])
+                    along, scale = along + sign * a_, scale + s_
+            if gu is not None:
+                gu = _phase_checked(gu, (along, scale), "linalg.svd")
+            else:
+                gvh = _phase_checked(gvh, (along, scale), "linalg.svd")
+        return (_complex_svd_cot(gu, gs, gvh, u, s, vh, m, n),)
     # Townsend (2016): A = U S V^T, reduced
     v = _transposed(vh)
     gv = None if gvh is None else _transposed(gvh)
@@ -1775,6 +1846,59 @@ def _pinv_rule(g, ans, A, K, node):
             + lnp.matmul(lnp.matmul(_transposed(P), P), lnp.matmul(gT, R)),)
 
 
+def _phase_derivative(v, gv):
+    """``(along, scale)``: the derivative of the differentiated function along each
+    column's phase (``v_j -> exp(i t) v_j``), ``-Im(sum_i v_ij gv_ij)`` with cotangents in
+    the convention ``df/dx - i df/dy`` (zero for a function that does not depend on the
+    phases), and its size to compare it with (``sum_i |v_ij gv_ij|``)."""
+    p = v * gv
+    return -lnp.imag(lnp.sum(p, axis=-2)), lnp.sum(lnp.abs(p), axis=-2)
+
+
+def _phase_check_impl(c, along, scale, *, what):
+    """``c``, unless the function depends on the arbitrary phases (``along`` not zero to
+    rounding relative to ``scale``): :class:`PhaseDependentGradient` then."""
+    if np.any(np.abs(along) > 1e-8 * np.max(scale, initial=0.0) + 1e-300):
+        raise PhaseDependentGradient(
+            f"lazynp.autograd: the differentiated function depends on the phases of the "
+            f"vectors of {what} of a complex matrix, which are arbitrary (LAPACK picks one): "
+            f"it has no gradient; functions of abs(v), of v v^H or of the values have one")
+    return c
+
+
+def _phase_checked(c, along_scale, what):
+    """``c`` (a cotangent of complex eigen/singular vectors) through a lazy check that the
+    function does not depend on their phases (it raises when the gradient is computed)."""
+    c = lnp.asarray(c)
+    along, scale = along_scale
+    return lazy_call("ad.phase_checked", _phase_check_impl, (c, along, scale),
+                     {"what": what}, meta=lambda n, t: (c.shape, c.dtype))
+
+
+@call_rule("ad.phase_checked")
+def _phase_checked_rule(g, ans, A, K, node):
+    """(The check is the identity on its first argument.)"""
+    return (g, None, None)
+
+
+def _complex_eig_cot(gw, gv, w, v):
+    """eig with complex eigenvectors of unit length (LAPACK's; their phases arbitrary), as
+    autograd's: ``A_bar = V^-T (diag(gw) + F o (P - V^T conj(V) diag(Re P))) V^T`` with
+    ``P = V^T gv``, ``F_ij = 1 / (w_j - w_i)`` off the diagonal (the second term keeps the
+    length); a function that depends on the phases raises when the gradient is
+    computed."""
+    n = v.shape[-1]
+    eye = lnp.eye(n, dtype=v.dtype)
+    gv = _phase_checked(gv, _phase_derivative(v, gv), "linalg.eig")
+    vt = _transposed(v)
+    P = lnp.matmul(vt, gv)
+    F = (1.0 - eye) / (lnp.expand_dims(w, -2) - lnp.expand_dims(w, -1) + eye)
+    inner = F * (P - lnp.matmul(lnp.matmul(vt, lnp.conjugate(v)), lnp.real(P) * eye))
+    if gw is not None:
+        inner = inner + lnp.expand_dims(gw, -1) * eye
+    return lnp.matmul(lnp.matmul(lazy_linalg.inv(vt), inner), vt)
+
+
 def _eigvals_cot(gw, v):
     """w = eigvals(A) (holomorphic in A): dA = V^-T diag(gw) V^T."""
     return lnp.matmul(_transposed(lazy_linalg.inv(v)) * lnp.expand_dims(gw, -2), _transposed(v))
@@ -1800,8 +1924,7 @@ def _eig_rule(g, ans, A, K, node):
         return (_eigvals_cot(gw, v),)
     any_scale = node.op.name.endswith("ad.eig_any_scale")
     if _is_complex(v) and not any_scale:
-        raise NotImplementedError("lazynp.autograd: no gradient of linalg.eig through complex "
-                                  "eigenvectors (LAPACK's phase convention); eigenvalues only")
+        return (_complex_eig_cot(gw, gv, w, v),)
     # real eigenvectors of unit length: dV = V (F o E) - V diag(V^T V (F o E)),
     # E = V^-1 dA V; transposed
     n = a.shape[-1]
@@ -1900,15 +2023,19 @@ def _nanvar_vjp(g, node, args, params, need):
     x, axis, kd, w = _red_info(args, params)
     if w is not None:
         raise NotImplementedError(f"lazynp.autograd: {node.op.name}(where=) gradient")
-    if node.op.name == "nanstd":
-        g = g * 0.5 / as_array(node)
     axes = _axes(x.shape, axis)
     ok = lnp.logical_not(lnp.isnan(x))
-    n = lnp.sum(ok, axis=axes, keepdims=True).astype(g.dtype)
+    n = lnp.sum(ok, axis=axes, keepdims=True).astype(g.real.dtype)
     m = lnp.nanmean(x, axis=axes, keepdims=True)
     d = lnp.where(ok, x - m, 0.0)
-    return [_expand(g, x.shape, axis, kd) * 2.0 * d / (n - _ddof(params))] + \
-        [None] * (len(args) - 1)
+    if d.dtype.kind == "c":
+        d = lnp.conjugate(d)        # (the convention of var's rule)
+    c = _expand(g, x.shape, axis, kd) * 2.0 * d / (n - _ddof(params))
+    if node.op.name == "nanstd":
+        # times 0.5 / std; 0 where one value is read (std's rule)
+        sd = _expand(as_array(node), x.shape, axis, kd)
+        c = lnp.where(n <= 1, 0.0, c * 0.5 / lnp.where(n <= 1, 1.0, sd))
+    return [c] + [None] * (len(args) - 1)
 
 
 @op_rule("nancumprod")
@@ -1961,7 +2088,10 @@ def _cov_rule(g, ans, A, K, node):
     N = X.shape[1]
     Xc = X - lnp.mean(X, axis=1, keepdims=True)
     G = lnp.reshape(g, (X.shape[0], X.shape[0]))
-    gXc = lnp.matmul(G + _transposed(G), Xc) / (N - (0 if bias else 1))
+    if _is_complex(Xc):     # C = Xc Xc^H / (N - 1): (G + G^H) conj(Xc) / (N - 1)
+        gXc = lnp.matmul(G + _adjoint(G), lnp.conjugate(Xc)) / (N - (0 if bias else 1))
+    else:
+        gXc = lnp.matmul(G + _transposed(G), Xc) / (N - (0 if bias else 1))
     gX = gXc - lnp.mean(gXc, axis=1, keepdims=True)
     gm = lnp.reshape(gX, m.shape) if m.ndim == 1 else (gX if rowvar else _transposed(gX))
     return (gm,)
@@ -1975,23 +2105,28 @@ def _unwrap_rule(g, ans, A, K, node):
 
 @call_rule("quantile", "percentile")
 def _quantile_rule(g, ans, A, K, node):
-    """Linear interpolation between the two order statistics around ``(n - 1) q`` (NumPy's
-    default method): their weights ``1 - t`` and ``t`` carry the gradient back through a
-    stable sort."""
+    """Every NumPy method picks or interpolates between two neighbouring order statistics
+    at a position that depends only on ``n`` and ``q``: the quantile of ``0, 1, ..., n-1``
+    by the same method is that position ``h``, and the weights ``1 - t``, ``t``
+    (``t = h - floor(h)``) carry the gradient back through a stable sort (``linear``:
+    ``h = (n - 1) q``; ``lower``/``higher``/``nearest``: one order statistic, gradient 1;
+    ``midpoint``: one half each; the ``*_cdf`` and unbiased methods their own ``h``)."""
     a = A[0]
     q = _arg(A, K, 1, "q")
     axis = _arg(A, K, 2, "axis", None)
     method = _arg(A, K, 5, "method", "linear")
-    if method != "linear" or (axis is not None and np.ndim(axis) != 0 and len(axis) != 1):
-        raise NotImplementedError(f"lazynp.autograd: no gradient of numpy."
-                                  f"{node.op.name[5:]}(method={method!r}) or over several axes")
+    name = node.op.name.split(":")[-1]
+    if K.get("weights") is not None or (axis is not None and np.ndim(axis) != 0 and
+                                        len(axis) != 1):
+        raise NotImplementedError(f"lazynp.autograd: no gradient of numpy.{name} with "
+                                  f"weights or over several axes")
     if np.ndim(axis) == 1:
         axis = axis[0]
-    qv = np.asarray(q, dtype=float) / (100.0 if node.op.name.endswith("percentile") else 1.0)
+    qv = np.asarray(q, dtype=float) / (100.0 if name.endswith("percentile") else 1.0)
     xs = lnp.reshape(a, (-1,)) if axis is None else lnp.moveaxis(a, axis, -1)
     n = xs.shape[-1]
-    h = (n - 1) * qv
-    lo = np.floor(h).astype(int)
+    h = np.quantile(np.arange(n, dtype=float), qv, method=method)
+    lo = np.clip(np.floor(h), 0, n - 1).astype(int)
     hi = np.minimum(lo + 1, n - 1)
     t = h - lo
     W = np.zeros(qv.shape + (n,))
@@ -2033,10 +2168,12 @@ def _corrcoef_rule(g, ans, A, K, node):
     return _cov_rule(gC, C, (x,), {"rowvar": rowvar}, node)
 
 
-def _order_stat_cot(g, a, axis, kd, qv, nan):
-    """Cotangent of linear-interpolated order statistics at fractions ``qv`` (a NumPy array;
-    the result has ``qv.shape`` in front) along ``axis`` of ``a``; with ``nan``, NaNs are
-    skipped (they sort last, and the count is per row)."""
+def _order_stat_cot(g, a, axis, kd, qv, nan, method="linear"):
+    """Cotangent of order statistics at fractions ``qv`` (a NumPy array; the result has
+    ``qv.shape`` in front) along ``axis`` of ``a``, interpolated by NumPy's ``method``; with
+    ``nan``, NaNs are skipped (they sort last, and the count is per row).  The position
+    ``h`` of a method other than ``linear`` is looked up, per row, in a table of the
+    quantile of ``0, ..., m-1`` for every count ``m`` (as in :func:`_quantile_rule`)."""
     xs = lnp.reshape(a, (-1,)) if axis is None else lnp.moveaxis(a, axis, -1)
     n_len = xs.shape[-1]
     rshape = xs.shape[:-1]
@@ -2048,7 +2185,13 @@ def _order_stat_cot(g, a, axis, kd, qv, nan):
     gq = lnp.reshape(g, qv.shape + rshape)
     sorted_cot = None
     for i in np.ndindex(qv.shape):
-        h = (n - 1.0) * float(qv[i])
+        if method == "linear":
+            h = (n - 1.0) * float(qv[i])
+        else:
+            table = np.array([np.quantile(np.arange(m, dtype=float), float(qv[i]),
+                                          method=method) if m else 0.0
+                              for m in range(n_len + 1)])
+            h = lnp.take(lnp.asarray(table), n.astype(np.intp))
         lo = lnp.floor(h)
         hi = lnp.minimum(lo + 1.0, lnp.maximum(n - 1.0, 0.0))
         t = h - lo
@@ -2079,35 +2222,60 @@ def _nanquantile_rule(g, ans, A, K, node):
     axis = _arg(A, K, 2, "axis", None)
     method = _arg(A, K, 5, "method", "linear")
     kd = _arg(A, K, 6, "keepdims", False)
-    if method != "linear" or (axis is not None and np.ndim(axis) != 0 and len(axis) != 1):
-        raise NotImplementedError(f"lazynp.autograd: no gradient of numpy."
-                                  f"{node.op.name[5:]}(method={method!r}) or over several axes")
+    name = node.op.name.split(":")[-1]
+    if K.get("weights") is not None or (axis is not None and np.ndim(axis) != 0 and
+                                        len(axis) != 1):
+        raise NotImplementedError(f"lazynp.autograd: no gradient of numpy.{name} with "
+                                  f"weights or over several axes")
     if np.ndim(axis) == 1:
         axis = axis[0]
-    qv = np.asarray(q, dtype=float) / (100.0 if node.op.name.endswith("percentile") else 1.0)
+    qv = np.asarray(q, dtype=float) / (100.0 if name.endswith("percentile") else 1.0)
     if kd:
         ax = tuple(range(qv.ndim, g.ndim)) if axis is None else (qv.ndim + axis % a.ndim,)
         g = lnp.squeeze(g, axis=ax)
-    return (_order_stat_cot(g, a, None if axis is None else axis % a.ndim, False, qv, True),
-            NO_GRADIENT)
+    return (_order_stat_cot(g, a, None if axis is None else axis % a.ndim, False, qv, True,
+                            method), NO_GRADIENT)
+
+
+def _qr_cot(gq, gr, q, r):
+    """Reduced QR of a square or tall matrix (``R``'s diagonal real, LAPACK's gauge):
+    with ``M = R gR^T - gQ^T Q`` and ``C = tril(M, -1) + tril(M, -1)^H + diag(Re M)``,
+    ``gA = (gQ + conj(Q C)) R^-T`` (the real case is JAX's QR JVP transposed; for complex
+    matrices the cotangents are ``df/dx - i df/dy``, and the real diagonal of ``C`` keeps
+    ``R``'s diagonal real)."""
+    M = lnp.matmul(r, _transposed(gr)) - lnp.matmul(_transposed(gq), q)
+    low = lnp.tril(M, -1)
+    eye = lnp.eye(M.shape[-1], dtype=M.real.dtype)
+    if _is_complex(M):
+        C = low + _adjoint(low) + lnp.real(M) * eye
+        N = gq + lnp.conjugate(lnp.matmul(q, C))
+    else:
+        C = low + _transposed(low) + M * eye
+        N = gq + lnp.matmul(q, C)
+    # N R^-T = solve(R, N^T)^T
+    return _transposed(lazy_linalg.solve(r, _transposed(N)))
 
 
 @call_rule("linalg.qr")
 def _qr_rule(g, ans, A, K, node):
-    """Reduced QR of a tall matrix (JAX's QR JVP, transposed): with
-    ``M = gR R^T - Q^T gQ``, ``gA = (gQ + Q (M - tril(M - M^T, -1))) R^-T``."""
+    """Reduced QR (:func:`_qr_cot`).  A wide ``A = [X Y]`` (``m < n``) is ``X = Q R1``,
+    ``R2 = Q^H Y``: ``gY = conj(Q) gR2``, and ``X`` gets the square rule with
+    ``gQ + conj(Y gR2^T)``."""
     a = A[0]
-    if _is_complex(a):
-        raise NotImplementedError("lazynp.autograd: no gradient of a complex linalg.qr")
     m, n = a.shape[-2:]
-    q, r = _tuple_parts(node, [(a.shape[:-2] + (m, n), node.dtype),
-                               (a.shape[:-2] + (n, n), node.dtype)])
+    k = min(m, n)
+    dt = np.dtype(node.dtype)
+    q, r = _tuple_parts(node, [(a.shape[:-2] + (m, k), dt), (a.shape[:-2] + (k, n), dt)])
     gq = g[0] if g[0] is not None else lnp.zeros_like(q)
     gr = g[1] if g[1] is not None else lnp.zeros_like(r)
-    M = lnp.matmul(gr, _transposed(r)) - lnp.matmul(_transposed(q), gq)
-    N = gq + lnp.matmul(q, M - lnp.tril(M - _transposed(M), -1))
-    # N R^-T = solve(R, N^T)^T
-    return (_transposed(lazy_linalg.solve(r, _transposed(N))),)
+    if m >= n:
+        return (_qr_cot(gq, gr, q, r),)
+    y, r1 = a[..., :, m:], r[..., :, :m]
+    gr1, gr2 = gr[..., :, :m], gr[..., :, m:]
+    conj = lnp.conjugate if _is_complex(a) else (lambda v: v)
+    gy = lnp.matmul(conj(q), gr2)
+    gx = _qr_cot(gq + conj(lnp.matmul(y, _transposed(gr2))), gr1, q, r1)
+    return (lnp.concatenate([gx, gy], axis=-1),)
 
 
 def _svd_inside_rule(a):

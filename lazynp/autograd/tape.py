@@ -26,15 +26,9 @@ from ..core.graph import Node
 from .._numpy import fallback, namespace as lnp
 from .._numpy.ufunc import TUPLE_GET
 from ..array.ndarray import ndarray
-from . import rules
-
-
-class AutogradError(RuntimeError):
-    """A value on the differentiated path cannot be differentiated."""
-
-
-class NoGradientRule(AutogradError, NotImplementedError):
-    """An operation on the differentiated path has no gradient rule (the message names it)."""
+from . import rules, rules_more  # noqa: F401  (rules_more registers its rules)
+from .errors import (AutogradError, NoGradientRule, TracedValueError,  # noqa: F401
+                     traced_value_error)
 
 
 # --- tracing: the tape and what the trace watches ------------------------------------------
@@ -91,7 +85,8 @@ def _lazy_leaves(obj, out):
 
 def depends_on_inputs(obj) -> bool:
     """True when a lazy array in ``obj`` is computed from an input of an open trace
-    (through anything but ``stop_gradient``)."""
+    (through anything but ``stop_gradient``), or from a NumPy fallback's result on one
+    (a poisoned leaf: ``float(np.unique(x)[0])`` is a value of ``x`` too)."""
     if not _INPUT_IDS:
         return False
     stack = _lazy_leaves(obj, [])
@@ -102,6 +97,9 @@ def depends_on_inputs(obj) -> bool:
             continue
         seen.add(id(n))
         if id(n) in _INPUT_IDS:
+            return True
+        p = _POISON.get(id(n))
+        if p is not None and p[0] is n:
             return True
         if n.op is rules.STOP:
             continue
@@ -187,11 +185,17 @@ class _Watcher:
                 f"constant")
 
     def value_taken(self, arr, name, value) -> None:
-        """``arr``'s value left lazynp as Python/NumPy data (``float(x)``, ``x.tolist()``...):
-        fine as a constant, but a gradient through data built from it would be silently
-        wrong; remembered so that such data on the differentiated path raises."""
+        """``arr``'s value left lazynp as Python/NumPy data (``float(x)``, ``x.tolist()``,
+        ``math.exp(x)``, ``operator.index(x)``...).  Inside ``grad``/``vjp``/``jvp``/
+        ``jacobian``... this raises :class:`TracedValueError` (autograd's and JAX's rule:
+        the value would be a constant with no gradient).  Inside MXNet-style ``record()``
+        reading a value (logging) is common: it is remembered instead, and data built from
+        it that reaches a head raises at ``backward()``."""
         if _depth and arr.dtype.kind in "fc" and depends_on_inputs(arr):
-            _LEAKS.append((name, np.asarray(value).ravel()))
+            if RECORD_TRACES:
+                _LEAKS.append((name, np.asarray(value).ravel()))
+                return
+            raise traced_value_error(name)
 
     def forced(self, name, args, res) -> None:
         if depends_on_inputs(args):

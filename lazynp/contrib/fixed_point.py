@@ -3,13 +3,15 @@ from __future__ import annotations
 
 from .._numpy import namespace as lnp
 from ..autograd.api import vjp
+from ..autograd.tape import stop_gradient
 from ..autograd.custom import custom_vjp
 
 
 def _iterate(step, x, tol, max_iter, what):
     for _ in range(max_iter):
         nxt = step(x)
-        delta = float(lnp.max(lnp.abs(nxt - x))) if lnp.size(x) else 0.0
+        # (a convergence test: its value is a constant on purpose)
+        delta = float(stop_gradient(lnp.max(lnp.abs(nxt - x)))) if lnp.size(x) else 0.0
         x = nxt
         if delta <= tol:
             return x
