@@ -1,0 +1,32 @@
+"""Silence dask's, distributed's and tornado's logs below CRITICAL in this process.
+
+A dask worker preload (``LocalCluster(preload=["lazynp.kvstore.quiet"])``): when a server or
+worker process is lost, every other process of the cluster logs the broken connections and
+cancelled actor calls as tracebacks, while the store reports the loss once, as a
+:class:`~lazynp.kvstore.KVStoreError`.  The training CLI runs its embedded cluster with it and
+calls :func:`silence` in the driver.
+"""
+from __future__ import annotations
+
+import logging
+
+#: loggers whose ERROR records repeat, as tracebacks, a loss the KVStore reports itself
+LOGGERS = ("distributed", "tornado", "tornado.application", "tornado.general", "asyncio",
+           "bokeh")
+
+
+def cluster_kwargs() -> dict:
+    """Arguments of a ``LocalCluster`` whose worker processes log only CRITICAL records
+    (``kvstore.create(..., cluster_kwargs=quiet.cluster_kwargs())``)."""
+    return {"silence_logs": logging.CRITICAL, "preload": [__name__]}
+
+
+def silence() -> None:
+    """Only CRITICAL records of :data:`LOGGERS` in this process from now on."""
+    for name in LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def dask_setup(worker) -> None:
+    """The preload hook: runs in each worker process when its worker starts."""
+    silence()
