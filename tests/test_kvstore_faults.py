@@ -64,11 +64,25 @@ def client():
     stop_cluster(cluster, client)
 
 
+def _all_workers_ready(client) -> None:
+    """``N_WORKERS`` workers up, each with the ranks' imports done.  (Under load the
+    scheduler may still count a worker killed by the previous test while its nanny starts
+    the new one: a broadcast to it then fails, and is repeated.)"""
+    while True:
+        wait_workers(client, N_WORKERS)       # a killed worker is restarted by its nanny
+        try:
+            done = client.run(_warm_imports)
+        except OSError:                       # (CommClosedError: a worker went away)
+            time.sleep(0.2)
+            continue
+        if len(done) >= N_WORKERS and all(done.values()):
+            return
+
+
 @pytest.fixture(autouse=True)
 def _guard(client):
     with hang_guard(GUARD):
-        wait_workers(client, N_WORKERS)       # a killed worker is restarted by its nanny
-        assert all(client.run(_warm_imports).values())
+        _all_workers_ready(client)
         yield
 
 
