@@ -141,6 +141,14 @@ def _short_site(site) -> str:
         return text
 
 
+#: why a pending op does not fuse with a producer that is no longer pending
+_COMPUTED_BEFORE = {
+    "forced": "{op} was computed by an earlier flush (its value was needed: read by "
+              "Python, printed or handed to NumPy), so it is an input here",
+    "NumPy fallback": "{op} ran on NumPy (a fallback): its result is an input here",
+}
+
+
 class Explanation:
     """What lazynp would do with the pending graph behind some arrays (see :func:`explain`).
 
@@ -261,6 +269,10 @@ class Explanation:
             note += f"; {small} group(s) too small for a kernel call run op by op on NumPy"
         return kernels, note
 
+    def _row_op(self, i: int) -> str:
+        """The op name an entry's row will show (before :attr:`rows` exists)."""
+        return self._info[i]["title"] or self.symbol.nodes[i].op
+
     def _boundaries(self, nodes, work, kernels, why, default: str | None = None) -> list:
         """One dict per producer -> consumer pair of pending ops (through views) that do
         not share a kernel: ``producer``, ``consumer`` (entry indices), ``reason`` and
@@ -278,9 +290,15 @@ class Explanation:
                 base = a
                 while base.op is _graph.VIEW and base.args and type(base.args[0]) is type(n):
                     base = base.args[0]
-                if id(base) not in in_work:
-                    continue
                 p = pos[id(base)]
+                if id(base) not in in_work:
+                    text = _COMPUTED_BEFORE.get(self._info[p]["state"])
+                    if text is not None and (p, c) not in seen:
+                        seen.add((p, c))
+                        out.append({"producer": p, "consumer": c,
+                                    "reason": text.format(op=self._row_op(p)),
+                                    "edge": (pos[id(a)], c)})
+                    continue
                 if (p, c) in seen or (kernel_of.get(p) is not None and
                                       kernel_of.get(p) == kernel_of.get(c)):
                     continue
