@@ -258,11 +258,11 @@ def run_workers(fn: Callable[..., Any], n: int, kv: DistKVStore, *args: Any,
     failure: BaseException | None = None
     try:
         while True:
-            _drain_reports(kv, on_report)
+            _drain_reports(kv, on_report, membership)
             states = [f.status for f in futures]
             if all(s == "finished" for s in states):
                 results = client.gather(futures)
-                _drain_reports(kv, on_report)
+                _drain_reports(kv, on_report, membership)
                 kv._registry.update(results[0][1])
                 return [r[0] for r in results]
             errs = [r for r, s in enumerate(states) if s in ("error", "cancelled", "lost")]
@@ -301,11 +301,13 @@ def run_workers(fn: Callable[..., Any], n: int, kv: DistKVStore, *args: Any,
         _finish(kv, futures, failure)
 
 
-def _drain_reports(kv: DistKVStore, on_report) -> None:
+def _drain_reports(kv: DistKVStore, on_report, membership: Membership | None = None) -> None:
     if on_report is None:
         return
     try:
-        msgs = wait_result(kv._call(0, "take_reports"), "progress reports", None,
+        # (with the run's membership: a call to a killed server would otherwise wait for
+        # dask's connect timeout, 30 s, before the loss is reported)
+        msgs = wait_result(kv._call(0, "take_reports"), "progress reports", membership,
                            kv._spec.timeout, kv._spec.poll)
     except KVStoreError:
         return            # (a lost server is reported by the watch loop)

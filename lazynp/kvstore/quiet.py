@@ -1,6 +1,6 @@
 """Silence dask's, distributed's and tornado's logs below CRITICAL in this process.
 
-A dask worker preload (``LocalCluster(preload=["lazynp.kvstore.quiet"])``): when a server or
+For dask worker processes (:func:`cluster_kwargs`, or ``preload=["lazynp.kvstore.quiet"]``): when a server or
 worker process is lost, every other process of the cluster logs the broken connections and
 cancelled actor calls as tracebacks, while the store reports the loss once, as a
 :class:`~lazynp.kvstore.KVStoreError`.  The training CLI runs its embedded cluster with it and
@@ -15,10 +15,17 @@ LOGGERS = ("distributed", "tornado", "tornado.application", "tornado.general", "
            "bokeh")
 
 
+#: the preload as script text (dask runs text with a space as a script): the worker
+#: processes need not import lazynp to start, nor does one that a nanny restarts after a loss
+PRELOAD = ("import logging\n"
+           f"for name in {LOGGERS!r}:\n"
+           "    logging.getLogger(name).setLevel(logging.CRITICAL)\n")
+
+
 def cluster_kwargs() -> dict:
     """Arguments of a ``LocalCluster`` whose worker processes log only CRITICAL records
     (``kvstore.create(..., cluster_kwargs=quiet.cluster_kwargs())``)."""
-    return {"silence_logs": logging.CRITICAL, "preload": [__name__]}
+    return {"silence_logs": logging.CRITICAL, "preload": [PRELOAD]}
 
 
 def silence() -> None:
