@@ -111,7 +111,10 @@ def no_answer(what: str, timeout: float, blame: str | None,
     """The message of a wait that got no answer within ``timeout``: it names the watched
     processes that stopped answering the scheduler (stopped, hung), or else the process
     the call talked to (``blame``), which may hang or only be slow."""
-    silent = membership.silent() if membership is not None else []
+    # (half the wait at least: a live process on a loaded machine may miss a few
+    # heartbeats, one stopped since the wait began has missed them all)
+    silent = membership.silent(max(SILENT_AFTER, timeout / 2)) \
+        if membership is not None else []
     if silent:
         return (f"lazynp.kvstore: {what}: no answer within {timeout:g} s; "
                 f"{'; '.join(silent)}: it stopped answering (a stopped or hung process: "
