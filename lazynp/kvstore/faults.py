@@ -1,15 +1,16 @@
 """Bounded waits: an answer, a clear :class:`KVStoreError` naming what was lost, or a timeout.
 
 Every wait of the KVStore (a pull's answer, an acknowledged push, a barrier, a run of
-workers) goes through :func:`wait_result`.  It waits on the dask future in slices of
-``poll`` seconds; between slices it asks the dask scheduler which workers are alive
-(:class:`Membership`, at most once per ``poll``).  A process killed with SIGKILL drops its
+workers) goes through :func:`wait_result`. It waits on the dask future in slices of ``poll``
+seconds; between slices it asks the dask scheduler which workers are alive
+(:class:`Membership`, at most once per ``poll``). A process killed with SIGKILL drops its
 connection to the scheduler, which removes the worker at once, so the loss is reported
 within about one ``poll``; a process that hangs without dying is reported when the wait
 passes ``timeout``; the error then names the watched processes whose heartbeats to the
 scheduler stopped (a stopped or hung process, :meth:`Membership.silent`), and only when
-there is none the process the call talked to.  Nothing here retries: a lost server's keys are gone, and a sync round
-that misses a worker can never complete, so the error is final and names the process.
+there is none the process the call talked to. Nothing here retries: a lost server's keys are
+gone, and a sync round that misses a worker can never complete, so the error is final and
+names the process.
 """
 from __future__ import annotations
 

@@ -1,14 +1,16 @@
 """Silence dask's, distributed's and tornado's logs below CRITICAL in this process.
 
-For dask worker processes (:func:`cluster_kwargs`, or ``preload=["lazynp.kvstore.quiet"]``): when a server or
-worker process is lost, every other process of the cluster logs the broken connections and
-cancelled actor calls as tracebacks, while the store reports the loss once, as a
-:class:`~lazynp.kvstore.KVStoreError`.  The training CLI runs its embedded cluster with it and
-calls :func:`silence` in the driver.
+For dask worker processes (:func:`cluster_kwargs`, or ``preload=["lazynp.kvstore.quiet"]``):
+when a server or worker process is lost, every other process of the cluster logs the broken
+connections and cancelled actor calls as tracebacks, while the store reports the loss once,
+as a :class:`~lazynp.kvstore.KVStoreError`. The training CLI runs its embedded cluster with
+it and runs in :func:`silenced` in the driver.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
+from typing import Iterator
 
 #: loggers whose ERROR records repeat, as tracebacks, a loss the KVStore reports itself
 LOGGERS = ("distributed", "tornado", "tornado.application", "tornado.general", "asyncio",
@@ -37,3 +39,15 @@ def silence() -> None:
 def dask_setup(worker) -> None:
     """The preload hook: runs in each worker process when its worker starts."""
     silence()
+
+
+@contextlib.contextmanager
+def silenced() -> Iterator[None]:
+    """:func:`silence` for the block; the loggers' levels are restored after it."""
+    old = {name: logging.getLogger(name).level for name in LOGGERS}
+    silence()
+    try:
+        yield
+    finally:
+        for name, level in old.items():
+            logging.getLogger(name).setLevel(level)

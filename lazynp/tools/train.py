@@ -1,20 +1,20 @@
 """``python -m lazynp train``: data-parallel training of an MLP through the KVStore.
 
 A two-layer NumPy-style MLP (``tanh`` hidden layer, softmax output) is trained on
-scikit-learn's bundled digits data (8x8 images, 10 classes; nothing is downloaded), or,
-when scikit-learn is absent, on a synthetic task of the same shape that needs learning
+scikit-learn's bundled digits data (8x8 images, 10 classes; nothing is downloaded), or, when
+scikit-learn is absent, on a synthetic task of the same shape that needs learning
 (:func:`synthetic_data`: each class a mixture of clusters, seen through a nonlinear map,
-with noise and 5% wrong labels; test accuracy about 0.65 after one epoch, 0.84 after six).  Every worker rank runs
-:func:`rank_train` on a dask worker: each step it takes its shard of the global batch,
-computes ``lazynp.value_and_grad`` of the loss, pushes each gradient (last layer first, so
-the pushes start while the rest of the backward pass still runs) and pulls the new weights
-into its parameter arrays, which the next step's forward pass then waits for.  The servers
-run SGD with momentum.  In ``sync`` mode one step is one server round: the result equals
-single-process training on the whole batch.  After every epoch the ranks meet at a barrier,
-rank 0 writes a checkpoint (server state with the optimizer's, plus the epoch, the data set
-and the model's shape), and ``resume`` continues from one: epochs depend only on the seed
-and their number, so a resumed run gives the same result as an uninterrupted one.  A
-checkpoint of another data set, model shape, batch or seed is refused.
+with noise and 5% wrong labels; test accuracy about 0.65 after one epoch, 0.84 after six).
+Every worker rank runs :func:`rank_train` on a dask worker: each step it takes its shard of
+the global batch, computes ``lazynp.value_and_grad`` of the loss, pushes each gradient (last
+layer first, so the pushes start while the rest of the backward pass still runs) and pulls
+the new weights into its parameter arrays, which the next step's forward pass then waits
+for. The servers run SGD with momentum. In ``sync`` mode one step is one server round: the
+result equals single-process training on the whole batch. After every epoch the ranks meet
+at a barrier, rank 0 writes a checkpoint (server state with the optimizer's, plus the epoch,
+the data set and the model's shape), and ``resume`` continues from one: epochs depend only
+on the seed and their number, so a resumed run gives the same result as an uninterrupted
+one. A checkpoint of another data set, model shape, batch or seed is refused.
 
 :func:`main` (the CLI) answers every failure with one line on stderr, what is wrong and what
 to do, and a non-zero exit status: 2 for a bad invocation (:class:`UsageError`), 1 when
@@ -172,7 +172,8 @@ def check_settings(workers: int, epochs: int, batch_size: int, hidden: int,
         raise UsageError(f"--batch-size {batch_size} does not split evenly over --workers "
                          f"{workers}: pass a --workers that divides it "
                          f"({', '.join(map(str, fits))}) or a --batch-size that is a "
-                         f"multiple of {workers} (e.g. {batch_size + workers - batch_size % workers})")
+                         f"multiple of {workers} (e.g. "
+                         f"{batch_size + workers - batch_size % workers})")
 
 
 def read_checkpoint_meta(path: str) -> dict[str, Any]:
@@ -204,10 +205,12 @@ def resume_epoch(meta: dict[str, Any], path: str, *, epochs: int, hidden: int,
     if saved_data != data:
         what = saved_data.get("name", "?")
         if what == data["name"]:
-            what += f" data of another content (digest {saved_data.get('sha256')} vs "                     f"{data['sha256']})"
+            what += (f" data of another content (digest {saved_data.get('sha256')} vs "
+                     f"{data['sha256']})")
         else:
             what += " data"
-        hint = " (scikit-learn is not installed here)" if data["name"] == "synthetic" and             saved_data.get("name") == "digits" else ""
+        hint = " (scikit-learn is not installed here)" if data["name"] == "synthetic" and \
+            saved_data.get("name") == "digits" else ""
         raise UsageError(f"--resume {path}: the checkpoint was trained on {what}, this run "
                          f"has {data['name']} data{hint}: resume where the same data set is "
                          f"available, or start without --resume")
@@ -520,15 +523,16 @@ def main(args: Any) -> int:
     line on stderr (what is wrong, what to do), without a traceback: 2 for a bad
     invocation or checkpoint, 1 when training stopped; 0 when done, or when the checkpoint
     to resume already holds every epoch asked for (said on stdout)."""
-    quiet.silence()         # a lost process is reported once, below, not as tracebacks
     try:
-        res = train(workers=args.workers, epochs=args.epochs, mode=args.mode,
-                    scheduler=args.scheduler, num_servers=args.servers,
-                    batch_size=args.batch_size, hidden=args.hidden,
-                    learning_rate=args.lr, momentum=args.momentum, seed=args.seed,
-                    checkpoint=args.checkpoint or None, resume=args.resume,
-                    progress=not args.quiet, timeout=args.timeout,
-                    connect_timeout=args.connect_timeout, quiet_cluster=True)
+        # a lost process is reported once, below, not as the loggers' tracebacks
+        with quiet.silenced():
+            res = train(workers=args.workers, epochs=args.epochs, mode=args.mode,
+                        scheduler=args.scheduler, num_servers=args.servers,
+                        batch_size=args.batch_size, hidden=args.hidden,
+                        learning_rate=args.lr, momentum=args.momentum, seed=args.seed,
+                        checkpoint=args.checkpoint or None, resume=args.resume,
+                        progress=not args.quiet, timeout=args.timeout,
+                        connect_timeout=args.connect_timeout, quiet_cluster=True)
     except UsageError as exc:
         print(f"lazynp train: {exc}", file=sys.stderr)
         return 2
