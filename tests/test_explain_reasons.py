@@ -148,3 +148,21 @@ def test_the_picture_carries_the_reasons_as_edge_tooltips(a):
     assert tips == ["not fused because a reduction (sum) ends its kernel: its result is "
                     "complete only after the whole loop"]
     assert 'tooltip="not fused because a reduction (sum)' in ex.to_dot()
+
+
+def test_jit_explain_lists_why_its_ops_do_not_fuse():
+    def f(x):
+        return np.tanh(x * 2.0 + 1.0).sum(axis=1) @ x
+
+    jf = np.jit(f)
+    x = numpy.ones((4, 4))
+    jf(x)
+    html = jf.explain()._repr_html_()
+    root = ET.fromstring(html)
+    items = [li.text for li in root.iter("li")]
+    assert any("tanh" in t and "sum" in t and "a jit plan runs a reduction (sum) on its own"
+               in t for t in items), items
+    assert any("matmul" in t and "matmul is a contraction op" in t for t in items), items
+    tips = [p.find(SVG + "title").text for p in root.iter(SVG + "path")
+            if "unfused" in p.get("class", "").split()]
+    assert len(tips) == len(items)
