@@ -5,14 +5,16 @@ checkpoint, unreachable scheduler and lost or stopped process ends with one line
 The table of cases that fail before any cluster starts runs through the CLI's ``main`` in
 this process, and one case of each kind also as a process (concurrently); the checkpoints
 they resume are written directly in the KVStore's checkpoint format (no training needed).
-The cluster cases run the CLI as a process.  Faults are
-injected by running this file as a script (``--inject``): it wraps ``run_workers`` to kill
-the server or stop a worker rank when rank 0 reports a given step, then runs the CLI's
-``main`` in the same process.
+Faults are injected by :func:`_injected`, which wraps ``run_workers`` to kill the server or
+stop a worker rank when rank 0 reports a given step: on this module's cluster through the
+CLI's ``main`` in this process (output captured at the file descriptors); on the CLI's own
+embedded cluster, whose processes share its stderr, by running this file as a script
+(``--inject``).
 """
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import signal
 import subprocess
@@ -237,9 +239,20 @@ def _inject(action: str, epoch: int, step: int, args: list[str],
                           text=True, timeout=CASE_TIMEOUT)
 
 
-def test_more_ranks_than_the_clusters_threads_fail_at_once(cluster3):
-    res = _cli(["--scheduler", cluster3.scheduler.address, "--workers", "4", "--timeout", "60",
-                "--checkpoint", "", "--quiet"])
+def _main_here(args: list[str], capfd, inject: tuple | None = None,
+               pid_file: str | None = None) -> subprocess.CompletedProcess:
+    """The CLI's ``main`` in this process (cases on the module's cluster: no process
+    start-up), its output captured at the file descriptors."""
+    from lazynp.__main__ import main
+    with _injected(*(inject or (None, 0, 0)), pid_file=pid_file):
+        rc = main(["train", *args])
+    out = capfd.readouterr()
+    return subprocess.CompletedProcess(args, rc, out.out, out.err)
+
+
+def test_more_ranks_than_the_clusters_threads_fail_at_once(cluster3, capfd):
+    res = _main_here(["--scheduler", cluster3.scheduler.address, "--workers", "4",
+                      "--timeout", "60", "--checkpoint", "", "--quiet"], capfd)
     line = _one_line_error(res, 1)
     assert "4 worker ranks need 4 dask worker threads" in line, line
     assert "the cluster has 3 (3 worker(s))" in line and "run at most 3 ranks" in line, line
@@ -247,29 +260,28 @@ def test_more_ranks_than_the_clusters_threads_fail_at_once(cluster3):
 
 
 def test_a_stopped_worker_is_named_with_its_pid_and_the_checkpoint_of_this_run(cluster3,
-                                                                               tmp_path):
+                                                                               tmp_path,
+                                                                               capfd):
     ck = str(tmp_path / "ck.npz")
     pid_file = str(tmp_path / "stopped")
-    env = _env()
-    env["LAZYNP_TEST_STOPPED_PID_FILE"] = pid_file
-    res = _inject("stop-rank-1", 1, 3, ["--scheduler", cluster3.scheduler.address,
-                                        "--epochs", "2", "--timeout", "5",
-                                        "--checkpoint", ck], env)
+    res = _main_here(["--scheduler", cluster3.scheduler.address, "--epochs", "2",
+                      "--timeout", "5", "--checkpoint", ck], capfd,
+                     inject=("stop-rank-1", 1, 3), pid_file=pid_file)
     line = _one_line_error(res, 1)
     pid = int(open(pid_file).read())
-    assert f"worker rank 1 (" in line and f"pid {pid}), silent for" in line, line
+    assert "worker rank 1 (" in line and f"pid {pid}), silent for" in line, line
     assert "stopped answering" in line and "(the process may hang" not in line, line
     assert f"resume from epoch 1 with: python -m lazynp train --resume {ck} --epochs 2" \
         in line, line
 
 
-def test_a_killed_server_is_one_line_and_no_stale_hint(cluster3, tmp_path):
+def test_a_killed_server_is_one_line_and_no_stale_hint(cluster3, tmp_path, capfd):
     ck = tmp_path / "stale.npz"
     _write_checkpoint(str(ck), epoch=4)           # left by some earlier run
     before = ck.stat().st_mtime_ns
-    res = _inject("kill-server", 0, 3, ["--scheduler", cluster3.scheduler.address,
-                                        "--epochs", "2", "--checkpoint", str(ck),
-                                        "--timeout", "60"])
+    res = _main_here(["--scheduler", cluster3.scheduler.address, "--epochs", "2",
+                      "--checkpoint", str(ck), "--timeout", "60"], capfd,
+                     inject=("kill-server", 0, 3))
     line = _one_line_error(res, 1)
     assert "lost server 0 (" in line and "pid " in line, line
     assert "no checkpoint of this run was written: run it again" in line, line
@@ -289,9 +301,16 @@ def test_the_embedded_clusters_processes_print_no_tracebacks_when_the_server_die
 
 # --- the fault-injecting driver (run as a script) -------------------------------------------
 
-def _inject_main(action: str, epoch: int, step: int, argv: list[str]) -> int:
+@contextlib.contextmanager
+def _injected(action: str | None, epoch: int, step: int, pid_file: str | None = None):
+    """While the block runs, ``run_workers`` (as the training CLI calls it) kills the
+    store's server 0 (``"kill-server"``) or stops worker rank 1 (``"stop-rank-1"``, its pid
+    written to ``pid_file``; continued after the block) when rank 0 reports step ``step``
+    (1-based) of epoch ``epoch`` (0-based)."""
     from lazynp import kvstore
-    from lazynp.__main__ import main
+    if action is None:
+        yield
+        return
     real = kvstore.run_workers
     stopped: list[int] = []
 
@@ -303,7 +322,7 @@ def _inject_main(action: str, epoch: int, step: int, argv: list[str]) -> int:
                     os.kill(stopped[0], signal.SIGKILL)
                 else:
                     stopped.append(kv._spec.peers[1][1])
-                    with open(os.environ["LAZYNP_TEST_STOPPED_PID_FILE"], "w") as f:
+                    with open(pid_file, "w") as f:
                         f.write(str(stopped[0]))
                     os.kill(stopped[0], signal.SIGSTOP)
             on_report(rank, msg)
@@ -311,11 +330,15 @@ def _inject_main(action: str, epoch: int, step: int, argv: list[str]) -> int:
 
     kvstore.run_workers = run_workers
     try:
-        return main(["train", *argv])
+        yield
     finally:
+        kvstore.run_workers = real
         if stopped and action != "kill-server":
             os.kill(stopped[0], signal.SIGCONT)     # (the test's cluster goes on)
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--inject"]:
-    sys.exit(_inject_main(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:]))
+    from lazynp.__main__ import main as _main
+    with _injected(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])):
+        _code = _main(["train", *sys.argv[5:]])
+    sys.exit(_code)
