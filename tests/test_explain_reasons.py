@@ -166,3 +166,19 @@ def test_jit_explain_lists_why_its_ops_do_not_fuse():
     tips = [p.find(SVG + "title").text for p in root.iter(SVG + "path")
             if "unfused" in p.get("class", "").split()]
     assert len(tips) == len(items)
+
+
+def test_an_op_reading_a_kernels_value_and_its_reduction(a):
+    w = a * 0.5 + 1.0
+    s = w - w.max(axis=1, keepdims=True)
+    assert _notes(s) == {
+        ("add", "subtract"): "it also reads max, the reduction that ends that kernel "
+                             "(complete only after its whole loop)",
+        ("max", "subtract"): "a reduction (max) ends its kernel: its result is complete "
+                             "only after the whole loop"}
+
+
+def test_a_reduction_of_an_op_that_runs_alone_is_told_by_that_op(a):
+    s = (a @ a.T).sum(axis=1)
+    assert _notes(s) == {("matmul", "sum"): "matmul is a contraction op: it runs on its own, "
+                                            "not in a fused kernel"}

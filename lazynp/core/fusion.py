@@ -164,6 +164,8 @@ def reason_text(reason) -> str:
         "errstate": lambda: "recorded under different numpy.errstate settings",
         "after-reduction": lambda name: f"a reduction ({name}) ends its kernel: its result "
                                         f"is complete only after the whole loop",
+        "reads-reduction": lambda name: f"it also reads {name}, the reduction that ends "
+                                        f"that kernel (complete only after its whole loop)",
         "order": lambda name: f"it also reads {name}, which runs after the kernel starts",
         "view": lambda name: f"it reads a view of {name}, a value the kernel writes",
         "reduction-busy": lambda name: f"the kernel already ends with a reduction ({name})",
@@ -243,7 +245,7 @@ def fuse(work: list, node_type, simd_check: bool = True, why: dict | None = None
             if why is not None:
                 alone[id(n)] = ("inplace", n.op.name) if inplace else \
                     why_not_fusible(n, simd_check)
-                _record_args(why, n, node_type, ("consumer", alone[id(n)]))
+                _record_args(why, n, node_type, ("consumer", alone[id(n)]), alone)
             continue
         cands = []
         for a in n.args:
@@ -307,10 +309,15 @@ def fuse(work: list, node_type, simd_check: bool = True, why: dict | None = None
     return out
 
 
-def _record_args(why: dict, n, node_type, reason) -> None:
+def _record_args(why: dict, n, node_type, reason, alone: dict) -> None:
+    """``n`` runs on its own for ``reason``; a reduction reading a producer that runs on
+    its own as well is told by the producer's reason (it could have closed its kernel)."""
     for a in n.args:
         if type(a) is node_type:
-            why.setdefault((id(a), id(n)), reason)
+            if n.op.kind == "reduction" and id(a) in alone:
+                why.setdefault((id(a), id(n)), ("producer", alone[id(a)]))
+            else:
+                why.setdefault((id(a), id(n)), reason)
 
 
 def _record_joins(why: dict, n, target: FusedGroup, group_of, alone, refused, unmerged,
@@ -335,8 +342,11 @@ def _record_joins(why: dict, n, target: FusedGroup, group_of, alone, refused, un
         if g.shape != n.shape:
             why[(id(a), id(n))] = ("shape", g.shape, n.shape)
         else:
-            why[(id(a), id(n))] = refused.get(id(g)) or unmerged.get(id(g)) or \
+            reason = refused.get(id(g)) or unmerged.get(id(g)) or \
                 _join_problem(n, g, group_of, {}, node_type) or ("order", a.op.name)
+            if reason[0] == "after-reduction" and g.reduction is not a:
+                reason = ("reads-reduction", reason[1])
+            why[(id(a), id(n))] = reason
 
 
 def _can_merge(h: FusedGroup, g: FusedGroup, index_of, node_type) -> bool:
