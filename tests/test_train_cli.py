@@ -275,6 +275,16 @@ def test_a_stopped_worker_is_named_with_its_pid_and_the_checkpoint_of_this_run(c
         in line, line
 
 
+def test_ctrl_c_is_one_line_with_the_checkpoint_to_resume(cluster3, tmp_path, capfd):
+    ck = str(tmp_path / "ck.npz")
+    res = _main_here(["--scheduler", cluster3.scheduler.address, "--epochs", "3",
+                      "--checkpoint", ck], capfd, inject=("ctrl-c", 1, 2))
+    line = _one_line_error(res, 130)
+    assert line == (f"lazynp train: training stopped: interrupted (Ctrl-C); resume from "
+                    f"epoch 1 with: python -m lazynp train --resume {ck} --epochs 3 (and "
+                    f"this run's other options)"), line
+
+
 def test_a_killed_server_is_one_line_and_no_stale_hint(cluster3, tmp_path, capfd):
     ck = tmp_path / "stale.npz"
     _write_checkpoint(str(ck), epoch=4)           # left by some earlier run
@@ -304,9 +314,10 @@ def test_the_embedded_clusters_processes_print_no_tracebacks_when_the_server_die
 @contextlib.contextmanager
 def _injected(action: str | None, epoch: int, step: int, pid_file: str | None = None):
     """While the block runs, ``run_workers`` (as the training CLI calls it) kills the
-    store's server 0 (``"kill-server"``) or stops worker rank 1 (``"stop-rank-1"``, its pid
-    written to ``pid_file``; continued after the block) when rank 0 reports step ``step``
-    (1-based) of epoch ``epoch`` (0-based)."""
+    store's server 0 (``"kill-server"``), stops worker rank 1 (``"stop-rank-1"``, its pid
+    written to ``pid_file``; continued after the block) or sends this process SIGINT
+    (``"ctrl-c"``) when rank 0 reports step ``step`` (1-based) of epoch ``epoch``
+    (0-based)."""
     from lazynp import kvstore
     if action is None:
         yield
@@ -320,6 +331,9 @@ def _injected(action: str | None, epoch: int, step: int, pid_file: str | None = 
                 if action == "kill-server":
                     stopped.append(kv.servers[0].pid)
                     os.kill(stopped[0], signal.SIGKILL)
+                elif action == "ctrl-c":
+                    stopped.append(os.getpid())
+                    signal.raise_signal(signal.SIGINT)
                 else:
                     stopped.append(kv._spec.peers[1][1])
                     with open(pid_file, "w") as f:
@@ -333,7 +347,7 @@ def _injected(action: str | None, epoch: int, step: int, pid_file: str | None = 
         yield
     finally:
         kvstore.run_workers = real
-        if stopped and action != "kill-server":
+        if stopped and action == "stop-rank-1":
             os.kill(stopped[0], signal.SIGCONT)     # (the test's cluster goes on)
 
 

@@ -19,7 +19,7 @@ one. A checkpoint of another data set, model shape, batch or seed is refused.
 :func:`main` (the CLI) answers every failure with one line on stderr, what is wrong and what
 to do, and a non-zero exit status: 2 for a bad invocation (:class:`UsageError`), 1 when
 training stopped (:class:`TrainingStopped`: a process lost or not answering, the scheduler
-unreachable).
+unreachable), 130 for Ctrl-C.
 """
 from __future__ import annotations
 
@@ -89,14 +89,17 @@ class TrainingStopped(kvstore.KVStoreError):
         The epochs that checkpoint holds.
     started : bool
         False when the store could not even be made (the scheduler cannot be reached).
+    interrupted : bool
+        Stopped by Ctrl-C (KeyboardInterrupt); the embedded cluster is closed.
     """
 
     def __init__(self, message: str, checkpoint: str | None, epoch: int,
-                 started: bool = True) -> None:
+                 started: bool = True, interrupted: bool = False) -> None:
         super().__init__(message)
         self.checkpoint = checkpoint
         self.epoch = epoch
         self.started = started
+        self.interrupted = interrupted
 
 
 def synthetic_data(n: int = 1797, seed: int = 1234) -> tuple[numpy.ndarray, numpy.ndarray]:
@@ -402,8 +405,8 @@ def train(workers: int = 2, epochs: int = 5, mode: str = "sync", *, client: Any 
     NothingToTrain
         ``resume``'s checkpoint already holds ``epochs`` epochs.
     TrainingStopped
-        A worker or server process was lost or stopped answering, or the scheduler cannot
-        be reached; resume from its ``checkpoint`` attribute.
+        A worker or server process was lost or stopped answering, the scheduler cannot be
+        reached, or Ctrl-C; resume from its ``checkpoint`` attribute.
     """
     if mode not in ("sync", "async"):
         raise UsageError(f"mode must be 'sync' or 'async', got {mode!r}")
@@ -451,7 +454,7 @@ def train(workers: int = 2, epochs: int = 5, mode: str = "sync", *, client: Any 
             result.params = {k: numpy.asarray(v) for k, v in params.items()}
             if not result.history and results:
                 result.history = results[0]["history"]
-    except kvstore.KVStoreError as exc:
+    except (kvstore.KVStoreError, KeyboardInterrupt) as exc:
         if isinstance(exc, TrainingStopped):
             raise
         done = reporter.history[-1]["epoch"] if reporter.history else 0
@@ -461,6 +464,9 @@ def train(workers: int = 2, epochs: int = 5, mode: str = "sync", *, client: Any 
             ck, epoch = resume, start_epoch
         else:
             ck, epoch = None, 0
+        if isinstance(exc, KeyboardInterrupt):
+            raise TrainingStopped("interrupted (Ctrl-C)", ck, epoch, started,
+                                  interrupted=True) from None
         raise TrainingStopped(" ".join(str(exc).split()), ck, epoch, started) from exc
     return result
 
@@ -521,7 +527,7 @@ class _Reporter:
 def main(args: Any) -> int:
     """The CLI entry (``python -m lazynp train``): the exit status.  Every failure is one
     line on stderr (what is wrong, what to do), without a traceback: 2 for a bad
-    invocation or checkpoint, 1 when training stopped; 0 when done, or when the checkpoint
+    invocation or checkpoint, 1 when training stopped, 130 for Ctrl-C; 0 when done, or when the checkpoint
     to resume already holds every epoch asked for (said on stdout)."""
     try:
         # a lost process is reported once, below, not as the loggers' tracebacks
@@ -551,7 +557,7 @@ def main(args: Any) -> int:
                     "that 'dask scheduler' runs there, or leave out --scheduler to start a "
                     "cluster here")
         print(f"lazynp train: {text}", file=sys.stderr)
-        return 1
+        return 130 if exc.interrupted else 1
     last = res.history[-1] if res.history else None
     if last is not None:
         print(f"done ({res.data} data, {args.workers} worker(s), {args.mode}): loss "
