@@ -309,6 +309,20 @@ def test_the_embedded_clusters_processes_print_no_tracebacks_when_the_server_die
     assert "lost server 0 (" in line, line
 
 
+def test_the_embedded_clusters_workers_leave_ctrl_c_to_the_driver():
+    """A terminal's Ctrl-C reaches every process of the group: the embedded cluster's
+    workers (their preload) ignore SIGINT, so only the driver answers it, in one line (each
+    worker printed a KeyboardInterrupt traceback).  The preload's text, run in a bare
+    process that then gets SIGINT."""
+    from lazynp.kvstore import quiet
+    code = (quiet.PRELOAD + "import logging, os, signal\n"
+            "os.kill(os.getpid(), signal.SIGINT)\n"
+            "print(logging.getLogger('tornado.application').level)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert (res.returncode, res.stdout.strip(), res.stderr) == (0, "50", ""), res
+
+
 # --- the fault-injecting driver (run as a script) -------------------------------------------
 
 @contextlib.contextmanager

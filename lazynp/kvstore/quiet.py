@@ -19,14 +19,18 @@ LOGGERS = ("distributed", "tornado", "tornado.application", "tornado.general", "
 
 #: the preload as script text (dask runs text with a space as a script): the worker
 #: processes need not import lazynp to start, nor does one that a nanny restarts after a loss
-PRELOAD = ("import logging\n"
+PRELOAD = ("import logging, signal, threading\n"
            f"for name in {LOGGERS!r}:\n"
-           "    logging.getLogger(name).setLevel(logging.CRITICAL)\n")
+           "    logging.getLogger(name).setLevel(logging.CRITICAL)\n"
+           "if threading.current_thread() is threading.main_thread():\n"
+           "    signal.signal(signal.SIGINT, signal.SIG_IGN)\n")
 
 
 def cluster_kwargs() -> dict:
     """Arguments of a ``LocalCluster`` whose worker processes log only CRITICAL records
-    (``kvstore.create(..., cluster_kwargs=quiet.cluster_kwargs())``)."""
+    and ignore SIGINT (``kvstore.create(..., cluster_kwargs=quiet.cluster_kwargs())``): a
+    terminal's Ctrl-C reaches the whole process group, and each worker would print its
+    KeyboardInterrupt traceback; the driver handles it and closes the cluster."""
     return {"silence_logs": logging.CRITICAL, "preload": [PRELOAD]}
 
 
