@@ -78,7 +78,8 @@ class NothingToTrain(Exception):
 
 
 class TrainingStopped(kvstore.KVStoreError):
-    """Training stopped: a process was lost or stopped answering.
+    """Training stopped: a process was lost or stopped answering, the scheduler cannot be
+    reached, or Ctrl-C.
 
     Attributes
     ----------
@@ -105,9 +106,9 @@ class TrainingStopped(kvstore.KVStoreError):
 def synthetic_data(n: int = 1797, seed: int = 1234) -> tuple[numpy.ndarray, numpy.ndarray]:
     """A 10-class task of digits' shape (64 features) that needs learning: each class is a
     mixture of 3 Gaussian clusters in 8 latent dimensions, seen through ``tanh`` of a random
-    linear map, plus feature noise and 5% labels drawn at random.  The classes are not
-    linearly separable; the MLP's test accuracy grows over the epochs (about 0.65 after one,
-    0.84 after six)."""
+    linear map, plus feature noise and 5% labels drawn at random.  A linear classifier
+    (least squares) reaches about 0.74 on held-out data; the MLP's test accuracy grows over
+    the epochs (about 0.65 after one, 0.84 after six)."""
     rng = numpy.random.default_rng(seed)
     latent, per_class = 8, 3
     centers = 2.0 * rng.standard_normal((10, per_class, latent))
