@@ -13,11 +13,12 @@ import os
 import numpy as _np
 
 from . import draw as _draw
+from . import fusion_notes as _notes
 from ..core import policy as _policy
 from .._base import site as _site
 from ..array.ndarray import ndarray
 from ..core import graph as _graph
-from ..core.fusion import FusedGroup, fuse, reason_text
+from ..core.fusion import FusedGroup, fuse
 from ..ir.passes import memory_plan, pipeline
 from ..ir.symbol import Ref, SNode, Symbol
 from ..ops.registry import OPS
@@ -141,14 +142,6 @@ def _short_site(site) -> str:
         return text
 
 
-#: why a pending op does not fuse with a producer that is no longer pending
-_COMPUTED_BEFORE = {
-    "forced": "{op} was computed by an earlier flush (its value was needed: read by "
-              "Python, printed or handed to NumPy), so it is an input here",
-    "NumPy fallback": "{op} ran on NumPy (a fallback): its result is an input here",
-}
-
-
 class Explanation:
     """What lazynp would do with the pending graph behind some arrays (see :func:`explain`).
 
@@ -217,21 +210,12 @@ class Explanation:
     def _fusion(self):
         """Fused kernels a flush of this graph would run, and a note on its size; fills
         :attr:`boundaries` (why each pair of adjacent ops is not in one kernel)."""
-        nodes = pipeline.to_nodes(self.symbol)
-        pos = {id(g): i for i, g in enumerate(nodes)}
         if self.is_symbol:
-            kernels = [g for g in pipeline.fusion(self.symbol) if len(g) > 1]
-            work = [(g, False) for g in nodes if g.op not in (
-                _graph.PLACEHOLDER, _graph.LEAF, _graph.VIEW)]
-            why: dict = {}
-            for it in fuse(work, _graph.Node, why=why):
-                if type(it) is FusedGroup and it.reduction is not None:
-                    # (pipeline.fusion_items splits epilogues off: the jit plans them)
-                    red = it.reduction
-                    why[(id(red.args[0]), id(red))] = ("jit-reduction", red.op.name)
-            self.boundaries = self._boundaries(nodes, work, kernels, why)
+            kernels, self.boundaries = _notes.symbol_notes(self.symbol)
             return kernels, f"{len(kernels)} fused kernel(s) of two ops or more, as " \
                             f"lazynp.jit groups them (reductions run on their own)"
+        nodes = pipeline.to_nodes(self.symbol)
+        pos = {id(g): i for i, g in enumerate(nodes)}
         work = [(g, False) for g, inf in zip(nodes, self._info)
                 if inf["state"] in ("pending", "symbolic") and g.op is not _graph.VIEW]
         max_elems = max((prod(g.shape) for g, _ in work), default=0)
@@ -269,48 +253,11 @@ class Explanation:
             note += f"; {small} group(s) too small for a kernel call run op by op on NumPy"
         return kernels, note
 
-    def _row_op(self, i: int) -> str:
-        """The op name an entry's row will show (before :attr:`rows` exists)."""
-        return self._info[i]["title"] or self.symbol.nodes[i].op
-
     def _boundaries(self, nodes, work, kernels, why, default: str | None = None) -> list:
-        """One dict per producer -> consumer pair of pending ops (through views) that do
-        not share a kernel: ``producer``, ``consumer`` (entry indices), ``reason`` and
-        ``edge`` (the picture's edge into the consumer: from a view when it reads one)."""
-        pos = {id(g): i for i, g in enumerate(nodes)}
-        in_work = {id(g) for g, _ in work}
-        kernel_of = {i: k for k, g in enumerate(kernels) for i in g}
-        out, seen = [], set()
-        for n, _ in work:
-            c = pos[id(n)]
-            for a in n.args:
-                if type(a) is not type(n):
-                    continue
-                key = (id(a), id(n))
-                base = a
-                while base.op is _graph.VIEW and base.args and type(base.args[0]) is type(n):
-                    base = base.args[0]
-                p = pos[id(base)]
-                if id(base) not in in_work:
-                    text = _COMPUTED_BEFORE.get(self._info[p]["state"])
-                    if text is not None and (p, c) not in seen:
-                        seen.add((p, c))
-                        out.append({"producer": p, "consumer": c,
-                                    "reason": text.format(op=self._row_op(p)),
-                                    "edge": (pos[id(a)], c)})
-                    continue
-                if (p, c) in seen or (kernel_of.get(p) is not None and
-                                      kernel_of.get(p) == kernel_of.get(c)):
-                    continue
-                seen.add((p, c))
-                reason = why.get(key, default)
-                if reason is None:
-                    reason = "not recorded by the fusion pass"
-                elif not isinstance(reason, str):
-                    reason = reason_text(reason)
-                out.append({"producer": p, "consumer": c, "reason": reason,
-                            "edge": (pos[id(a)], c)})
-        return out
+        return _notes.boundaries(
+            nodes, work, kernels, why, default=default,
+            states=[inf["state"] for inf in self._info],
+            names=[inf["title"] or e.op for inf, e in zip(self._info, self.symbol.nodes)])
 
     # --- output ---------------------------------------------------------------------------
     def drawing(self):

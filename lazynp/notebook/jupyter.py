@@ -9,6 +9,7 @@ import html
 from ..ir.passes import pipeline
 from ..jit import set_explanation_type
 from . import draw as _draw
+from . import fusion_notes as _notes
 
 __all__ = ["Stats", "JitExplanation", "plan_drawing", "plan_boundaries", "text_table",
            "html_table", "nbytes_text", "prod"]
@@ -148,9 +149,8 @@ def plan_drawing(plan, title: str = ""):
 def plan_boundaries(plan) -> list:
     """Why each pair of adjacent ops of a jit plan is not in one kernel (the
     ``boundaries`` of :func:`lazynp.explain` on the plan's Symbol)."""
-    from .explain import explain            # (explain.py uses this module's tables)
     inner = getattr(plan, "inner", None)
-    return explain((inner if inner is not None else plan).symbol).boundaries
+    return _notes.symbol_notes((inner if inner is not None else plan).symbol)[1]
 
 
 class JitExplanation(str):
