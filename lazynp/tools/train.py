@@ -189,8 +189,12 @@ def read_checkpoint_meta(path: str) -> dict[str, Any]:
     from lazynp.kvstore import checkpoint as _checkpoint
     try:
         meta = _checkpoint.read(path)[2]
-    except kvstore.KVStoreError as exc:
-        raise UsageError(f"--resume {path}: not a training checkpoint ({exc})") from None
+    except kvstore.KVStoreError:
+        # (the reader's own message, e.g. NumPy's advice on pickles for a text file,
+        # would mislead here)
+        raise UsageError(f"--resume {path}: not a training checkpoint (it cannot be read "
+                         f"as the .npz file 'python -m lazynp train --checkpoint' "
+                         f"writes)") from None
     if not isinstance(meta, dict) or "epoch" not in meta:
         raise UsageError(f"--resume {path}: a KVStore checkpoint, but not one of "
                          f"'python -m lazynp train' (it records no epoch)")
