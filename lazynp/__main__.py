@@ -35,7 +35,8 @@ def _parser() -> argparse.ArgumentParser:
                         "before timing (default 5)")
     t = sub.add_parser("train", help="data-parallel MLP training through the KVStore",
                        description="Train a NumPy-style MLP on scikit-learn's digits data "
-                                   "(synthetic data without scikit-learn) with data-parallel "
+                                   "(without scikit-learn: a synthetic 10-class task that "
+                                   "needs learning) with data-parallel "
                                    "workers on dask, through a KVStore whose servers are dask "
                                    "actors. Without --scheduler an embedded LocalCluster of "
                                    "processes is started. A checkpoint is written after every "
@@ -59,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="continue from this checkpoint")
     t.add_argument("--timeout", type=float, default=60.0,
                    help="seconds a push/pull/barrier may wait before failing (default 60)")
+    t.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="with --scheduler: seconds to reach the scheduler before giving up "
+                        "(default 10)")
     t.add_argument("--quiet", action="store_true", help="no progress bar or epoch lines")
     return p
 

@@ -277,3 +277,113 @@ def test_graphviz_pictures_parse_and_box_the_kernels():
     nodes = [g for g in root.iter(SVG + "g") if g.get("class") == "node"]
     assert len(clusters) == len(sym.drawing().groups) == 1
     assert len(nodes) == len(sym.nodes)
+
+
+# --- labels clear of edges, a legend entry for every fill ----------------------------------
+
+def _edge_points(d: str, samples: int = 64) -> list:
+    """Points along an SVG path of ``M x y`` then cubic ``C`` segments."""
+    nums = [float(v) for v in re.findall(r"-?\d+(?:\.\d+)?", d)]
+    x, y = nums[0], nums[1]
+    pts = [(x, y)]
+    rest = nums[2:]
+    for k in range(0, len(rest), 6):
+        x1, y1, x2, y2, x3, y3 = rest[k:k + 6]
+        for s in range(1, samples + 1):
+            t = s / samples
+            u = 1 - t
+            pts.append((u ** 3 * x + 3 * u * u * t * x1 + 3 * u * t * t * x2 + t ** 3 * x3,
+                        u ** 3 * y + 3 * u * u * t * y1 + 3 * u * t * t * y2 + t ** 3 * y3))
+        x, y = x3, y3
+    return pts
+
+
+def _segment_hits_box(p, q, box) -> bool:
+    """Whether segment ``p``-``q`` meets the rectangle ``(x0, y0, x1, y1)`` (Liang-Barsky)."""
+    x0, y0, x1, y1 = box
+    (px, py), (qx, qy) = p, q
+    dx, dy = qx - px, qy - py
+    lo, hi = 0.0, 1.0
+    for den, num in ((-dx, px - x0), (dx, x1 - px), (-dy, py - y0), (dy, y1 - py)):
+        if den == 0:
+            if num < 0:
+                return False
+        else:
+            t = num / den
+            if den < 0:
+                lo = max(lo, t)
+            else:
+                hi = min(hi, t)
+    return lo <= hi
+
+
+def _label_boxes(root) -> list:
+    return [tuple(float(v) for v in t.get("data-box").split())
+            for t in root.iter(SVG + "text") if t.get("class") == "group-label"]
+
+
+def _assert_labels_clear(root) -> None:
+    labels = _label_boxes(root)
+    edges = [_edge_points(p.get("d")) for p in root.iter(SVG + "path")
+             if "edge" in p.get("class", "").split()]
+    boxes = [tuple(float(r.get(k)) for k in ("x", "y", "width", "height"))
+             for g in _nodes(root) for r in [g.find(SVG + "rect[@class='box']")]]
+    for lb in labels:
+        for pts in edges:
+            assert not any(_segment_hits_box(p, q, lb) for p, q in zip(pts, pts[1:])), lb
+        for x, y, w, h in boxes:
+            assert x + w <= lb[0] or lb[2] <= x or y + h <= lb[1] or lb[3] <= y, lb
+
+
+@settings(max_examples=40, deadline=None)
+@given(_dags())
+def test_fused_kernel_labels_cross_no_edge_and_no_box(dag):
+    n, edges, groups = dag
+    d = _draw.Drawing([_draw.DrawnNode(f"op{i}", "3x4 float64") for i in range(n)], edges,
+                      groups)
+    root = ET.fromstring(_draw.to_svg(d, engine="python"))
+    assert len(_label_boxes(root)) == len(groups)
+    _assert_labels_clear(root)
+    # each label lies inside its own kernel's outline
+    polys = [[tuple(map(float, p.split(","))) for p in poly.get("points").split()]
+             for poly in root.iter(SVG + "polygon") if poly.get("class") == "fused-group"]
+    for x0, y0, x1, y1 in _label_boxes(root):
+        assert any(_inside(((x0 + x1) / 2, (y0 + y1) / 2), poly) for poly in polys)
+
+
+def test_an_edge_into_a_kernels_first_op_no_longer_crosses_its_label():
+    """The case of the report: an edge from above into the kernel's first, leftmost op
+    passed through the label, which sat at the kernel's top-left corner."""
+    sym = np.trace(lambda x, y: np.tanh(x * 2.0 + y) * 3.0 + (x @ y).sum(),
+                   numpy.ones((4, 4)), numpy.ones((4, 4)))
+    root = ET.fromstring(sym.svg(engine="python"))
+    assert _label_boxes(root)
+    _assert_labels_clear(root)
+
+
+def _legend_texts(root) -> list:
+    return [t.text for t in root.iter(SVG + "text") if t.get("font-size") == "11"]
+
+
+def test_every_fill_of_the_jit_picture_has_a_legend_entry():
+    def f(x, y):
+        a = np.exp(x) * 2 + y
+        return np.tanh(a.sum(axis=1)) + 1, a.T @ y
+
+    jf = np.jit(f)
+    x, y = numpy.random.rand(100, 100), numpy.random.rand(100, 100)
+    jf(x, y)
+    d = np.notebook.jupyter.plan_drawing(jf.plan_for(x, y), "plan 1")
+    root = ET.fromstring(_draw.to_svg(d, engine="python"))
+    legend = _legend_texts(root)
+    fills = {g.find(SVG + "rect[@class='box']").get("fill"): g.get("class").split()[1]
+             for g in _nodes(root)}
+    from lazynp.notebook.draw import render
+    # the light grey boxes (no planned buffer: inside a kernel, or a new output) are there...
+    assert render.PLAIN_FILL in fills
+    # ... and explained, as the coloured ones are
+    assert "no planned buffer (a new output, or inside a fused kernel)" in legend
+    assert any(t.startswith("colour = planned buffer") for t in legend)
+    swatches = {r.get("fill") for r in root.iter(SVG + "rect") if r.get("height") == "12"}
+    assert render.PLAIN_FILL in swatches
+    assert "light grey: no planned buffer" in _draw.to_dot(d)

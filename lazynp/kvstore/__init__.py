@@ -20,7 +20,7 @@ Modules: ``api`` (the interface and its checks), ``local``, ``dist`` (the actor-
 store), ``server`` (the actor), ``shard`` (server state: rounds, ordering, updates),
 ``partition`` (key placement), ``optimizers``, ``bridge`` (the lazynp engine integration),
 ``faults`` (bounded waits, loss detection), ``cluster`` (processes, ``run_workers``),
-``checkpoint`` (the file format).
+``checkpoint`` (the file format), ``quiet`` (silences dask's logs in worker processes).
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ __all__ = ["create", "run_workers", "KVStore", "KVStoreError", "Optimizer", "SGD
 def create(kind: str = "local", client: Any = None, num_servers: int = 1, *,
            workers: int = 2, timeout: float = 60.0, poll_interval: float = 0.25,
            big_array_bound: int = DEFAULT_BIG_ARRAY_BOUND,
-           cluster_kwargs: dict | None = None) -> KVStore:
+           cluster_kwargs: dict | None = None, connect_timeout: float = 10.0) -> KVStore:
     """Make a KVStore.
 
     Parameters
@@ -63,6 +63,9 @@ def create(kind: str = "local", client: Any = None, num_servers: int = 1, *,
         Arrays with more elements than this are split across the servers.
     cluster_kwargs : dict, optional
         Extra arguments for the embedded ``LocalCluster``.
+    connect_timeout : float
+        With a scheduler address: seconds to reach the scheduler before a
+        :class:`KVStoreError` (an address nobody listens at fails after this long).
     """
     if kind not in KINDS:
         raise ValueError(f"unknown KVStore kind {kind!r}; expected one of {KINDS}")
@@ -74,7 +77,7 @@ def create(kind: str = "local", client: Any = None, num_servers: int = 1, *,
     from .cluster import create_dist
     return create_dist(kind, client, num_servers, workers=workers, timeout=timeout,
                        poll_interval=poll_interval, big_array_bound=big_array_bound,
-                       cluster_kwargs=cluster_kwargs)
+                       cluster_kwargs=cluster_kwargs, connect_timeout=connect_timeout)
 
 
 def run_workers(fn, n: int, kv: KVStore, *args: Any, **kwargs: Any) -> list:

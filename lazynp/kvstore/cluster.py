@@ -29,8 +29,11 @@ class EmbeddedCluster:
     def __init__(self, n_workers: int, silence_logs: int = logging.ERROR,
                  **cluster_kwargs: Any) -> None:
         from distributed import Client, LocalCluster
+        # (without a dashboard the scheduler's HTTP server still binds port 8787 unless
+        # told another: a free one, with no warning when 8787 is taken)
         kw = dict(n_workers=n_workers, threads_per_worker=1, processes=True,
-                  dashboard_address=None, memory_limit=0, silence_logs=silence_logs)
+                  dashboard_address=None, memory_limit=0, silence_logs=silence_logs,
+                  scheduler_kwargs={"dashboard": False, "dashboard_address": ":0"})
         kw.update(cluster_kwargs)
         self.cluster = LocalCluster(**kw)
         try:
@@ -84,16 +87,15 @@ def start_servers(client: Any, mode: str, num_servers: int, timeout: float
 def create_dist(kind: str, client: Any = None, num_servers: int = 1, *, workers: int = 2,
                 timeout: float = 60.0, poll_interval: float = 0.25,
                 big_array_bound: int = DEFAULT_BIG_ARRAY_BOUND,
-                cluster_kwargs: dict | None = None) -> DistKVStore:
+                cluster_kwargs: dict | None = None,
+                connect_timeout: float = 10.0) -> DistKVStore:
     """Start servers (and an embedded cluster when ``client`` is None); see ``create``."""
     owner = None
     if client is None:
         owner = EmbeddedCluster(num_servers + workers, **(cluster_kwargs or {}))
         client = owner.client
     elif isinstance(client, str):
-        from distributed import Client
-        client = Client(client, set_as_default=False, timeout=timeout,
-                        direct_to_workers=True)
+        client = connect(client, connect_timeout)
         owner = _ClientOwner(client)
     try:
         mode = "sync" if kind == "dist_sync" else "async"
@@ -108,6 +110,27 @@ def create_dist(kind: str, client: Any = None, num_servers: int = 1, *, workers:
         if owner is not None:
             owner.close()
         raise
+
+
+def connect(address: str, timeout: float) -> Any:
+    """A ``distributed.Client`` of the scheduler at ``address``, or a :class:`KVStoreError`
+    saying it cannot be reached within ``timeout`` seconds."""
+    from distributed import Client
+    from distributed.comm import get_address_host_port
+    if not address.startswith("inproc://"):
+        try:
+            get_address_host_port(address)
+        except ValueError as exc:
+            # (checked first: a Client failing on it times out again when collected)
+            raise KVStoreError(f"lazynp.kvstore: {address!r} is not a dask scheduler "
+                               f"address like tcp://HOST:8786 ({exc})") from None
+    try:
+        return Client(address, set_as_default=False, timeout=timeout,
+                      direct_to_workers=True)
+    except (OSError, TimeoutError, ValueError) as exc:
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        raise KVStoreError(f"lazynp.kvstore: cannot reach the dask scheduler at "
+                           f"{address!r} within {timeout:g} s ({detail})") from exc
 
 
 class _ClientOwner:
@@ -135,18 +158,38 @@ def _rank_main(fn: Callable, spec: StoreSpec, args: tuple, kwargs: dict) -> Any:
         kv._closed = True     # (a rank's store owns nothing: closing releases nothing)
 
 
+def _slots(client: Any, server_addrs: set[str], timeout: float) -> list[str]:
+    """One dask worker address per thread that can run a rank: workers without a server
+    first (a server is an actor on the event loop: it takes no thread, but its process is
+    busier), one rank per worker before any worker gets a second."""
+    info = alive_workers(client, timeout)
+    order = sorted(info, key=lambda a: (a in server_addrs, str(info[a].get("name", a)), a))
+    threads = {a: max(1, int(info[a].get("nthreads") or 1)) for a in order}
+    slots = []
+    for k in range(max(threads.values(), default=0)):
+        slots.extend(a for a in order if threads[a] > k)
+    return slots
+
+
 def _place(kv: DistKVStore, n: int) -> list[str]:
+    """The worker of each of ``n`` ranks.  Every rank occupies one worker thread for the
+    whole run (the ranks of a round wait for each other), so ``n`` threads must exist: an
+    embedded cluster is scaled up, any other cluster with too few threads is an error (two
+    ranks queued on one thread would wait for each other until the store's timeout)."""
     client = kv._client
     owner = kv._owner
     server_addrs = {s.address for s in kv._spec.servers}
-    free = [a for a in _workers_by_name(client) if a not in server_addrs]
-    if len(free) < n and isinstance(owner, EmbeddedCluster):
+    slots = _slots(client, server_addrs, kv._spec.timeout)
+    if len(slots) < n and isinstance(owner, EmbeddedCluster):
         owner.scale(len(server_addrs) + n, kv._spec.timeout)
-        free = [a for a in _workers_by_name(client) if a not in server_addrs]
-    if len(free) >= n:
-        return free[:n]
-    pool = free + sorted(server_addrs)     # too few workers: ranks share with servers
-    return [pool[i % len(pool)] for i in range(n)]
+        slots = _slots(client, server_addrs, kv._spec.timeout)
+    if len(slots) < n:
+        workers = len(set(slots))
+        raise KVStoreError(f"lazynp.kvstore: {n} worker ranks need {n} dask worker threads "
+                           f"(each rank holds one for the whole run), but the cluster has "
+                           f"{len(slots)} ({workers} worker(s)): start more dask workers or "
+                           f"run at most {len(slots)} ranks")
+    return slots[:n]
 
 
 def run_workers(fn: Callable[..., Any], n: int, kv: DistKVStore, *args: Any,
@@ -215,11 +258,11 @@ def run_workers(fn: Callable[..., Any], n: int, kv: DistKVStore, *args: Any,
     failure: BaseException | None = None
     try:
         while True:
-            _drain_reports(kv, on_report)
+            _drain_reports(kv, on_report, membership)
             states = [f.status for f in futures]
             if all(s == "finished" for s in states):
                 results = client.gather(futures)
-                _drain_reports(kv, on_report)
+                _drain_reports(kv, on_report, membership)
                 kv._registry.update(results[0][1])
                 return [r[0] for r in results]
             errs = [r for r, s in enumerate(states) if s in ("error", "cancelled", "lost")]
@@ -258,11 +301,13 @@ def run_workers(fn: Callable[..., Any], n: int, kv: DistKVStore, *args: Any,
         _finish(kv, futures, failure)
 
 
-def _drain_reports(kv: DistKVStore, on_report) -> None:
+def _drain_reports(kv: DistKVStore, on_report, membership: Membership | None = None) -> None:
     if on_report is None:
         return
     try:
-        msgs = wait_result(kv._call(0, "take_reports"), "progress reports", None,
+        # (with the run's membership: a call to a killed server would otherwise wait for
+        # dask's connect timeout, 30 s, before the loss is reported)
+        msgs = wait_result(kv._call(0, "take_reports"), "progress reports", membership,
                            kv._spec.timeout, kv._spec.poll)
     except KVStoreError:
         return            # (a lost server is reported by the watch loop)

@@ -1,13 +1,16 @@
 """Bounded waits: an answer, a clear :class:`KVStoreError` naming what was lost, or a timeout.
 
 Every wait of the KVStore (a pull's answer, an acknowledged push, a barrier, a run of
-workers) goes through :func:`wait_result`.  It waits on the dask future in slices of
-``poll`` seconds; between slices it asks the dask scheduler which workers are alive
-(:class:`Membership`, at most once per ``poll``).  A process killed with SIGKILL drops its
+workers) goes through :func:`wait_result`. It waits on the dask future in slices of ``poll``
+seconds; between slices it asks the dask scheduler which workers are alive
+(:class:`Membership`, at most once per ``poll``). A process killed with SIGKILL drops its
 connection to the scheduler, which removes the worker at once, so the loss is reported
 within about one ``poll``; a process that hangs without dying is reported when the wait
-passes ``timeout``.  Nothing here retries: a lost server's keys are gone, and a sync round
-that misses a worker can never complete, so the error is final and names the process.
+passes ``timeout``; the error then names the watched processes whose heartbeats to the
+scheduler stopped (a stopped or hung process, :meth:`Membership.silent`), and only when
+there is none the process the call talked to. Nothing here retries: a lost server's keys are
+gone, and a sync round that misses a worker can never complete, so the error is final and
+names the process.
 """
 from __future__ import annotations
 
@@ -17,6 +20,10 @@ import time
 from typing import Any, Callable
 
 from .errors import KVStoreError
+
+#: seconds without a heartbeat after which :meth:`Membership.silent` names a process
+#: (dask workers of small clusters send one every 0.5-1 s)
+SILENT_AFTER = 3.0
 
 
 class Membership:
@@ -60,6 +67,33 @@ class Membership:
         self._lost = [d for a, d in self.watched.items() if a not in alive]
         return self._lost
 
+    def silent(self, at_least: float = SILENT_AFTER) -> list[str]:
+        """Descriptions of watched processes the scheduler still lists but has not heard
+        from (no heartbeat) for ``at_least`` seconds, longest silence first, each with the
+        time (``"worker rank 1 (tcp://..., pid 123), silent for 7 s"``).
+
+        A stopped (SIGSTOP) or hung process keeps its connections open, so the scheduler
+        keeps it; its heartbeats stop.  The silence is measured against the newest
+        heartbeat of any worker (the scheduler's clock, not this machine's).
+        """
+        if not self.watched:
+            return []
+        try:
+            info = alive_workers(self._get_client(), max(5.0, 4 * self.poll))
+        except Exception:
+            return []
+        seen = [w.get("last_seen") for w in info.values()]
+        seen = [t for t in seen if isinstance(t, (int, float))]
+        if not seen:
+            return []
+        newest = max(seen)
+        quiet = []
+        for addr, desc in self.watched.items():
+            last = info.get(addr, {}).get("last_seen")
+            if isinstance(last, (int, float)) and newest - last >= at_least:
+                quiet.append((newest - last, f"{desc}, silent for {newest - last:.0f} s"))
+        return [d for _, d in sorted(quiet, reverse=True)]
+
 
 def alive_workers(client: Any, timeout: float) -> dict:
     """The scheduler's current workers, asked now.  (``Client.scheduler_info`` is not used:
@@ -71,6 +105,24 @@ def alive_workers(client: Any, timeout: float) -> dict:
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def no_answer(what: str, timeout: float, blame: str | None,
+              membership: Membership | None) -> str:
+    """The message of a wait that got no answer within ``timeout``: it names the watched
+    processes that stopped answering the scheduler (stopped, hung), or else the process
+    the call talked to (``blame``), which may hang or only be slow."""
+    # (half the wait at least: a live process on a loaded machine may miss a few
+    # heartbeats, one stopped since the wait began has missed them all)
+    silent = membership.silent(max(SILENT_AFTER, timeout / 2)) \
+        if membership is not None else []
+    if silent:
+        return (f"lazynp.kvstore: {what}: no answer within {timeout:g} s; "
+                f"{'; '.join(silent)}: it stopped answering (a stopped or hung process: "
+                f"end it, then resume from the last checkpoint)")
+    return (f"lazynp.kvstore: {what}: no answer within {timeout:g} s"
+            + (f" from {blame}" if blame else "")
+            + " (the process may hang; raise the store's timeout if it is only slow)")
 
 
 def wait_result(future: Any, what: str, membership: Membership | None, timeout: float,
@@ -110,10 +162,7 @@ def wait_result(future: Any, what: str, membership: Membership | None, timeout: 
                 raise KVStoreError(f"lazynp.kvstore: {what} failed: lost "
                                    + ", ".join(lost))
         if time.monotonic() >= deadline:
-            raise KVStoreError(f"lazynp.kvstore: {what}: no answer within {timeout:g} s"
-                               + (f" from {blame}" if blame else "")
-                               + " (the process may hang; raise the store's timeout if "
-                                 "it is only slow)")
+            raise KVStoreError(no_answer(what, timeout, blame, membership))
 
 
 class Watchdog:
@@ -228,8 +277,5 @@ class Watchdog:
                 self._end(token, KVStoreError(f"lazynp.kvstore: {what} failed: lost "
                                               + ", ".join(lost)))
             elif now >= deadline:
-                self._end(token, KVStoreError(
-                    f"lazynp.kvstore: {what}: no answer within {self.timeout:g} s"
-                    + (f" from {blame}" if blame else "")
-                    + " (the process may hang; raise the store's timeout if it is only "
-                      "slow)"))
+                self._end(token, KVStoreError(no_answer(what, self.timeout, blame,
+                                                        membership)))

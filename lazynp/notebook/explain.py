@@ -13,6 +13,7 @@ import os
 import numpy as _np
 
 from . import draw as _draw
+from . import fusion_notes as _notes
 from ..core import policy as _policy
 from .._base import site as _site
 from ..array.ndarray import ndarray
@@ -154,6 +155,12 @@ class Explanation:
         ""), ``buffer`` (planned buffer or ""), ``site`` (recording line).
     kernels : list of list of int
         Entries each fused kernel would hold (a reduction epilogue last).
+    boundaries : list of dict
+        Each pair of adjacent pending ops that would not share a kernel: ``producer`` and
+        ``consumer`` (entry indices; a view between them is looked through), ``reason``
+        (why, as the fusion pass decided it: different shapes, an op without a kernel, a
+        reduction ending its kernel, a value read through a view...) and ``edge`` (the
+        picture's edge that carries the note).
     memory : lazynp.ir.passes.memory_plan.MemoryPlan
         MXNet's memory plan of the graph (one buffer per op before fusion).
     """
@@ -175,6 +182,7 @@ class Explanation:
             self.num_pending = sum(1 for i in snap.info if i["state"] == "pending" and
                                    i["node"] is not None and i["node"].op is not _graph.VIEW)
         entries = self.symbol.nodes
+        self.boundaries: list = []
         self.kernels, self.flush_note = self._fusion() if self.num_pending else ([], "")
         self.memory = memory_plan.plan_symbol(self.symbol)
         group_of = {i: k + 1 for k, g in enumerate(self.kernels) for i in g}
@@ -200,9 +208,10 @@ class Explanation:
             })
 
     def _fusion(self):
-        """Fused kernels a flush of this graph would run, and a note on its size."""
+        """Fused kernels a flush of this graph would run, and a note on its size; fills
+        :attr:`boundaries` (why each pair of adjacent ops is not in one kernel)."""
         if self.is_symbol:
-            kernels = [g for g in pipeline.fusion(self.symbol) if len(g) > 1]
+            kernels, self.boundaries = _notes.symbol_notes(self.symbol)
             return kernels, f"{len(kernels)} fused kernel(s) of two ops or more, as " \
                             f"lazynp.jit groups them (reductions run on their own)"
         nodes = pipeline.to_nodes(self.symbol)
@@ -211,23 +220,44 @@ class Explanation:
                 if inf["state"] in ("pending", "symbolic") and g.op is not _graph.VIEW]
         max_elems = max((prod(g.shape) for g, _ in work), default=0)
         threshold = 4 * _graph.shared.min_fused_work
-        items = fuse(work, type(nodes[0]))
+        why = {}
+        items = fuse(work, type(nodes[0]), why=why)
         kernels, small = [], 0
         for it in items:
             if type(it) is FusedGroup:
                 members = [pos[id(m)] for m in it.nodes()]
                 if prod(it.shape) * len(members) < _graph.shared.min_kernel_work:
                     small += 1
+                    text = (f"their kernel would loop over only {prod(it.shape):,} "
+                            f"element(s) x {len(members)} op(s) (< "
+                            f"{_graph.shared.min_kernel_work:,}): a kernel call costs more, "
+                            f"they run op by op on NumPy")
+                    for m in it.nodes():
+                        for a in m.args:
+                            if id(a) in it.member_ids:
+                                why[(id(a), id(m))] = text
+                    if it.reduction is not None:
+                        why[(id(it.reduction.args[0]), id(it.reduction))] = text
                     continue
                 kernels.append(members)
         if max_elems < threshold:
+            text = (f"a small flush (largest op {max_elems:,} < {threshold:,} elements) runs "
+                    f"without the fusion pass")
+            self.boundaries = self._boundaries(nodes, work, [], {}, default=text)
             return [], (f"small flush (largest op {max_elems:,} < {threshold:,} elements): it "
                         f"runs op by op on NumPy or as cached small tree kernels, without the "
                         f"fusion pass")
+        self.boundaries = self._boundaries(nodes, work, kernels, why)
         note = f"{len(kernels)} fused kernel(s)"
         if small:
             note += f"; {small} group(s) too small for a kernel call run op by op on NumPy"
         return kernels, note
+
+    def _boundaries(self, nodes, work, kernels, why, default: str | None = None) -> list:
+        return _notes.boundaries(
+            nodes, work, kernels, why, default=default,
+            states=[inf["state"] for inf in self._info],
+            names=[inf["title"] or e.op for inf, e in zip(self._info, self.symbol.nodes)])
 
     # --- output ---------------------------------------------------------------------------
     def drawing(self):
@@ -242,6 +272,8 @@ class Explanation:
         d = _draw.drawing_of_symbol(self.symbol, groups=self.kernels,
                                     storage_of=self.memory.storage_of, marks=marks,
                                     notes=notes, title="lazynp.explain")
+        d.edge_notes = {b["edge"]: f"not fused because {b['reason']}"
+                        for b in self.boundaries}
         for i, t in titles.items():
             d.nodes[i].title = t
         return d
@@ -286,7 +318,12 @@ class Explanation:
         e = self.symbol.nodes
         return [f"  kernel {k + 1}: " + ", ".join(e[i].op for i in g) +
                 f"  ({'x'.join(map(str, e[g[0]].shape)) or 'scalar'})"
-                for k, g in enumerate(self.kernels)]
+                for k, g in enumerate(self.kernels)] + self._boundary_lines()
+
+    def _boundary_lines(self) -> list:
+        return [f"  not fused: #{b['producer']} {self.rows[b['producer']]['op']} -> "
+                f"#{b['consumer']} {self.rows[b['consumer']]['op']} because {b['reason']}"
+                for b in self.boundaries]
 
     def _memory_line(self, ops: int) -> str:
         m = self.memory

@@ -9,9 +9,10 @@ import html
 from ..ir.passes import pipeline
 from ..jit import set_explanation_type
 from . import draw as _draw
+from . import fusion_notes as _notes
 
-__all__ = ["Stats", "JitExplanation", "plan_drawing", "text_table", "html_table", "nbytes_text",
-           "prod"]
+__all__ = ["Stats", "JitExplanation", "plan_drawing", "plan_boundaries", "text_table",
+           "html_table", "nbytes_text", "prod"]
 
 
 # --- tables ------------------------------------------------------------------------------
@@ -132,13 +133,24 @@ class Stats(dict):
 # --- jit(f).explain() --------------------------------------------------------------------
 
 def plan_drawing(plan, title: str = ""):
-    """A compiled jit plan's graph: its fused kernels boxed, its planned buffers coloured."""
+    """A compiled jit plan's graph: its fused kernels boxed, its planned buffers coloured,
+    each edge between two ops that do not fuse carrying the reason (tooltip)."""
     inner = getattr(plan, "inner", None)       # TiledPlan: the per-slice plan
     p = inner if inner is not None else plan
     sym = p.symbol
     groups = [g for g in pipeline.fusion(sym) if len(g) > 1]
-    return _draw.drawing_of_symbol(sym, groups=groups, storage_of=p.mplan.storage_of,
-                                   title=title)
+    d = _draw.drawing_of_symbol(sym, groups=groups, storage_of=p.mplan.storage_of,
+                                title=title)
+    d.edge_notes = {b["edge"]: f"not fused because {b['reason']}"
+                    for b in plan_boundaries(plan)}
+    return d
+
+
+def plan_boundaries(plan) -> list:
+    """Why each pair of adjacent ops of a jit plan is not in one kernel (the
+    ``boundaries`` of :func:`lazynp.explain` on the plan's Symbol)."""
+    inner = getattr(plan, "inner", None)
+    return _notes.symbol_notes((inner if inner is not None else plan).symbol)[1]
 
 
 class JitExplanation(str):
@@ -167,10 +179,18 @@ class JitExplanation(str):
             rows.append((k + 1, reason, f"{r['ops']} \u2192 {r['steps']}", r["fused_kernels"],
                          nbytes_text(r["naive_bytes"]), nbytes_text(r["planned_bytes"]),
                          r["num_buffers"], r.get("batch_tiles", "")))
-            svg = _draw.to_svg(plan_drawing(plan, f"plan {k + 1}"))
+            drawing = plan_drawing(plan, f"plan {k + 1}")
+            svg = _draw.to_svg(drawing)
+            sym = plan.symbol if getattr(plan, "inner", None) is None else plan.inner.symbol
+            notes = "".join(
+                f"<li>#{a} {html.escape(sym.nodes[a].op)} \u2192 #{b} "
+                f"{html.escape(sym.nodes[b].op)}: {html.escape(note)}</li>"
+                for (a, b), note in sorted(drawing.edge_notes.items()))
             opened = ' open="open"' if k == len(self._log) - 1 else ""
             pics.append(f"<details{opened}><summary>plan "
-                        f"{k + 1} graph</summary>{svg}</details>")
+                        f"{k + 1} graph</summary>{svg}"
+                        + (f"<ul class=\"lazynp-unfused\">{notes}</ul>" if notes else "")
+                        + "</details>")
         table = html_table(("plan", "why it was made", "ops \u2192 steps", "kernels",
                             "naive memory", "planned memory", "buffers", "batch slices"),
                            rows, f"lazynp.jit({self._name})")

@@ -57,16 +57,25 @@ def _layers(n: int, edges: list) -> list:
 DUMMY_W = 8.0        # a long edge's bend point inside a layer it passes through
 
 
-def layout(drawing, group_of: dict | None = None) -> tuple:
+def layout(drawing, group_of: dict | None = None, lead: dict | None = None) -> tuple:
     """``(boxes, routes, width, height)``: index-aligned boxes of the drawing's nodes, and
     for each edge the bend points ``[(x, y), ...]`` where it crosses intermediate layers
-    (edges spanning several layers are routed around the nodes between)."""
+    (edges spanning several layers are routed around the nodes between).
+
+    ``lead``: group -> width of free room left before the group's leftmost member in its
+    first layer (where a picture writes the group's label: no box, and no edge, since
+    edges meet boxes only at their top and bottom and cross a layer only at a bend point
+    of their own)."""
     nodes = drawing.nodes
     n = len(nodes)
     if n == 0:
         return [], [[] for _ in drawing.edges], 2 * MARGIN, 2 * MARGIN
     group_of = group_of or {}
+    lead = lead or {}
     layer, _, _ = _layers(n, drawing.edges)
+    first_layer: dict = {}
+    for i, g in group_of.items():
+        first_layer[g] = min(first_layer.get(g, layer[i]), layer[i])
     # split long edges with bend points (dummy nodes, one per intermediate layer)
     total = n
     chains = []
@@ -135,6 +144,8 @@ def layout(drawing, group_of: dict | None = None) -> tuple:
             g = group_of.get(i)
             if k:
                 x += H_GAP + (GROUP_GAP if g != prev_g else 0.0)
+            if g is not None and g != prev_g and first_layer.get(g) == li:
+                x += lead.get(g, 0.0)
             w = node_width(nodes[i].title, nodes[i].detail) if i < n else DUMMY_W
             boxes[i] = Box(x + w / 2, MARGIN + NODE_H / 2 + li * (NODE_H + V_GAP), w,
                            NODE_H, li)

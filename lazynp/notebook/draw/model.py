@@ -32,6 +32,7 @@ class Drawing:
     groups: list = field(default_factory=list)
     num_buffers: int = 0
     title: str = ""
+    edge_notes: dict = field(default_factory=dict)    # (producer, consumer) -> tooltip
 
     def legend(self) -> list:
         """``(swatch kind, text)`` for what this drawing uses."""
@@ -44,6 +45,9 @@ class Drawing:
         out.extend((m, texts[m]) for m in MARKS if m in used)
         if self.num_buffers:
             out.append(("buffer", f"colour = planned buffer ({self.num_buffers})"))
+        if any(n.buffer is None and n.kind in ("op", "view") for n in self.nodes):
+            out.append(("unbuffered", "no planned buffer (a new output, or inside a "
+                                      "fused kernel)"))
         return out
 
 

@@ -2,9 +2,11 @@
 
 Legend: boxes are ops (``title`` = op, then shape and dtype), blue pills are inputs, dashed
 boxes constants; a box's fill colour is its planned buffer (boxes of one colour share one
-buffer); a dashed violet outline encloses one fused kernel; a red border marks a node that
-a flush computed (forced), an orange dashed border a NumPy fallback; outputs have a double
-border.
+buffer; light grey: none, a new output or a value inside a fused kernel); a dashed violet
+outline encloses one fused kernel, its label left of the kernel's first row (where no edge
+passes); a red border marks a node that a flush computed (forced), an orange dashed border
+a NumPy fallback; outputs have a double border.  An edge between two ops that do not fuse
+carries the reason as its tooltip (``Drawing.edge_notes``).
 """
 from __future__ import annotations
 
@@ -25,7 +27,8 @@ GROUP_COLOR = "#7c3aed"
 FORCED_COLOR = "#dc2626"
 FALLBACK_COLOR = "#ea580c"
 FONT = "Helvetica, Arial, sans-serif"
-LABEL_ROOM = 7.0      # above a fused group's first row: its "fused kernel k" label
+LABEL_FONT = 9.0      # a fused group's "fused kernel k" label, left of its first row
+LABEL_CHAR_W = 5.4    # average glyph width of that label
 
 
 def _colour_index(drawing) -> dict:
@@ -59,7 +62,8 @@ def _dot_str(s: str) -> str:
 
 _DOT_LEGEND = {"group": "dashed outline: fused kernel", "forced": "red border: forced",
                "fallback": "orange border: NumPy fallback", "computed": "grey: computed value",
-               "output": "double border: output"}
+               "output": "double border: output",
+               "unbuffered": "light grey: no planned buffer"}
 
 
 def to_dot(drawing, name: str = "lazynp") -> str:
@@ -111,7 +115,9 @@ def to_dot(drawing, name: str = "lazynp") -> str:
         if i not in grouped:
             lines.append("  " + node_line(i, n))
     for a, b in drawing.edges:
-        lines.append(f"  n{a} -> n{b};")
+        note = drawing.edge_notes.get((a, b))
+        lines.append(f"  n{a} -> n{b}" + (f" [tooltip={_dot_str(note)}]" if note else "")
+                     + ";")
     lines.append("}")
     return "\n".join(lines)
 
@@ -134,13 +140,36 @@ def dot_svg(drawing) -> str | None:
 
 # --- SVG (own layout) --------------------------------------------------------------------
 
-def _group_outline(members, boxes, pad: float = 7.0) -> list:
-    """Rectilinear outlines (point lists) around a group, one per run of adjacent layers."""
+def group_label(g: int) -> str:
+    return f"fused kernel {g + 1}"
+
+
+def label_width(g: int) -> float:
+    """Room the label of group ``g`` takes left of the group's first row."""
+    return len(group_label(g)) * LABEL_CHAR_W + 8.0
+
+
+def label_box(members, boxes, g: int, pad: float = 7.0) -> tuple:
+    """``(x0, y0, x1, y1)`` of group ``g``'s label: in the room the layout left before the
+    leftmost member of the group's first layer, centred on that row."""
+    top = min(boxes[i].layer for i in members)
+    first = min((boxes[i] for i in members if boxes[i].layer == top), key=lambda b: b.x)
+    x0 = first.x - first.w / 2 - label_width(g) - pad + 4.0
+    return (x0, first.y - LABEL_FONT / 2 - 2.0, x0 + len(group_label(g)) * LABEL_CHAR_W,
+            first.y + LABEL_FONT / 2 + 2.0)
+
+
+def _group_outline(members, boxes, pad: float = 7.0, lead: float = 0.0) -> list:
+    """Rectilinear outlines (point lists) around a group, one per run of adjacent layers;
+    ``lead``: extra room enclosed left of the group's first layer (its label's)."""
     by_layer: dict = {}
     for i in members:
         b = boxes[i]
         lo, hi = by_layer.get(b.layer, (float("inf"), float("-inf")))
         by_layer[b.layer] = (min(lo, b.x - b.w / 2 - pad), max(hi, b.x + b.w / 2 + pad))
+    top_layer = min(by_layer)
+    lo, hi = by_layer[top_layer]
+    by_layer[top_layer] = (lo - lead, hi)
     ys = {boxes[i].layer: boxes[i].y for i in members}
     half = boxes[members[0]].h / 2
     gap = _layout.V_GAP
@@ -153,7 +182,7 @@ def _group_outline(members, boxes, pad: float = 7.0) -> list:
     runs.append(run)
     outlines = []
     for run in runs:
-        top = {layer: ys[layer] - half - (pad + LABEL_ROOM if k == 0 else gap / 2)
+        top = {layer: ys[layer] - half - (pad if k == 0 else gap / 2)
                for k, layer in enumerate(run)}
         bot = {layer: ys[layer] + half + (pad if k == len(run) - 1 else gap / 2)
                for k, layer in enumerate(run)}
@@ -173,7 +202,8 @@ def layout_svg(drawing) -> str:
     """SVG drawn with the pure-Python layered layout (no system package needed)."""
     colours = _colour_index(drawing)
     group_of = _group_of(drawing)
-    boxes, routes, width, height = _layout.layout(drawing, group_of)
+    lead = {g: label_width(g) for g in range(len(drawing.groups))}
+    boxes, routes, width, height = _layout.layout(drawing, group_of, lead)
     legend = drawing.legend()
     head = 26.0 if (drawing.title or legend) else 0.0
     legend_w = sum(len(t) * 6.5 + 34 for _, t in legend) + len(drawing.title) * 7.5 + 24
@@ -203,15 +233,16 @@ def layout_svg(drawing) -> str:
         out.append(f'<text x="{_f(x + 20)}" y="18" font-size="11">{escape(text)}</text>')
         x += len(text) * 6.5 + 34
     for g, members in enumerate(drawing.groups):
-        for k, pts in enumerate(_group_outline(members, boxes)):
+        for pts in _group_outline(members, boxes, lead=lead[g]):
             path = " ".join(f"{_f(px)},{_f(py)}" for px, py in pts)
             out.append(f'<polygon class="fused-group" points="{path}" fill="{GROUP_COLOR}" '
                        f'fill-opacity="0.06" stroke="{GROUP_COLOR}" stroke-dasharray="5,3" '
                        f'stroke-width="1.2"/>')
-            if k == 0:
-                px, py = pts[-1]
-                out.append(f'<text x="{_f(px + 4)}" y="{_f(py + 9)}" font-size="9" '
-                           f'fill="{GROUP_COLOR}">fused kernel {g + 1}</text>')
+        x0, y0, x1, y1 = label_box(members, boxes, g)
+        out.append(f'<text class="group-label" x="{_f(x0)}" y="{_f(y1 - 2.0 - 1.0)}" '
+                   f'font-size="{LABEL_FONT:g}" fill="{GROUP_COLOR}" '
+                   f'data-box="{_f(x0)} {_f(y0)} {_f(x1)} {_f(y1)}">'
+                   f'{escape(group_label(g))}</text>')
     for (a, b), bends in zip(drawing.edges, routes):
         p, q = boxes[a], boxes[b]
         pts = [(p.x, p.y + p.h / 2)] + bends + [(q.x, q.y - q.h / 2 - 1)]
@@ -220,8 +251,14 @@ def layout_svg(drawing) -> str:
             mid = (y0 + y1) / 2
             d.append(f"C {_f(x0)} {_f(mid)} {_f(x1)} {_f(mid)} {_f(x1)} {_f(y1)}")
         path = " ".join(d)
-        out.append(f'<path class="edge" d="{path}" fill="none" stroke="#666666" '
-                   f'stroke-width="1" marker-end="url(#lazynp-arrow)"/>')
+        note = drawing.edge_notes.get((a, b))
+        if note:
+            out.append(f'<path class="edge unfused" d="{path}" fill="none" '
+                       f'stroke="#666666" stroke-width="1" marker-end="url(#lazynp-arrow)">'
+                       f'<title>{escape(note)}</title></path>')
+        else:
+            out.append(f'<path class="edge" d="{path}" fill="none" stroke="#666666" '
+                       f'stroke-width="1" marker-end="url(#lazynp-arrow)"/>')
     for i, (n, b) in enumerate(zip(drawing.nodes, boxes)):
         out.append(_node_svg(i, n, b, colours))
     out.append("</svg>")
@@ -239,6 +276,8 @@ def _legend_swatch(kind: str, x: float, y: float) -> str:
         stroke, dash = FALLBACK_COLOR, ' stroke-dasharray="3,2"'
     elif kind == "computed":
         fill = COMPUTED_FILL
+    elif kind == "unbuffered":
+        fill = PLAIN_FILL
     elif kind == "buffer":
         return "".join(f'<rect x="{_f(x + 6 * k)}" y="{_f(y)}" width="6" height="12" '
                        f'fill="{PALETTE[k]}"/>' for k in range(3))
