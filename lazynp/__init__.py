@@ -4,7 +4,7 @@
 operation is recorded into a dependency graph that runs later, planned and multi-threaded.
 Names lazynp does not implement lazily fall back to NumPy (counted in :func:`stats`).
 
-This module is the face: it re-exports the layers' public names (README, "How it works")
+This module is the face: it re-exports the layers' public names (docs/how-it-works.md)
 and runs the installers once, in one block below.
 """
 from __future__ import annotations

@@ -4,7 +4,7 @@
 Errors that depend on the values (``LinAlgError: Singular matrix``) are NumPy's, at the call:
 these functions run at once under the default policy, and where they are recorded (the
 ``lazy`` policy) inside a ``try``/``with`` block they run at the call too; otherwise the
-error is raised when the result is read, with the recording line in a note (README).
+error is raised when the result is read, with the recording line in a note (docs/policy-and-explain.md).
 """
 from __future__ import annotations
 

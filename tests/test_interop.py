@@ -3,7 +3,7 @@
 pandas, SciPy and matplotlib are in the ``test`` extra; scikit-learn tests run where it is
 installed.
 
-What each library accepts and through which protocol is summed up in the README
+What each library accepts and through which protocol is summed up in docs/drop-in.md
 ("Using lazynp arrays with other libraries"); these tests keep that text true: each call is
 made once with NumPy arrays and once with lazynp arrays holding the same values.
 """

@@ -34,7 +34,7 @@ def policy(request):
 
 def _plain(r):
     """A result as something comparable across the two libraries (a lazy 0-d result that
-    stands for a NumPy scalar under recording, README: "Scalars under recording", as it)."""
+    stands for a NumPy scalar under recording, docs/numpy-differences.md, as it)."""
     if isinstance(r, lazynp.ndarray):
         return numpy.asarray(r)[()] if r._scalar else numpy.asarray(r)
     return r

@@ -134,7 +134,7 @@ def ascontiguousarray(a, dtype=None, *, like=None):
 
 
 def asfortranarray(a, dtype=None, *, like=None):
-    """Values as NumPy's ``asfortranarray``; lazynp buffers are C-ordered (README)."""
+    """Values as NumPy's ``asfortranarray``; lazynp buffers are C-ordered (docs/numpy-differences.md)."""
     a = asarray(a, dtype=dtype)
     return a if a.flags.f_contiguous else a.copy()
 

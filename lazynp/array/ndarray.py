@@ -291,7 +291,7 @@ def _construct_value(shape, dtype=float, buffer=None, offset=0, strides=None, or
     value = np.ndarray(shape, dtype, buffer=buffer, offset=offset, strides=strides,
                        order=order)
     if not value.flags.c_contiguous:
-        value = np.ascontiguousarray(value)   # (lazynp buffers are C-ordered: README)
+        value = np.ascontiguousarray(value)   # (lazynp buffers are C-ordered: docs/numpy-differences.md)
     return value
 
 
@@ -503,7 +503,7 @@ class _Members:
             return format(v[()], spec)
         return format(v, spec)
 
-    __hash__ = None  # like NumPy arrays (unlike NumPy scalars: see README)
+    __hash__ = None  # like NumPy arrays (unlike NumPy scalars: see docs/numpy-differences.md)
 
     def __reduce__(self):
         return (_unpickle, (np.array(self._value(), copy=True), self._scalar))

@@ -70,7 +70,7 @@ def maybe_from_nan_compare(flags: int, nodes, inputs) -> bool:
     """True when ``flags`` (invalid / divide-by-zero only) may come from comparing NaN: a
     NaN-signaling op among ``nodes`` and a NaN among the float ``inputs`` (arrays).  Such a
     kernel's result is kept; the price is that a real invalid or divide-by-zero in the same
-    kernel goes unreported (README, documented differences)."""
+    kernel goes unreported (docs/numpy-differences.md)."""
     if flags & ~(INVALID | DIVBYZERO) or not any(n.op.name in NAN_SIGNALING for n in nodes):
         return False
     return any(v.dtype.kind in "fc" and np.isnan(v).any() for v in inputs)
