@@ -82,13 +82,15 @@ def _module_path(vendor: str, info: dict, suffix: str = "") -> str:
                         info["module_name"] + suffix + ".py")
 
 
-def load_source(path: str, name: str, library: str | None = None) -> types.ModuleType:
-    """Load a Python file as a module; with ``library``, its ``import numpy as np`` swapped."""
+def load_source(path: str, name: str, library: str | None = None,
+                required: bool = True) -> types.ModuleType:
+    """Load a Python file as a module; with ``library``, its ``import numpy as np`` swapped
+    (``required``: a file without that line is an error)."""
     with open(path) as f:
         source = f.read()
     if library is not None:
         source, n = IMPORT_LINE.subn(f"import {library} as np", source)
-        if n == 0:
+        if n == 0 and required:
             raise RuntimeError(f"{path}: no 'import numpy as np' line to swap")
     module = types.ModuleType(name)
     module.__file__ = path
@@ -103,7 +105,8 @@ def make_data(vendor: str, info: dict, preset: str, library: str) -> dict:
     init = info.get("init")
     if init:
         numpy.random.seed(0)  # some use the unseeded global generator (lazynp shares NumPy's)
-        module = load_source(_module_path(vendor, info), f"npb_init_{library}", library)
+        module = load_source(_module_path(vendor, info), f"npb_init_{library}", library,
+                             required=False)
         values = getattr(module, init["func_name"])(*[data[a] for a in init["input_args"]])
         names = init["output_args"]
         if len(names) == 1:
