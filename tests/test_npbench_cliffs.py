@@ -109,3 +109,70 @@ def test_flip_of_a_lazynp_array_takes_the_indexing_path(monkeypatch):
         lazynp.flip(la, axis)
     lazynp.flipud(la)
     lazynp.fliplr(la)
+
+
+# --- ufunc methods and NumPy-scalar operands run at once through the C eager call ---------
+
+def _shortest_paths(np, path):
+    """All-pairs shortest paths by whole-matrix relaxation (an outer sum per step)."""
+    for k in range(path.shape[0]):
+        path[:] = np.minimum(path[:], np.add.outer(path[:, k], path[k, :]))
+    return path
+
+
+@pytest.mark.parametrize("n", [5, 40])
+def test_outer_relaxation_matches_numpy(n):
+    p = (numpy.arange(n * n, dtype=numpy.int32).reshape(n, n) * 7919) % 97
+    expected = _shortest_paths(numpy, p.copy())
+    got = _shortest_paths(lazynp, lazynp.array(p))
+    assert numpy.asarray(got).dtype == expected.dtype
+    numpy.testing.assert_array_equal(numpy.asarray(got), expected)
+
+
+@pytest.mark.parametrize("method,args", [
+    ("outer", (numpy.arange(4.0), numpy.arange(3.0))),
+    ("reduce", (numpy.arange(12.0).reshape(3, 4),)),
+    ("accumulate", (numpy.arange(12).reshape(3, 4),)),
+])
+def test_small_ufunc_methods_run_at_once_with_numpys_results(method, args):
+    lazy_args = tuple(lazynp.array(a) for a in args)
+    expected = getattr(numpy.add, method)(*args)
+    lazynp.reset_stats()
+    got = getattr(lazynp.add, method)(*lazy_args)
+    stats = lazynp.stats()
+    assert stats["ops_eager"] == 1 and stats["ops_recorded"] == 0
+    assert type(got) is lazynp.ndarray
+    assert numpy.asarray(got).dtype == expected.dtype
+    numpy.testing.assert_array_equal(numpy.asarray(got), expected)
+
+
+def test_ufunc_methods_and_numpy_scalar_operands_take_the_c_eager_call(monkeypatch):
+    """With the C extension, small ufunc methods (``np.add.outer``...) and a NumPy scalar
+    times a lazy array go through the C eager call, not the Python ``try_call`` (2 us more
+    per call); without it, the Python version is the eager call."""
+    from lazynp._base import native
+    from lazynp._numpy import eager
+    if native.ext is None:
+        assert eager.eager_call is eager.try_call
+        return
+    a = lazynp.array(numpy.arange(6.0))
+    original = eager.try_call
+
+    def python_path(*args, **kwargs):
+        raise AssertionError("the Python try_call was taken")
+    monkeypatch.setattr(eager, "try_call", python_path)
+    native.ext.configure_eager(not_eager=eager.NOT_EAGER, try_call=python_path,
+                               try_method=eager.try_method, wrap=eager.wrap)
+    try:
+        outer = lazynp.add.outer(a, a)
+        total = lazynp.add.reduce(a)
+        running = lazynp.add.accumulate(a)
+        scaled = numpy.float64(2.5) * a
+    finally:
+        native.ext.configure_eager(not_eager=eager.NOT_EAGER, try_call=original,
+                                   try_method=eager.try_method, wrap=eager.wrap)
+    x = numpy.arange(6.0)
+    numpy.testing.assert_array_equal(numpy.asarray(outer), numpy.add.outer(x, x))
+    assert total == numpy.add.reduce(x) and type(total) is type(numpy.add.reduce(x))
+    numpy.testing.assert_array_equal(numpy.asarray(running), numpy.add.accumulate(x))
+    numpy.testing.assert_array_equal(numpy.asarray(scaled), numpy.float64(2.5) * x)
