@@ -10,6 +10,7 @@ import numpy
 import pytest
 
 import lazynp
+from lazynp.kernels import cpu
 
 
 def _toeplitz_solve(np, r):
@@ -176,3 +177,66 @@ def test_ufunc_methods_and_numpy_scalar_operands_take_the_c_eager_call(monkeypat
     assert total == numpy.add.reduce(x) and type(total) is type(numpy.add.reduce(x))
     numpy.testing.assert_array_equal(numpy.asarray(running), numpy.add.accumulate(x))
     numpy.testing.assert_array_equal(numpy.asarray(scaled), numpy.float64(2.5) * x)
+
+
+# --- one op assigned into the array it reads (a copy-on-write each step) ------------------
+
+def _relax_lines(np, path, steps):
+    """``path[:] = minimum(path, outer)`` steps on a medium grid (tree kernel sizes)."""
+    for k in steps:
+        path[:] = np.minimum(path[:], np.add.outer(path[:, k], path[k, :]))
+    return path
+
+
+_MEDIUM = 380          # 380 * 380 = 144,400 elements: from TREE_MIN_ELEMS (131,072)
+
+
+def _medium_grid():
+    n = _MEDIUM
+    return ((numpy.arange(n * n, dtype=numpy.int64).reshape(n, n) * 7919) % 1009).astype(
+        numpy.int32)
+
+
+def test_one_op_assigned_into_what_it_reads_runs_at_once_after_two_steps():
+    """Each step's tree kernel wrote into a copy of ``path`` (its old version is the op's
+    input): the copy costs what writing in place saves, so the line counts as a lone op
+    and runs at once (NumPy's minimum, then the write in place) from the third step."""
+    p = _medium_grid()
+    expected = _relax_lines(numpy, p.copy(), range(8))
+    lp = lazynp.array(p)
+    _relax_lines(lazynp, lp, range(1))
+    cpu.wait_compiles()               # (before its kernel is compiled a tree is flushed)
+    _relax_lines(lazynp, lp, range(1, 3))
+    lazynp.reset_stats()
+    _relax_lines(lazynp, lp, range(3, 8))
+    stats = lazynp.stats()
+    numpy.testing.assert_array_equal(numpy.asarray(lp), expected)
+    assert stats["tree_kernels_run"] == 0 and stats["copy_on_write"] == 0
+    assert stats["ops_eager"] >= 5
+
+
+def test_one_op_assigned_into_another_array_keeps_its_tree_kernel():
+    """``B[1:-1] = A[:-2] + A[2:]``: no copy is needed, the kernel writes B's region
+    itself (no temporary), every step."""
+    a0 = numpy.linspace(0.0, 1.0, 300_000)
+    A, B = numpy.array(a0), numpy.array(a0)
+    LA, LB = lazynp.array(a0), lazynp.array(a0)
+    for _ in range(3):
+        B[1:-1] = A[:-2] + A[2:]
+        A[1:-1] = B[:-2] - B[2:]
+        LB[1:-1] = LA[:-2] + LA[2:]
+        LA[1:-1] = LB[:-2] - LB[2:]
+        cpu.wait_compiles()
+    lazynp.reset_stats()
+    for _ in range(4):
+        B[1:-1] = A[:-2] + A[2:]
+        A[1:-1] = B[:-2] - B[2:]
+        LB[1:-1] = LA[:-2] + LA[2:]
+        LA[1:-1] = LB[:-2] - LB[2:]
+    stats = lazynp.stats()
+    numpy.testing.assert_array_equal(numpy.asarray(LA), A)
+    numpy.testing.assert_array_equal(numpy.asarray(LB), B)
+    assert stats["copy_on_write"] == 0
+    from lazynp._base import native
+    if native.ext is not None:       # (the C recorder writes trees into regions)
+        assert stats["tree_kernels_run"] == 8
