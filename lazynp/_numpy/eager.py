@@ -106,7 +106,7 @@ def try_ufunc(uf, args: tuple, out, kw: dict):
     if out is None:
         if not kw and _joins_pending_tree(uf, args):
             return NOT_EAGER
-        return try_call(uf, args, kw, "elementwise")
+        return eager_call(uf, args, kw, "elementwise")
     outs = out if type(out) is tuple else (out,)
     acc = [0]
     unwrapped = _unwrap_call(args, kw, acc)

@@ -375,7 +375,7 @@ class ufunc(_UfuncBase, metaclass=_UfuncType):
                 kw["initial"] = initial
             if where is not True:
                 kw["where"] = where
-            r = _eager.try_call(self._np.reduce, (array,), kw, "reduction")
+            r = _eager.eager_call(self._np.reduce, (array,), kw, "reduction")
             if r is not _eager.NOT_EAGER:
                 return r
         kw = {}
@@ -386,14 +386,14 @@ class ufunc(_UfuncBase, metaclass=_UfuncType):
 
     def accumulate(self, array, axis=0, dtype=None, out=None):
         if not _policy.record_all and out is None:
-            r = _eager.try_call(self._np.accumulate, (array,), {"axis": axis, "dtype": dtype},
+            r = _eager.eager_call(self._np.accumulate, (array,), {"axis": axis, "dtype": dtype},
                                 "reduction")
             if r is not _eager.NOT_EAGER:
                 return r
         return _reductions.accumulate(self._np, array, axis, dtype, out)
 
     def outer(self, A, B, **kwargs):
-        r = _eager.try_call(self._np.outer, (A, B), kwargs, "elementwise")
+        r = _eager.eager_call(self._np.outer, (A, B), kwargs, "elementwise")
         if r is not _eager.NOT_EAGER:
             return r
         A = asarray(A)

@@ -22,7 +22,8 @@ from .executor import bound_flush, compute_now, flush, run_at_call, value_for_ea
 from .node_errors import issue_caught
 from .nodes import DONE, LEAF, PENDING, VIEW, Node, Var, computed, own_result, root, value_of
 from .state import STATS, counts as _counts, lone_sites, shared as _shared
-from .trees import restart_site, tree_into, tree_structure
+from .trees import note_copy_on_write as _note_copy_on_write, restart_site, tree_into, \
+    tree_structure
 
 _PKG = _site.PACKAGE_DIR
 _DEFAULT_EXT = _extobj_var.get()    # NumPy's default error state object
@@ -365,6 +366,7 @@ def writable_view(arr, region: int, large_in_place: bool = False):
         buf = h.value.copy()
         var.head = leaf(buf)
         STATS["copy_on_write"] += 1
+        _note_copy_on_write(buf)
     else:
         buf = h.value
         STATS["inplace_writes"] += 1
