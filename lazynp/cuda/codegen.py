@@ -22,18 +22,18 @@ import numpy as np
 
 from .._base import counters as _counters
 from ..kernels import exprs
+from . import devmath
 
 _CONST = re.compile(r"kc_(\w+?)\[(\d+)\]")
 
+# (``np`` in a kernel is lazynp.cuda.devmath: NumPy's functions lowered for the device; the
+# CPU kernels' vectorizable ``_fexp`` is its exp: a device function would need a GPU to compile)
 _PRELUDE = """import math
-import numpy as np
+from lazynp.cuda import devmath as np
 import numba as nb
 from numba import cuda
 
-
-@cuda.jit(device=True, inline="always")
-def _fexp(x):
-    return math.exp(x)
+_fexp = np.exp
 
 """
 
@@ -236,11 +236,27 @@ _kernels: dict = {}
 STATS = {"cuda_kernel_compiles": 0}
 
 
+class LoweringError(NotImplementedError):
+    """A kernel calls a NumPy function the CUDA code generator cannot lower."""
+
+
+def check_lowerable(source: str) -> None:
+    """Raise :class:`LoweringError` naming each NumPy function of ``source`` that
+    :mod:`lazynp.cuda.devmath` does not lower (instead of a ``KeyError`` from numba-cuda
+    when the kernel compiles)."""
+    missing = devmath.missing_functions(source)
+    if missing:
+        raise LoweringError("lazynp: the CUDA code generator cannot lower "
+                            + ", ".join(f"np.{m}" for m in missing)
+                            + " (no device template in lazynp.cuda.devmath)")
+
+
 def compile_source(source: str):
     """The Numba CUDA dispatcher for ``source`` (each source compiled once per process;
     Numba specializes it per argument types on first launch)."""
     k = _kernels.get(source)
     if k is None:
+        check_lowerable(source)
         namespace: dict = {}
         exec(compile(source, "<lazynp cuda kernel>", "exec"), namespace)
         k = _kernels[source] = namespace["kernel"]
