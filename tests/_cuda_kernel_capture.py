@@ -110,6 +110,9 @@ _PTXAS_LINE = re.compile(r"Used (\d+) registers")
 _SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 
 
+_PTXAS_TOO_OLD: list = []
+
+
 def _compile_one(item):
     """(index, result dict) for one (source, signature) pair."""
     index, source, sig, ptxas = item
@@ -125,9 +128,10 @@ def _compile_one(item):
     res = {"ok": True, "registers": None, "spill_stores": None, "spill_loads": None,
            "assembler": None}
     log = None
-    if ptxas:
+    if ptxas and not _PTXAS_TOO_OLD:
         code, log = _ptxas(ptxas, ptx)
         if code != 0 and "Unsupported .version" in log:
+            _PTXAS_TOO_OLD.append(ptxas)
             log = None          # (an older ptxas than the NVVM: assemble with nvJitLink)
         elif code != 0:
             return index, {"ok": False, "stage": "ptxas", "error": log[-2000:]}

@@ -17,6 +17,8 @@ through Numba's cache where the CUDA target has one).
 from __future__ import annotations
 
 import re
+import threading
+import warnings
 
 import numpy as np
 
@@ -251,6 +253,44 @@ def check_lowerable(source: str) -> None:
                             + " (no device template in lazynp.cuda.devmath)")
 
 
+_warnings_lock = threading.Lock()
+
+
+def _performance_warnings() -> tuple:
+    """numba-cuda's ``NumbaPerformanceWarning`` (its own class since it left Numba) and
+    Numba's."""
+    out = []
+    for module in ("numba.cuda.core.errors", "numba.core.errors"):
+        try:
+            out.append(__import__(module, fromlist=["x"]).NumbaPerformanceWarning)
+        except (ImportError, AttributeError):
+            pass
+    return tuple(out)
+
+
+_PERF_WARNINGS: list = []
+
+
+class QuietLaunch:
+    """A kernel whose launch configuration (``kernel[grid, block, stream]``) does not warn
+    ``NumbaPerformanceWarning`` for a grid under 128 blocks: lazynp sizes its own grids (a
+    small array is a small grid), and under ``-W error`` the warning would be raised as the
+    kernel's error.  The user's own kernels keep the warning; other warnings are untouched."""
+
+    __slots__ = ("kernel",)
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def __getitem__(self, config):
+        if not _PERF_WARNINGS:
+            _PERF_WARNINGS.append(_performance_warnings())
+        with _warnings_lock, warnings.catch_warnings():
+            for category in _PERF_WARNINGS[0]:
+                warnings.filterwarnings("ignore", category=category)
+            return self.kernel[config]
+
+
 def compile_source(source: str):
     """The Numba CUDA dispatcher for ``source`` (each source compiled once per process;
     Numba specializes it per argument types on first launch)."""
@@ -259,7 +299,7 @@ def compile_source(source: str):
         check_lowerable(source)
         namespace: dict = {}
         exec(compile(source, "<lazynp cuda kernel>", "exec"), namespace)
-        k = _kernels[source] = namespace["kernel"]
+        k = _kernels[source] = QuietLaunch(namespace["kernel"])
         STATS["cuda_kernel_compiles"] += 1
     return k
 
