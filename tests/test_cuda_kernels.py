@@ -320,3 +320,13 @@ def test_lazynp_launches_do_not_raise_numba_performance_warnings():
     src = codegen._PRELUDE + "\n@cuda.jit\ndef kernel(x0):\n    pass\n"
     codegen.compile_source(src)
     assert isinstance(codegen._kernels[src], codegen.QuietLaunch)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_degree_constants_are_numpys_bit_for_bit(dt):
+    """deg2rad/rad2deg on the device multiply by NumPy's constants rounded in the dtype."""
+    from lazynp.cuda import devmath
+    d2r, r2d = devmath._degree_constants(dt)
+    x = (np.random.default_rng(1).standard_normal(10000) * 1000).astype(dt)
+    np.testing.assert_array_equal(x * d2r, np.deg2rad(x))
+    np.testing.assert_array_equal(x * r2d, np.rad2deg(x))
