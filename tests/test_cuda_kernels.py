@@ -289,7 +289,8 @@ def test_every_expression_the_generator_writes_has_a_device_template():
 
 def test_a_function_without_a_device_template_is_named():
     from lazynp.cuda import codegen
-    src = codegen._PRELUDE + "\n@cuda.jit\ndef kernel(x0, o0, n):\n    o0[0] = np.frobnicate(x0[0])\n"
+    src = codegen._PRELUDE + \
+        "\n@cuda.jit\ndef kernel(x0, o0, n):\n    o0[0] = np.frobnicate(x0[0])\n"
     with pytest.raises(codegen.LoweringError, match="np.frobnicate"):
         codegen.compile_source(src)
 

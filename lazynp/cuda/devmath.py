@@ -7,8 +7,8 @@ CUDA kernel sources import this module as ``np`` (:mod:`lazynp.cuda.codegen`).  
 name of :data:`DEVICE_TABLE` is
 
 * under Numba's CUDA simulator: NumPy's own ufunc (the simulator runs kernels in Python);
-* on a real device: a stub with a numba-cuda overload that lowers it with
-  ``numba.cuda.libdevice`` (the ``f``-suffixed function for float32, so float32 stays
+* on the real target: a stub that numba-cuda types and lowers (``type_callable`` and
+  ``lower_builtin``, the body compiled into the calling kernel) with ``numba.cuda.libdevice`` (the ``f``-suffixed function for float32, so float32 stays
   float32) or plain arithmetic, with NumPy's semantics for NaN, infinities and signed zeros
   (``logaddexp`` is NumPy's ``npy_logaddexp``; ``deg2rad`` multiplies by NumPy's constant
   rounded in the dtype).
@@ -87,7 +87,10 @@ def _install_numpy() -> None:
 
 
 def _install_device() -> None:  # pragma: no cover - needs numba-cuda's real target
-    """Real target: one stub per name with a numba-cuda overload."""
+    """Real target: one stub per name, typed and lowered for numba-cuda.  (Not
+    ``@overload``: numba-cuda compiles an overload as a device function, which asks the
+    current GPU for its compute capability, so no kernel calling one compiles without a
+    GPU, and ``tests/test_cuda_compile.py`` compiles every kernel without one.)"""
     from numba.cuda import libdevice, types
     from numba.cuda.extending import lower_builtin, type_callable
 
@@ -118,9 +121,16 @@ def _install_device() -> None:  # pragma: no cover - needs numba-cuda's real tar
         Python function compiled into the caller: no device function, which numba-cuda
         could only compile with a GPU present); None: not lowered for those types."""
         fn = stub(name, nargs)
+        impls: dict = {}
+
+        def impl_for(tys):
+            # (one implementation object per types: compile_internal caches by it)
+            if tys not in impls:
+                impls[tys] = choose(*tys)
+            return impls[tys]
 
         def typer_of(tys):
-            return result_type(name, tys) if choose(*tys) is not None else None
+            return result_type(name, tys) if impl_for(tys) is not None else None
 
         if nargs == 1:
             @type_callable(fn)
@@ -132,11 +142,11 @@ def _install_device() -> None:  # pragma: no cover - needs numba-cuda's real tar
                 return lambda x, y: typer_of((x, y))
 
         def lower(context, builder, sig, args):
-            return context.compile_internal(builder, choose(*sig.args), sig, args)
+            return context.compile_internal(builder, impl_for(tuple(sig.args)), sig, args)
         lower_builtin(fn, *([types.Any] * nargs))(lower)
 
     def by_width(fns, impl_of):
-        """An overload body choosing the float32 or float64 implementation."""
+        """A chooser of the float32 or float64 implementation by argument types."""
         lo, hi = (getattr(libdevice, f) for f in fns)
 
         def pick(tys):
@@ -153,20 +163,20 @@ def _install_device() -> None:  # pragma: no cover - needs numba-cuda's real tar
     def binary(fn):
         return lambda x, y: fn(x, y)
 
-    def unary_overload(pick):
+    def unary_chooser(pick):
         def ov(x):
             return pick((x,))
         return ov
 
-    def binary_overload(pick):
+    def binary_chooser(pick):
         def ov(x, y):
             return pick((x, y))
         return ov
 
     for name, fns in LIBDEVICE_UNARY.items():
-        register(name, 1, unary_overload(by_width(fns, unary)))
+        register(name, 1, unary_chooser(by_width(fns, unary)))
     for name, fns in LIBDEVICE_BINARY.items():
-        register(name, 2, binary_overload(by_width(fns, binary)))
+        register(name, 2, binary_chooser(by_width(fns, binary)))
 
     def ov_abs(x):
         if isinstance(x, types.Boolean) or isinstance(x, types.Integer) and not x.signed:
