@@ -185,3 +185,149 @@ def test_other_functions_run_at_once_on_the_device_values():
     with pytest.raises(ValueError, match="two devices"):
         lnp.concatenate([da, a])
     assert devices.placement((1, 2.0, np.float32(1))) == "cpu"
+
+
+# ---- the device template table (lazynp.cuda.devmath); tests/test_cuda_compile.py compiles
+# ---- every kernel these tests generate with numba-cuda's real compiler
+
+UNARY_MATH = ["exp", "sqrt", "absolute", "fabs", "floor", "ceil", "trunc", "expm1", "log1p",
+              "isinf", "isfinite", "signbit", "reciprocal", "sin", "cos", "tanh", "arcsinh",
+              "deg2rad", "rad2deg", "log", "log10", "arctan"]
+BINARY_MATH = ["copysign", "logaddexp", "arctan2", "hypot", "power", "maximum", "fmin"]
+
+
+def _special(dt):
+    """Values with NaN, both infinities and both zeros among ordinary ones."""
+    v = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, -1.5, 2.0, 1e-3, -7.25, 3.0, 100.0])
+    return v.astype(dt)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+def test_unary_math_with_special_values_is_one_kernel(dt):
+    a = _special(dt)
+    da = dev(a)
+    for name in UNARY_MATH:
+        before = stats()["device_kernels"]
+        with np.errstate(all="ignore"):
+            want = getattr(np, name)(a)
+            got = np.asarray(getattr(lnp, name)(da))
+        assert stats()["device_kernels"] - before == 1, name       # fused, not a fallback
+        assert got.dtype == want.dtype, name                       # float32 stays float32
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg=name)
+        np.testing.assert_allclose(got, want, rtol=1e-6, err_msg=name)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+def test_binary_math_and_powers_with_special_values(dt):
+    a = _special(dt)
+    b = np.roll(a, 3)
+    da, db = dev(a), dev(b)
+    with np.errstate(all="ignore"):
+        for name in BINARY_MATH:
+            _same(getattr(lnp, name)(da, db), getattr(np, name)(a, b))
+        for c in (0.5, 2, 3, -1.5):
+            got, want = np.asarray(da ** c), a ** c
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_integer_and_complex_templates():
+    i = np.array([-128, -3, 0, 5, 127], dtype=np.int8)
+    c = np.array([1 + 2j, -3j, np.inf + 0j, complex(np.nan, 1)])
+    _same(lnp.abs(dev(i)), np.abs(i))                  # -128 wraps, as in NumPy
+    _same(lnp.abs(dev(c)), np.abs(c))
+    _same(lnp.isinf(dev(c)), np.isinf(c))
+    _same(lnp.isfinite(dev(c)), np.isfinite(c))
+    _same(lnp.conjugate(dev(c)) * 2, np.conjugate(c) * 2)
+    _same(lnp.isinf(dev(i)), np.isinf(i))
+
+
+def _fusible_cases():
+    """(op, input dtypes) for which the CPU generator writes an expression."""
+    from lazynp.ops.elementwise import UFUNC_OPS
+    dts = [np.dtype(d) for d in ("bool", "int8", "int64", "uint32", "float32", "float64",
+                                 "complex64", "complex128")]
+    ops = {op.name: op for op in UFUNC_OPS.values() if op.ufunc is not None}
+    for op in ops.values():
+        for d in dts:
+            yield op, (d,) * op.ufunc.nin
+
+
+def test_every_expression_the_generator_writes_has_a_device_template():
+    """The CPU and CUDA generators share the op table's templates: each NumPy function a
+    generated expression calls is lowered by lazynp.cuda.devmath (no ``KeyError: <ufunc>``
+    from numba-cuda at a later read)."""
+    from types import SimpleNamespace
+
+    from lazynp.cuda import devmath
+    from lazynp.kernels import exprs
+    written = 0
+    for op, ins in _fusible_cases():
+        try:
+            loop = op.ufunc.resolve_dtypes(ins + (None,) * op.ufunc.nout)
+        except Exception:
+            continue
+        out, loop_ins = loop[op.ufunc.nin], loop[:op.ufunc.nin]
+        node = SimpleNamespace(op=op, dtype=out, params=None, args=())
+        for const_exp in (False, True) if op.name == "power" else (False,):
+            expr = exprs.node_expr(node, [f"a{k}" for k in range(len(ins))], list(ins),
+                                   list(ins), const_exp)
+            if expr is None:
+                continue
+            written += 1
+            assert devmath.missing_functions(expr) == [], (op.name, ins, expr)
+            for name in devmath.missing_functions.__globals__["_CALL"].findall(expr):
+                if name in devmath.DEVICE_TABLE:
+                    kinds = devmath.DEVICE_TABLE[name]
+                    assert all(d.kind in kinds for d in loop_ins), (op.name, ins, expr)
+    assert written > 100
+
+
+def test_a_function_without_a_device_template_is_named():
+    from lazynp.cuda import codegen
+    src = codegen._PRELUDE + \
+        "\n@cuda.jit\ndef kernel(x0, o0, n):\n    o0[0] = np.frobnicate(x0[0])\n"
+    with pytest.raises(codegen.LoweringError, match="np.frobnicate"):
+        codegen.compile_source(src)
+
+
+def test_lazynp_launches_do_not_raise_numba_performance_warnings():
+    """A grid under 128 blocks warns ``NumbaPerformanceWarning`` on a real GPU; under
+    ``-W error`` it must not become the kernel's error (lazynp's own launches only)."""
+    import warnings
+
+    from lazynp.cuda import codegen
+    from numba.cuda.core.errors import NumbaPerformanceWarning
+
+    class SmallGridKernel:
+        def __getitem__(self, config):
+            warnings.warn(NumbaPerformanceWarning("Grid size 1 will likely result in GPU "
+                                                  "under-utilization due to low occupancy."))
+            return lambda *args: "launched"
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        before = list(warnings.filters)
+        assert codegen.QuietLaunch(SmallGridKernel())[1, 32, 0]() == "launched"
+        assert warnings.filters == before
+        with pytest.raises(NumbaPerformanceWarning):      # the user's own kernels still warn
+            SmallGridKernel()[1, 32, 0]
+        a = dev(_values((5,), "float32"))
+        _same(a * 2 + 1, np.asarray(a) * 2 + 1)
+    src = codegen._PRELUDE + "\n@cuda.jit\ndef kernel(x0):\n    pass\n"
+    codegen.compile_source(src)
+    assert isinstance(codegen._kernels[src], codegen.QuietLaunch)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_degree_constants_are_numpys_bit_for_bit(dt):
+    """deg2rad/rad2deg on the device multiply by NumPy's constants rounded in the dtype."""
+    from lazynp.cuda import devmath
+    d2r, r2d = devmath._degree_constants(dt)
+    x = (np.random.default_rng(1).standard_normal(10000) * 1000).astype(dt)
+    np.testing.assert_array_equal(x * d2r, np.deg2rad(x))
+    np.testing.assert_array_equal(x * r2d, np.rad2deg(x))

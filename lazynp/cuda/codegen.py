@@ -17,23 +17,25 @@ through Numba's cache where the CUDA target has one).
 from __future__ import annotations
 
 import re
+import threading
+import warnings
 
 import numpy as np
 
 from .._base import counters as _counters
 from ..kernels import exprs
+from . import devmath
 
 _CONST = re.compile(r"kc_(\w+?)\[(\d+)\]")
 
+# (``np`` in a kernel is lazynp.cuda.devmath: NumPy's functions lowered for the device; the
+# CPU kernels' vectorizable ``_fexp`` is its exp: a device function would need a GPU to compile)
 _PRELUDE = """import math
-import numpy as np
+from lazynp.cuda import devmath as np
 import numba as nb
 from numba import cuda
 
-
-@cuda.jit(device=True, inline="always")
-def _fexp(x):
-    return math.exp(x)
+_fexp = np.exp
 
 """
 
@@ -236,14 +238,68 @@ _kernels: dict = {}
 STATS = {"cuda_kernel_compiles": 0}
 
 
+class LoweringError(NotImplementedError):
+    """A kernel calls a NumPy function the CUDA code generator cannot lower."""
+
+
+def check_lowerable(source: str) -> None:
+    """Raise :class:`LoweringError` naming each NumPy function of ``source`` that
+    :mod:`lazynp.cuda.devmath` does not lower (instead of a ``KeyError`` from numba-cuda
+    when the kernel compiles)."""
+    missing = devmath.missing_functions(source)
+    if missing:
+        raise LoweringError("lazynp: the CUDA code generator cannot lower "
+                            + ", ".join(f"np.{m}" for m in missing)
+                            + " (no device template in lazynp.cuda.devmath)")
+
+
+_warnings_lock = threading.Lock()
+
+
+def _performance_warnings() -> tuple:
+    """numba-cuda's ``NumbaPerformanceWarning`` (its own class since it left Numba) and
+    Numba's."""
+    out = []
+    for module in ("numba.cuda.core.errors", "numba.core.errors"):
+        try:
+            out.append(__import__(module, fromlist=["x"]).NumbaPerformanceWarning)
+        except (ImportError, AttributeError):
+            pass
+    return tuple(out)
+
+
+_PERF_WARNINGS: list = []
+
+
+class QuietLaunch:
+    """A kernel whose launch configuration (``kernel[grid, block, stream]``) does not warn
+    ``NumbaPerformanceWarning`` for a grid under 128 blocks: lazynp sizes its own grids (a
+    small array is a small grid), and under ``-W error`` the warning would be raised as the
+    kernel's error.  The user's own kernels keep the warning; other warnings are untouched."""
+
+    __slots__ = ("kernel",)
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def __getitem__(self, config):
+        if not _PERF_WARNINGS:
+            _PERF_WARNINGS.append(_performance_warnings())
+        with _warnings_lock, warnings.catch_warnings():
+            for category in _PERF_WARNINGS[0]:
+                warnings.filterwarnings("ignore", category=category)
+            return self.kernel[config]
+
+
 def compile_source(source: str):
     """The Numba CUDA dispatcher for ``source`` (each source compiled once per process;
     Numba specializes it per argument types on first launch)."""
     k = _kernels.get(source)
     if k is None:
+        check_lowerable(source)
         namespace: dict = {}
         exec(compile(source, "<lazynp cuda kernel>", "exec"), namespace)
-        k = _kernels[source] = namespace["kernel"]
+        k = _kernels[source] = QuietLaunch(namespace["kernel"])
         STATS["cuda_kernel_compiles"] += 1
     return k
 
