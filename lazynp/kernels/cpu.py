@@ -64,7 +64,7 @@ class _OneAtATime:
 
 STATS = {"kernel_compiles": 0, "kernel_cache_hits": 0, "kernel_compile_seconds": 0.0,
          "kernel_compile_failures": 0, "fused_groups_run": 0, "fused_groups_numpy": 0,
-         "fused_groups_fp_rerun": 0}
+         "fused_groups_fp_rerun": 0, "forked_during_compile": 0}
 
 _REDUCE_INIT = {"sum": "0", "mean": "0", "prod": "1", "any": "False", "all": "True",
                 "max": None, "min": None}
@@ -522,7 +522,7 @@ def get_kernel(source: str, args, block: bool = False):
         # (hashing Numba types is slow: the next lookup uses the cheap key alone)
         _ready_by_tkey[(source, tkey)] = disp
         return disp
-    if key in _failed:
+    if key in _failed or not compiles_available:
         return None
     if block or SYNC_COMPILE:
         _compile(source, sig)
@@ -554,23 +554,56 @@ def stop_compiles() -> None:
     _queue.join()
 
 
+#: how long a fork waits for a kernel compile in flight (seconds) before going ahead without
+#: it: the child then has no compiler (:func:`fork_prepare`)
+FORK_COMPILE_GRACE = 0.05
+#: False in a forked child whose parent was compiling at the fork: Numba's compiler lock
+#: (and LLVM's own locks) stay held there, so the child never compiles; fused groups whose
+#: kernel is not compiled yet run on NumPy
+compiles_available = True
+_compiler_held = None       # Numba's compiler lock while a fork holds it
+
+
+def _numba_compiler_lock():
+    """Numba's process-wide compiler lock (an ``RLock``), or None when Numba's compiler was
+    never loaded (then nothing can be compiling)."""
+    mod = sys.modules.get("numba.core.compiler_lock")
+    return getattr(getattr(mod, "global_compiler_lock", None), "_lock", None)
+
+
 def fork_prepare() -> bool:
-    """Before ``os.fork()``, once :func:`wait_compiles` returned (a compile in flight
-    would leave Numba's compiler lock held in the child): hold the queue still.  False
-    when another thread queued a compile meanwhile: release with :func:`fork_done`."""
+    """Before ``os.fork()``: hold the compile queue and the parallel-kernel lock still, and
+    Numba's compiler lock when no compile is running (waiting at most
+    :data:`FORK_COMPILE_GRACE`): queued compiles are not waited for.  A child forked while a
+    compile ran cannot compile (:data:`compiles_available`)."""
+    global _compiler_held
+    lock = _numba_compiler_lock()
+    if lock is not None and lock.acquire(timeout=FORK_COMPILE_GRACE):
+        _compiler_held = lock
+    elif lock is None:
+        _compiler_held = False
     _lock.acquire()
     _parallel_lock.acquire()
-    return not _queue.unfinished_tasks
+    return True
 
 
 def fork_done(child: bool) -> None:
-    """After ``os.fork()``: undo :func:`fork_prepare`; in the child, forget the parent's
-    compile thread (it does not exist there)."""
-    global _worker
+    """After ``os.fork()``: undo :func:`fork_prepare`.  In the child the parent's compile
+    thread does not exist: a fresh queue (the old one's lock may have been held by that
+    thread) and thread, and the compiles queued in the parent are queued again on demand."""
+    global _worker, _queue, _compiler_held, compiles_available
     if child:
         _worker = None
+        _queue = queue.Queue()
+        _pending.clear()
+        if _compiler_held is None:
+            compiles_available = False
+            STATS["forked_during_compile"] += 1
     _parallel_lock.release()
     _lock.release()
+    if _compiler_held:
+        _compiler_held.release()
+    _compiler_held = None
 
 
 _counters.register_table(STATS)
