@@ -23,28 +23,15 @@ import time
 import numpy as np
 
 from .._base import counters as _counters
+from . import cache as _cache, threading_layer as _threading_layer
 
-CACHE_DIR = os.environ.get("LAZYNP_CACHE_DIR",
-                           os.path.join(os.path.expanduser("~"), ".cache", "lazynp", "kernels"))
 
 #: ``LAZYNP_SYNC_COMPILE=1`` compiles kernels on first use in the caller (tests).
 SYNC_COMPILE = os.environ.get("LAZYNP_SYNC_COMPILE", "0") == "1"
 
 
 
-def _choose_threading_layer() -> None:
-    """Numba's threading layer for parallel kernels: ``workqueue`` unless the user chose one
-    (``NUMBA_THREADING_LAYER``).  It is the layer that survives ``fork()`` everywhere: with
-    GNU OpenMP (Numba's default where TBB is not installed) a forked child that runs a
-    parallel kernel is terminated, breaking ``multiprocessing``.  It is not thread-safe:
-    parallel kernels are launched one at a time (:class:`_OneAtATime`)."""
-    import numba
-    if "NUMBA_THREADING_LAYER" not in os.environ and \
-            str(numba.config.THREADING_LAYER).lower() == "default":
-        numba.config.THREADING_LAYER = "workqueue"
-
-
-_choose_threading_layer()
+_threading_layer.choose()
 _parallel_lock = threading.Lock()
 
 
@@ -408,15 +395,10 @@ _worker = None
 
 def _load_module(source: str):
     digest = hashlib.sha1(source.encode()).hexdigest()[:20]
-    name = f"lazynp_k_{digest}"
+    name = _cache.PREFIX + digest
     try:
-        os.makedirs(CACHE_DIR, exist_ok=True)
-        path = os.path.join(CACHE_DIR, name + ".py")
-        if not os.path.exists(path):
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "w") as f:
-                f.write(source)
-            os.replace(tmp, path)
+        path = _cache.write_source(name, source)
+        _cache.mark_used(name, path)
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod     # Numba's cache re-imports the module by name
@@ -428,6 +410,24 @@ def _load_module(source: str):
     return mod.kernel
 
 
+def _source_on_disk(disp) -> None:
+    """Write a loaded kernel's source again if the cache was cleared (or this folder's
+    kernel evicted by another process) since: Numba reads it to save new signatures."""
+    path = getattr(getattr(disp, "py_func", None), "__code__", None)
+    path = getattr(path, "co_filename", "")
+    if path.endswith(".py") and not os.path.exists(path):
+        try:
+            name = os.path.basename(path)[:-3]
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(_source_of[name])
+        except (OSError, KeyError):
+            pass
+
+
+_source_of: dict = {}        # kernel module name -> its source (for _source_on_disk)
+
+
 def _compile(source: str, sig) -> None:
     t0 = time.perf_counter()
     try:
@@ -435,6 +435,9 @@ def _compile(source: str, sig) -> None:
         if disp is None:
             disp = _load_module(source)
             _kernels[source] = disp
+            _source_of[disp.py_func.__module__] = source
+        else:
+            _source_on_disk(disp)
         before = _cache_hit_count(disp)
         disp.compile(sig)
         hits = _cache_hit_count(disp)
@@ -442,6 +445,10 @@ def _compile(source: str, sig) -> None:
             STATS["kernel_cache_hits"] += 1
         else:
             STATS["kernel_compiles"] += 1
+            try:
+                _cache.evict()      # (a new kernel's files were written)
+            except OSError:
+                pass
         _ready[(source, sig)] = _OneAtATime(disp) if "parallel=True" in source else disp
     except Exception:
         _failed.add((source, sig))
@@ -607,3 +614,9 @@ def fork_done(child: bool) -> None:
 
 
 _counters.register_table(STATS)
+
+
+def __getattr__(name: str):
+    if name == "CACHE_DIR":     # (the folder is settable now: lazynp.kernels.cache)
+        return _cache.directory()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
