@@ -3,8 +3,9 @@
 A fused group becomes one ``@njit(parallel=..., nogil=True, error_model="numpy")`` kernel:
 one loop over the group's iteration space that loads each input once, evaluates every
 member's scalar expression (:mod:`lazynp.kernels.exprs`), stores only the live outputs, and
-optionally accumulates a trailing reduction.  Kernel source is written to a cache folder and
-imported, so Numba's ``cache=True`` keeps compiled code across processes.
+optionally accumulates a trailing reduction.  Kernel source is written to the kernel cache
+folder and imported, so Numba's ``cache=True`` keeps compiled code across processes (the
+folder, its size bound and eviction: :mod:`lazynp.kernels.cache`).
 
 Compilation never stalls the caller: a kernel seen for the first time is compiled on a
 background thread while the group runs on NumPy.
