@@ -499,7 +499,10 @@ def test_large_temporaries_reuse_memory_after_numba_is_loaded():
                           "stats": {k: v for k, v in lazynp.stats().items()
                                     if isinstance(v, (int, float)) and v}}))
     """)
-    env = {k: v for k, v in os.environ.items() if k != "LAZYNP_MALLOC_TUNING"}
+    # (lazynp leaves a malloc parameter the environment sets alone: dask's nanny, started
+    # by earlier tests, puts MALLOC_TRIM_THRESHOLD_=65536 into this process's environment)
+    env = {k: v for k, v in os.environ.items() if k != "LAZYNP_MALLOC_TUNING" and
+           not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        timeout=120, env=env)
     assert p.returncode == 0, p.stderr
