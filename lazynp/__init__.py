@@ -46,6 +46,7 @@ from .autograd.vmap import vmap  # noqa: E402
 from .autograd import symbolic as _symbolic_grad  # noqa: E402,F401  (installs Symbol.grad)
 from .notebook.explain import explain  # noqa: E402
 from ._api import evaluate, stats, reset_stats, set_strict, strict  # noqa: E402
+from .kernels.settings import show_config, configure, clear_kernel_cache  # noqa: E402
 
 # --- the installers, once ------------------------------------------------------------------
 # the array's members that live in the namespace layer; the namespace in which NumPy's

@@ -21,8 +21,16 @@ workers, the split helper) got arenas of their own, whose 64 MiB sub-heaps are u
 when they empty and mapped and page-faulted again by the next large result (measured in
 ``benchmarks/dropin.py``: the Monte-Carlo program's calls alternated between 12 ms and
 37-48 ms with ~890 page faults each, by the state of the heaps left by the programs run
-before it; with one arena, none).  ``LAZYNP_MALLOC_TUNING=0`` leaves malloc alone.  Nothing
-happens outside glibc.
+before it; with one arena, none).
+
+These settings apply to the whole process (glibc has one allocator).  lazynp leaves each of
+them alone when the user configured it: ``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``,
+``MALLOC_ARENA_MAX`` or the matching ``glibc.malloc.*`` entry of ``GLIBC_TUNABLES`` set.
+``LAZYNP_MALLOC_TUNING=0`` leaves malloc alone altogether; :func:`untune`
+(``lazynp.configure(malloc_tuning=False)``) undoes the settings after import, as far as
+glibc allows (its start values come back, not its dynamic threshold rule).
+:data:`report` says what was done (:func:`lazynp.show_config`).  Nothing happens outside
+glibc.
 """
 from __future__ import annotations
 
@@ -37,25 +45,85 @@ M_ARENA_MAX = -8
 MMAP_THRESHOLD_BYTES = 32 << 20
 TRIM_THRESHOLD_BYTES = 64 << 20
 
+ARENA_MAX = 1
+#: glibc's start values, which :func:`untune` sets back
+GLIBC_MMAP_THRESHOLD = GLIBC_TRIM_THRESHOLD = 128 << 10
+
+#: parameter -> (mallopt number, lazynp's value, the user's environment variable, the
+#: matching GLIBC_TUNABLES name)
+PARAMETERS = {
+    "M_MMAP_THRESHOLD": (M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES, "MALLOC_MMAP_THRESHOLD_",
+                         "glibc.malloc.mmap_threshold"),
+    "M_TRIM_THRESHOLD": (M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES, "MALLOC_TRIM_THRESHOLD_",
+                         "glibc.malloc.trim_threshold"),
+    "M_ARENA_MAX": (M_ARENA_MAX, ARENA_MAX, "MALLOC_ARENA_MAX", "glibc.malloc.arena_max"),
+}
+
 tuned = False
+#: what :func:`tune` did: parameter -> value set, or the reason it was left alone
+report: dict = {}
 
 
-def tune() -> bool:
-    """Fix glibc's mmap and trim thresholds (once per process); True when they are set."""
-    global tuned
-    if tuned:
-        return True
-    if os.environ.get("LAZYNP_MALLOC_TUNING", "1").strip() == "0":
-        return False
+def _mallopt():
     if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
-        return False
+        return None
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
-        return False
+        return None
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
-    tuned = bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) and
-                 mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES) and
-                 mallopt(M_ARENA_MAX, 1))
+    return mallopt
+
+
+def _users_setting(env_name: str, tunable: str, environ) -> str | None:
+    if env_name in environ:
+        return f"{env_name}={environ[env_name]}"
+    if tunable in environ.get("GLIBC_TUNABLES", ""):
+        return f"GLIBC_TUNABLES names {tunable}"
+    return None
+
+
+def tune(enabled: bool | None = None, environ=None) -> bool:
+    """Fix glibc's mmap and trim thresholds and its arena count (once per process), each
+    unless the user set it; True when lazynp set any.  ``enabled`` defaults to
+    ``LAZYNP_MALLOC_TUNING``'s setting; :data:`report` records the outcome."""
+    global tuned
+    if tuned:
+        return True
+    from . import config
+    environ = os.environ if environ is None else environ
+    report.clear()
+    if not (config.MALLOC_TUNING if enabled is None else enabled):
+        report["all"] = "left alone (LAZYNP_MALLOC_TUNING=0)"
+        return False
+    mallopt = _mallopt()
+    if mallopt is None:
+        report["all"] = "left alone (not glibc)"
+        return False
+    for name, (param, value, env_name, tunable) in PARAMETERS.items():
+        users = _users_setting(env_name, tunable, environ)
+        if users is not None:
+            report[name] = f"left as the user set it ({users})"
+        elif mallopt(param, value):
+            report[name] = value
+            tuned = True
     return tuned
+
+
+def untune() -> None:
+    """Give back what :func:`tune` set: glibc's start values for the thresholds (glibc's
+    rule that raises them after a large ``free`` stays off once they were set) and one
+    arena per core x 8 (glibc's default bound)."""
+    global tuned
+    mallopt = _mallopt()
+    if mallopt is None or not tuned:
+        return
+    restore = {"M_MMAP_THRESHOLD": GLIBC_MMAP_THRESHOLD,
+               "M_TRIM_THRESHOLD": GLIBC_TRIM_THRESHOLD,
+               "M_ARENA_MAX": 8 * (os.cpu_count() or 1)}
+    for name, value in restore.items():
+        if isinstance(report.get(name), int):
+            mallopt(PARAMETERS[name][0], value)
+            report[name] = f"lazynp's value given back: glibc's {value} (lazynp.configure)"
+    tuned = False

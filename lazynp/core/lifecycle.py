@@ -1,12 +1,22 @@
 """The process around lazynp's threads: ``os.fork()`` and interpreter exit.
 
-**Fork**: the child has every value and a working library.  A fork copies only the calling
-thread.  Work in flight on the engine's threads, or a kernel
-compile in the background thread, would never finish in the child, and a lock one of them
-held would stay held there: a read of such an array waited forever.  So before a fork
-lazynp lets that work finish and holds its locks (the fork waits for it, as it would for
-NumPy code that computes before it forks); the child then starts fresh threads when it
-needs them.  ``multiprocessing`` with the ``fork`` start method goes through here too.
+**Fork**: the child has every value and a working library, and the fork does not wait for
+background work.  A fork copies only the calling thread, so before it:
+
+* the recorder's lock is taken (no flush is half handed to the engine in the child), then
+  the operations already pushed to the engine finish: they are the user's own computation,
+  which NumPy would have done before reaching the fork; other threads cannot push more
+  meanwhile (flushes push under the recorder's lock);
+* the kernel compiles queued on the background thread are *not* waited for: the child gets
+  a fresh compile queue and thread and compiles what it needs itself.  A compile running at
+  the fork holds Numba's compiler lock (and LLVM's), which would stay held in the child;
+  then the child runs its fused groups on NumPy instead of compiling (correct values, no
+  deadlock; see :func:`lazynp.kernels.cpu.fork_prepare`);
+* the remaining locks (the executor's bookkeeping, the kernel queue, the buffer pool) are
+  held across the fork and released on both sides; the child's engine and split helper
+  start fresh threads when they are needed.
+
+``multiprocessing`` with the ``fork`` start method goes through here too.
 
 **Exit**: the engine's workers and the compile thread are daemon threads.  Left running
 while the interpreter finalizes, a kernel or a compile can touch memory being freed (a
@@ -22,30 +32,27 @@ from .. import engine
 from . import graph
 from ..kernels import cpu, merge, pool
 
-_ATTEMPTS = 100        # another thread may push work while the fork waits: wait again
-_held: list = []       # the fork_done callbacks of what fork_prepare holds, in order
+#: another thread may push to the engine without the recorder's lock (the key-value
+#: store's transfers): wait again, at most this often, then fork with it in flight
+_ATTEMPTS = 100
+_held: list = []       # the fork_done callbacks of what _before_fork holds, in order
 
 
-def _prepare_all(last: bool) -> bool:
-    """Let the work in flight finish, then hold each part still, in the order a flush
-    takes the locks (the recorder's before the engine's); the engine's worker threads
-    take the executor's lock while an op runs, so it is taken once the engine is idle.
-    False, with everything released, when work arrived meanwhile (unless ``last``: then
-    the fork goes ahead, and what is in flight is lost in the child)."""
+def _hold(prepare, done) -> bool:
+    idle = prepare()
+    _held.append(done)
+    return idle
+
+
+def _hold_idle_engine() -> None:
+    """With the recorder's lock held: let the pushed work finish, then hold the engine."""
     eng = engine.get_engine()
-    cpu.wait_compiles()
-    eng.wait_all()
-    steps = ((graph.fork_prepare_recorder, graph.fork_done_recorder),
-             (eng.fork_prepare, eng.fork_done),
-             (graph.fork_prepare_executor, graph.fork_done_executor),
-             (cpu.fork_prepare, cpu.fork_done), (pool.fork_prepare, pool.fork_done))
-    for prepare, done in steps:
-        idle = prepare()
-        _held.append(done)
-        if not idle and not last:
-            _release(child=False)
-            return False
-    return True
+    for attempt in range(_ATTEMPTS):
+        eng.wait_all()
+        if eng.fork_prepare() or attempt == _ATTEMPTS - 1:
+            _held.append(eng.fork_done)
+            return
+        eng.fork_done(False)
 
 
 def _release(child: bool) -> None:
@@ -54,9 +61,13 @@ def _release(child: bool) -> None:
 
 
 def _before_fork() -> None:
-    for attempt in range(_ATTEMPTS):
-        if _prepare_all(last=attempt == _ATTEMPTS - 1):
-            return
+    # (the order in which a flush takes the locks: the recorder's before the engine's; the
+    # engine's workers take the executor's lock while an op runs, so it comes after)
+    _hold(graph.fork_prepare_recorder, graph.fork_done_recorder)
+    _hold_idle_engine()
+    _hold(graph.fork_prepare_executor, graph.fork_done_executor)
+    _hold(cpu.fork_prepare, cpu.fork_done)
+    _hold(pool.fork_prepare, pool.fork_done)
 
 
 def _after_fork_in_parent() -> None:

@@ -155,6 +155,8 @@ class ThreadedEngine(Engine):
         if child:
             # the parent's workers do not exist here: the next push starts new ones
             self._workers = None
+            # (threads that waited in the parent are gone: their waiter locks go with them)
+            self._cond = threading.Condition(self._lock)
             self._ready = queue.SimpleQueue()
             self._local = threading.local()
             self._all_waiters = 0

@@ -3,8 +3,9 @@
 A fused group becomes one ``@njit(parallel=..., nogil=True, error_model="numpy")`` kernel:
 one loop over the group's iteration space that loads each input once, evaluates every
 member's scalar expression (:mod:`lazynp.kernels.exprs`), stores only the live outputs, and
-optionally accumulates a trailing reduction.  Kernel source is written to a cache folder and
-imported, so Numba's ``cache=True`` keeps compiled code across processes.
+optionally accumulates a trailing reduction.  Kernel source is written to the kernel cache
+folder and imported, so Numba's ``cache=True`` keeps compiled code across processes (the
+folder, its size bound and eviction: :mod:`lazynp.kernels.cache`).
 
 Compilation never stalls the caller: a kernel seen for the first time is compiled on a
 background thread while the group runs on NumPy.
@@ -23,28 +24,15 @@ import time
 import numpy as np
 
 from .._base import counters as _counters
+from . import cache as _cache, threading_layer as _threading_layer
 
-CACHE_DIR = os.environ.get("LAZYNP_CACHE_DIR",
-                           os.path.join(os.path.expanduser("~"), ".cache", "lazynp", "kernels"))
 
 #: ``LAZYNP_SYNC_COMPILE=1`` compiles kernels on first use in the caller (tests).
 SYNC_COMPILE = os.environ.get("LAZYNP_SYNC_COMPILE", "0") == "1"
 
 
 
-def _choose_threading_layer() -> None:
-    """Numba's threading layer for parallel kernels: ``workqueue`` unless the user chose one
-    (``NUMBA_THREADING_LAYER``).  It is the layer that survives ``fork()`` everywhere: with
-    GNU OpenMP (Numba's default where TBB is not installed) a forked child that runs a
-    parallel kernel is terminated, breaking ``multiprocessing``.  It is not thread-safe:
-    parallel kernels are launched one at a time (:class:`_OneAtATime`)."""
-    import numba
-    if "NUMBA_THREADING_LAYER" not in os.environ and \
-            str(numba.config.THREADING_LAYER).lower() == "default":
-        numba.config.THREADING_LAYER = "workqueue"
-
-
-_choose_threading_layer()
+_threading_layer.choose()
 _parallel_lock = threading.Lock()
 
 
@@ -64,7 +52,7 @@ class _OneAtATime:
 
 STATS = {"kernel_compiles": 0, "kernel_cache_hits": 0, "kernel_compile_seconds": 0.0,
          "kernel_compile_failures": 0, "fused_groups_run": 0, "fused_groups_numpy": 0,
-         "fused_groups_fp_rerun": 0}
+         "fused_groups_fp_rerun": 0, "forked_during_compile": 0}
 
 _REDUCE_INIT = {"sum": "0", "mean": "0", "prod": "1", "any": "False", "all": "True",
                 "max": None, "min": None}
@@ -408,15 +396,10 @@ _worker = None
 
 def _load_module(source: str):
     digest = hashlib.sha1(source.encode()).hexdigest()[:20]
-    name = f"lazynp_k_{digest}"
+    name = _cache.PREFIX + digest
     try:
-        os.makedirs(CACHE_DIR, exist_ok=True)
-        path = os.path.join(CACHE_DIR, name + ".py")
-        if not os.path.exists(path):
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "w") as f:
-                f.write(source)
-            os.replace(tmp, path)
+        path = _cache.write_source(name, source)
+        _cache.mark_used(name, path)
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod     # Numba's cache re-imports the module by name
@@ -428,6 +411,24 @@ def _load_module(source: str):
     return mod.kernel
 
 
+def _source_on_disk(disp) -> None:
+    """Write a loaded kernel's source again if the cache was cleared (or this folder's
+    kernel evicted by another process) since: Numba reads it to save new signatures."""
+    path = getattr(getattr(disp, "py_func", None), "__code__", None)
+    path = getattr(path, "co_filename", "")
+    if path.endswith(".py") and not os.path.exists(path):
+        try:
+            name = os.path.basename(path)[:-3]
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(_source_of[name])
+        except (OSError, KeyError):
+            pass
+
+
+_source_of: dict = {}        # kernel module name -> its source (for _source_on_disk)
+
+
 def _compile(source: str, sig) -> None:
     t0 = time.perf_counter()
     try:
@@ -435,6 +436,9 @@ def _compile(source: str, sig) -> None:
         if disp is None:
             disp = _load_module(source)
             _kernels[source] = disp
+            _source_of[disp.py_func.__module__] = source
+        else:
+            _source_on_disk(disp)
         before = _cache_hit_count(disp)
         disp.compile(sig)
         hits = _cache_hit_count(disp)
@@ -442,6 +446,10 @@ def _compile(source: str, sig) -> None:
             STATS["kernel_cache_hits"] += 1
         else:
             STATS["kernel_compiles"] += 1
+            try:
+                _cache.evict()      # (a new kernel's files were written)
+            except OSError:
+                pass
         _ready[(source, sig)] = _OneAtATime(disp) if "parallel=True" in source else disp
     except Exception:
         _failed.add((source, sig))
@@ -522,7 +530,7 @@ def get_kernel(source: str, args, block: bool = False):
         # (hashing Numba types is slow: the next lookup uses the cheap key alone)
         _ready_by_tkey[(source, tkey)] = disp
         return disp
-    if key in _failed:
+    if key in _failed or not compiles_available:
         return None
     if block or SYNC_COMPILE:
         _compile(source, sig)
@@ -554,23 +562,62 @@ def stop_compiles() -> None:
     _queue.join()
 
 
+#: how long a fork waits for a kernel compile in flight (seconds) before going ahead without
+#: it: the child then has no compiler (:func:`fork_prepare`)
+FORK_COMPILE_GRACE = 0.05
+#: False in a forked child whose parent was compiling at the fork: Numba's compiler lock
+#: (and LLVM's own locks) stay held there, so the child never compiles; fused groups whose
+#: kernel is not compiled yet run on NumPy
+compiles_available = True
+_compiler_held = None       # Numba's compiler lock while a fork holds it
+
+
+def _numba_compiler_lock():
+    """Numba's process-wide compiler lock (an ``RLock``), or None when Numba's compiler was
+    never loaded (then nothing can be compiling)."""
+    mod = sys.modules.get("numba.core.compiler_lock")
+    return getattr(getattr(mod, "global_compiler_lock", None), "_lock", None)
+
+
 def fork_prepare() -> bool:
-    """Before ``os.fork()``, once :func:`wait_compiles` returned (a compile in flight
-    would leave Numba's compiler lock held in the child): hold the queue still.  False
-    when another thread queued a compile meanwhile: release with :func:`fork_done`."""
+    """Before ``os.fork()``: hold the compile queue and the parallel-kernel lock still, and
+    Numba's compiler lock when no compile is running (waiting at most
+    :data:`FORK_COMPILE_GRACE`): queued compiles are not waited for.  A child forked while a
+    compile ran cannot compile (:data:`compiles_available`)."""
+    global _compiler_held
+    lock = _numba_compiler_lock()
+    if lock is not None and lock.acquire(timeout=FORK_COMPILE_GRACE):
+        _compiler_held = lock
+    elif lock is None:
+        _compiler_held = False
     _lock.acquire()
     _parallel_lock.acquire()
-    return not _queue.unfinished_tasks
+    return True
 
 
 def fork_done(child: bool) -> None:
-    """After ``os.fork()``: undo :func:`fork_prepare`; in the child, forget the parent's
-    compile thread (it does not exist there)."""
-    global _worker
+    """After ``os.fork()``: undo :func:`fork_prepare`.  In the child the parent's compile
+    thread does not exist: a fresh queue (the old one's lock may have been held by that
+    thread) and thread, and the compiles queued in the parent are queued again on demand."""
+    global _worker, _queue, _compiler_held, compiles_available
     if child:
         _worker = None
+        _queue = queue.Queue()
+        _pending.clear()
+        if _compiler_held is None:
+            compiles_available = False
+            STATS["forked_during_compile"] += 1
     _parallel_lock.release()
     _lock.release()
+    if _compiler_held:
+        _compiler_held.release()
+    _compiler_held = None
 
 
 _counters.register_table(STATS)
+
+
+def __getattr__(name: str):
+    if name == "CACHE_DIR":     # (the folder is settable now: lazynp.kernels.cache)
+        return _cache.directory()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
