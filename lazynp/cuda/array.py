@@ -153,6 +153,18 @@ class DeviceArray:
             return (1, 0)                   # (the simulator's memory is the host's)
         return (2, self._device.index)      # (kDLCUDA, device)
 
+    def attach_grad(self, grad_req: str = "write", stype=None):
+        """Not on device arrays: ``autograd.record()``/``backward()`` run on the CPU graph.
+
+        Raises
+        ------
+        NotImplementedError
+            Always (``lazynp.grad(f)(x)`` and the other transforms take device arrays).
+        """
+        raise NotImplementedError("lazynp: attach_grad (autograd.record/backward) is not "
+                                  "implemented on device arrays; use lazynp.grad(f)(x), "
+                                  "value_and_grad, vjp or jacobian, which take them")
+
     def block_until_ready(self) -> "DeviceArray":
         """Run what this array needs and wait for it (JAX's name)."""
         runtime.wait(self._node())
