@@ -104,3 +104,13 @@ def test_attach_grad_raises_naming_the_alternative():
 def test_integer_inputs_raise_instead_of_zeros():
     with pytest.raises(TypeError, match="floating point"):
         lnp.jacobian(vec)(dev(np.arange(3)))
+
+
+@pytest.mark.parametrize("fn, name", [(lambda a: lnp.sum(lnp.sort(a) * a), "sort"),
+                                      (lambda a: lnp.sum(a[np.array([0, 2])]), "getitem"),
+                                      (lambda a: lnp.sum(lnp.cumsum(a)), "cumsum")])
+def test_functions_run_at_once_raise_under_grad_instead_of_zeros(fn, name):
+    with pytest.raises(NotImplementedError, match=name):
+        lnp.grad(fn)(dev(X))
+    with pytest.raises(NotImplementedError, match=name):
+        lnp.jacobian(fn)(dev(X))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cuda.array import DeviceArray, _MATMUL, _SETITEM, full
+from ..cuda.array import AT_ONCE, DeviceArray, _MATMUL, _SETITEM, full
 from ..core.graph import VIEW
 from . import rules
 
@@ -131,6 +131,8 @@ def _arg_cotangents(n, g, need):
         if need[1]:
             g_val = g._view(*region).copy()
         return [g_old, g_val]
+    if op is AT_ONCE:
+        name = n.params["name"]
     raise NotImplementedError(f"lazynp.grad on device arrays: no gradient rule for op "
                               f"{name!r}")
 

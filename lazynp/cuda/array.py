@@ -607,7 +607,7 @@ def call_at_once(name: str, np_fn, args, kwargs):
         return x
 
     res = np_fn(*value(tuple(args)), **{k: value(v) for k, v in kwargs.items()})
-    return _wrap_result(res, dev, sim)
+    return _mark_opaque(_wrap_result(res, dev, sim), name, flat)
 
 
 def _wrap_result(res, dev, sim: bool):
@@ -632,7 +632,31 @@ def _fallback_call(name: str, fn, arrays) -> DeviceArray:
     runtime.STATS["device_host_fallbacks"] += 1
     dev = names.placement(arrays, name)
     res = np.asarray(fn(*[x._host() for x in arrays]))
-    return from_host(res, dev)
+    return _mark_opaque(from_host(res, dev), name, arrays)
+
+
+def _at_once_impl(*args, **kw):  # pragma: no cover - never runs (its nodes are leaves)
+    raise AssertionError("a device at-once result never runs")
+
+
+#: the op of a result computed at once while a gradient is taken: a leaf that keeps its
+#: inputs, so the backward pass raises naming the function instead of giving zeros
+AT_ONCE = OPS.get("device_at_once") or register(Op("device_at_once", "creation", _at_once_impl,
+                                                   raises_on_values=False))
+
+
+def _mark_opaque(res, name: str, inputs):
+    if not runtime.KEEP_GRAPH[0] or not inputs:
+        return res
+    if isinstance(res, (tuple, list)):
+        for r in res:
+            _mark_opaque(r, name, inputs)
+    elif isinstance(res, DeviceArray):
+        n = res._var.head
+        n.op = AT_ONCE
+        n.params = {"name": name}
+        n.args = tuple(a._node() for a in inputs)
+    return res
 
 
 def evaluate(arrays) -> None:
