@@ -198,3 +198,32 @@ def test_launches_enter_the_device_context(monkeypatch):
     d = lnp.asarray(np.arange(3.0), device="cuda:0")
     np.asarray(lnp.sort(d * 2) + 1)
     assert entered and set(entered) == {"cuda:0"}
+
+
+# --- CuPy-run ops and functions run at once, with a fake CuPy (real-GPU branches) ---------------
+
+def test_cupy_run_ops_wait_for_their_inputs(monkeypatch):
+    import _fake_cupy
+    a = np.arange(1.0, 7.0).reshape(2, 3)
+    b = np.arange(6.0).reshape(3, 2) - 2
+    with _fake_cupy.installed(monkeypatch):
+        for k in SEEDS:
+            _seed(k)
+            da = lnp.asarray(a, device="cuda")          # (uploads on the copy stream)
+            db = lnp.asarray(b, device="cuda")
+            m = da @ db                                 # (CuPy's matmul on a compute stream)
+            np.testing.assert_array_equal(np.asarray(m), a @ b)
+            np.testing.assert_allclose(np.asarray(lnp.std(da, axis=0)), a.std(axis=0))
+            np.testing.assert_array_equal(np.asarray(lnp.argmax(db, axis=1)),
+                                          b.argmax(axis=1))
+
+
+def test_at_once_functions_record_an_event_for_their_result(monkeypatch):
+    import _fake_cupy
+    x = np.array([[3.0, -1.0, 2.0], [0.5, 4.0, -2.0]])
+    with _fake_cupy.installed(monkeypatch):
+        for k in SEEDS:
+            _seed(k)
+            d = lnp.asarray(x, device="cuda") * 2       # (a kernel on a compute stream)
+            s = lnp.sort(d, axis=1)                     # (CuPy's sort, run at once)
+            np.testing.assert_array_equal(np.asarray(s + 1), np.sort(x * 2, axis=1) + 1)

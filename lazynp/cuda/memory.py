@@ -59,6 +59,13 @@ def simulated() -> bool:
     return _load()["sim"]
 
 
+def library_arrays() -> bool:
+    """True where NumPy's functions run on the device's buffers (CuPy arrays on a real
+    GPU); False under the simulator, where they run on host copies (the tests' fake CuPy
+    turns it on)."""
+    return not _load()["sim"]
+
+
 def cuda():
     return _load()["cuda"]
 

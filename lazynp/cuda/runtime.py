@@ -601,7 +601,7 @@ def _fallback_work(n: DeviceNode, dev, stream):
     args = n.args
     out = memory.empty(dev, n.shape, n.dtype)
     n.value = out
-    if memory.simulated():
+    if not memory.library_arrays():
         STATS["device_host_fallbacks"] += 1
 
         def work():
@@ -807,21 +807,23 @@ def foreign_leaf(buf, dev, event) -> DeviceNode:
 
 
 def result_leaf(dev, make, waits=(), keep=()) -> tuple:
-    """``make()`` (a library call returning device buffers) run on a compute stream after
-    ``waits``, so its work is ordered with lazynp's; returns ``(result, event)``.  On a GPU
-    ``make`` runs now under the stream (CuPy issues its kernels there); under the simulator
-    ``make`` runs on the host and its arrays are uploaded (:func:`upload`) instead.
-    ``keep``: buffers held until the work is done."""
+    """``make()`` (a library call: CuPy's, returning device buffers) issued on a compute
+    stream after it waits on ``waits``, and the event recorded after it; returns
+    ``(result, event)``.  ``make`` runs now on the host (its result is needed at once);
+    CuPy issues its work on the stream.  ``keep``: buffers held until that work is done.
+    (Under the simulator, functions run at once on host copies: :func:`upload`.)"""
     eng = engine_for(dev)
     stream = eng.next_compute_stream()
-    box = []
-
-    def work():
-        with stream.cupy:
-            box.append(make())
     with memory.device_context(dev):
-        ev = eng.launch(stream, work, list(waits), tuple(keep))
-    return box[0], ev
+        eng.launch(stream, _nothing, list(waits))        # (the stream waits first)
+        with stream.cupy:
+            res = make()                                 # (issued after those waits)
+        ev = eng.launch(stream, _nothing, (), tuple(keep) + (res,))
+    return res, ev
+
+
+def _nothing() -> None:
+    pass
 
 
 def order_consumer(n: DeviceNode, handle) -> None:
