@@ -199,6 +199,8 @@ def is_foreign_gpu_array(x) -> bool:
     """True for another library's GPU array (``__cuda_array_interface__``: CuPy, PyTorch,
     Numba; Numba's simulated device arrays too)."""
     t = type(x)
+    if getattr(t, "_lazynp_device_array", False):
+        return False                    # (lazynp's own; reading its interface would wait)
     if getattr(t, "__cuda_ndarray__", False):
         return True
     if not hasattr(t, "__cuda_array_interface__"):
