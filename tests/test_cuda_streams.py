@@ -185,19 +185,35 @@ def test_an_unknown_gpu_device_raises():
     assert names.foreign_device(dl) == "cuda:1"
 
 
-def test_launches_enter_the_device_context(monkeypatch):
+def test_cuda_n_launches_in_its_own_context(monkeypatch):
     from lazynp.cuda import memory
-    runtime, dev = _rt()
+    _rt()
     entered = []
-    real = memory.device_context
 
-    def spy(d):
-        entered.append(d.name)
-        return real(d)
-    monkeypatch.setattr(memory, "device_context", spy)
-    d = lnp.asarray(np.arange(3.0), device="cuda:0")
-    np.asarray(lnp.sort(d * 2) + 1)
-    assert entered and set(entered) == {"cuda:0"}
+    class Context:
+        def __init__(self, i):
+            self.i = i
+
+        def __enter__(self):
+            entered.append(self.i)
+
+        def __exit__(self, *exc):
+            return False
+    memory._load()
+    fake_cuda = types.SimpleNamespace(gpus=[Context(0), Context(1)])
+    monkeypatch.setattr(memory, "device_count", lambda: 2)    # (two simulated devices)
+    monkeypatch.setitem(memory._state, "count", 2)
+    monkeypatch.setitem(memory._state, "cuda", fake_cuda)
+    x = np.arange(4.0)
+    d1 = lnp.asarray(x, device="cuda:1")
+    assert d1.device == "cuda:1"
+    np.testing.assert_array_equal(np.asarray(lnp.sort(d1 * 2) + 1), x * 2 + 1)
+    assert entered and set(entered) == {1}
+    entered.clear()
+    np.testing.assert_array_equal(np.asarray(lnp.asarray(x, device="cuda:0") - 1), x - 1)
+    assert entered and set(entered) == {0}
+    with pytest.raises(ValueError, match="two devices"):
+        d1 + lnp.asarray(x, device="cuda:0")
 
 
 # --- CuPy-run ops and functions run at once, with a fake CuPy (real-GPU branches) ---------------

@@ -7,6 +7,8 @@ realized with :func:`view`.
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from ..devices.names import Device
@@ -88,9 +90,17 @@ def device_context(dev: Device):
     (``cuda.gpus[i]`` and ``cupy.cuda.Device(i)``): kernels, streams and events of
     ``cuda:1`` must be made in device 1's context."""
     st = _load()
+    n = st.get("count")
+    if n is None:
+        n = st["count"] = device_count()
+    if n == 1:
+        return _ONE_DEVICE          # (one context: nothing to select, no host cost)
     if st["sim"]:
         return st["cuda"].gpus[dev.index]
     return _BothContexts(st["cuda"].gpus[dev.index], st["cupy"].cuda.Device(dev.index))
+
+
+_ONE_DEVICE = contextlib.nullcontext()
 
 
 class _BothContexts:
