@@ -12,6 +12,7 @@ An op whose array operands live on two devices raises ``ValueError`` naming both
 """
 from __future__ import annotations
 
+import importlib
 import operator
 
 import numpy as np
@@ -153,7 +154,7 @@ class DeviceArray:
         if api_version is not None and api_version not in _API_VERSIONS:
             raise ValueError(f"lazynp: unsupported Array API version {api_version!r} "
                              f"(supported: {', '.join(_API_VERSIONS)})")
-        import importlib          # (the package's face, above this layer: looked up, not imported)
+        # (the package's face sits above this layer: looked up at call time)
         return importlib.import_module("lazynp")
 
     @property
