@@ -336,7 +336,7 @@ def test_jit_of_device_functions():
 
 def test_grad_needs_device_arguments_and_known_rules():
     with pytest.raises(NotImplementedError, match="no gradient rule"):
-        lnp.grad(lambda x: lnp.std(x))(dev(np.ones(3)))
+        lnp.grad(lambda x: lnp.prod(x))(dev(np.ones(3)))
     with pytest.raises(ValueError, match="two devices"):
         lnp.grad(lambda x, y: lnp.sum(x * y))(dev(np.ones(3)), lnp.asarray(np.ones(3)))
 

@@ -349,6 +349,11 @@ def vjp(fun, *primals, has_aux=False, _replayable=True):
     Calls of the same ``fun`` whose forward graph has the structure of an earlier call run
     a compiled forward + backward plan in ``vjp_fn`` (:mod:`lazynp.autograd.replay`), unless
     something was computed between ``vjp`` and ``vjp_fn`` the first time."""
+    if devices.ACTIVE and devices.any_on_device(primals):        # (device hook)
+        if has_aux:
+            raise NotImplementedError("lazynp.vjp(has_aux=True) on device arrays")
+        from .device import vjp as on_device
+        return on_device(fun, *primals)
     flushes = graph.STATS["flushes"]
     replay = _replay_of(_VJP_REPLAYS, fun) if (_replayable and _replay.enabled() and
                                                  depth() == 0 and not has_aux) else None
@@ -405,6 +410,9 @@ def jvp(fun, primals, tangents):
     compiled plan (:mod:`lazynp.autograd.replay`)."""
     primals = tuple(primals)
     tangents = tuple(tangents)
+    if devices.ACTIVE and devices.any_on_device(primals):        # (device hook)
+        from .device import jvp as on_device
+        return on_device(fun, primals, tangents)
     if _replay.enabled() and depth() == 0 and len(primals) == len(tangents) and \
             not any(isinstance(p, (list, tuple, dict)) for p in primals + tangents):
         replay = _replay_of(_JVP_REPLAYS, fun)
@@ -516,6 +524,9 @@ def elementwise_grad(fun, argnums=0, *, argnum=None):
     single = isinstance(argnums, int)
 
     def wrapped(*args):
+        if devices.ACTIVE and devices.any_on_device(args):        # (device hook)
+            from .device import elementwise_grad as on_device
+            return on_device(fun, args, nums, single)
         out, fn = vjp(_partial(fun, args, nums), *[args[k] for k in nums], _replayable=False)
         leaves = []
         spec = flatten(out, leaves)
@@ -555,6 +566,9 @@ def jacobian(fun, argnums=0, *, argnum=None):
         return res[0] if single else tuple(res)
 
     def wrapped(*args):
+        if devices.ACTIVE and devices.any_on_device(args):        # (device hook)
+            from .device import jacobian as on_device
+            return on_device(fun, args, nums, single)
         if not (_replay.enabled() and depth() == 0) or \
                 any(isinstance(args[k], (list, tuple, dict)) for k in nums):
             return eager(args)

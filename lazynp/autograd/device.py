@@ -8,12 +8,20 @@ and fused).  Gradients live on their input's device.
 
 Covered: elementwise ufuncs (every rule of ``rules.UNARY``/``rules.BINARY``), ``copy``,
 ``astype``, the reductions ``sum``/``mean``/``max``/``min`` (any axes, ``keepdims``),
-views (basic indexing, transposes, reshapes), ``a[i] = v`` writes and 2-D ``matmul``.
-Other ops raise ``NotImplementedError`` naming the op.
+views (basic indexing, transposes, reshapes), ``a[i] = v`` writes, ``std``/``var`` and
+``matmul`` of 1-D and 2-D arrays.  Other ops raise ``NotImplementedError`` naming the op.
+
+The other transforms (:func:`vjp`, :func:`elementwise_grad`, :func:`jacobian`,
+:func:`jvp`; ``hessian`` is ``jacobian(grad)``) are built on the same reverse pass: each
+records the function once and walks it backward once per cotangent while the graph is
+kept.  ``jvp`` is the Jacobian contracted with the tangents (no forward mode: one
+backward pass per output element).
 """
 from __future__ import annotations
 
-from ..cuda.array import DeviceArray, _MATMUL, _SETITEM, full
+import numpy as np
+
+from ..cuda.array import AT_ONCE, DeviceArray, _MATMUL, _SETITEM, full
 from ..core.graph import VIEW
 from . import rules
 
@@ -109,11 +117,10 @@ def _arg_cotangents(n, g, need):
         ans, _ = _kept(_wrap(n), x.shape, n.params)
         mask = x == ans
         return [mask * (gk / mask.sum(axis=axes, keepdims=True))]
+    if name in ("std", "var") and op.kind == "reduction":
+        return [_std_var_cotangent(name, xs[0], _wrap(n), g, n.params)]
     if op is _MATMUL:
-        x, y = xs
-        if x.ndim != 2 or y.ndim != 2:
-            raise NotImplementedError("lazynp.grad on device arrays: matmul of 2-D arrays only")
-        return [g @ y.T if need[0] else None, x.T @ g if need[1] else None]
+        return _matmul_cotangents(xs[0], xs[1], g, need)
     if op is _SETITEM:
         p = n.params
         region = (p["offset"], p["shape"], p["strides"], p["dtype"])
@@ -124,8 +131,41 @@ def _arg_cotangents(n, g, need):
         if need[1]:
             g_val = g._view(*region).copy()
         return [g_old, g_val]
+    if op is AT_ONCE:
+        name = n.params["name"]
     raise NotImplementedError(f"lazynp.grad on device arrays: no gradient rule for op "
                               f"{name!r}")
+
+
+def _std_var_cotangent(name: str, x, ans, g, params):
+    """``d var / dx = 2 (x - mean) / (N - ddof)``; ``d std = d var / (2 std)``."""
+    if x.dtype.kind not in "f":
+        raise NotImplementedError(f"lazynp.grad on device arrays: {name} of {x.dtype} values")
+    gk, axes = _kept(g, x.shape, params)
+    cnt = 1
+    for d in axes:
+        cnt *= x.shape[d]
+    ddof = (params or {}).get("ddof", 0)
+    centered = x - x.mean(axis=axes, keepdims=True)
+    dvar = centered * (2.0 / (cnt - ddof))
+    if name == "var":
+        return dvar * gk
+    std, _ = _kept(ans, x.shape, params)
+    return dvar * (gk / (2.0 * std))
+
+
+def _matmul_cotangents(x, y, g, need):
+    """Cotangents of ``x @ y`` for 1-D and 2-D operands (NumPy's promotion of a 1-D
+    operand to a row or a column, undone on the way back)."""
+    if x.ndim not in (1, 2) or y.ndim not in (1, 2):
+        raise NotImplementedError("lazynp.grad on device arrays: matmul of 1-D and 2-D "
+                                  "arrays only (not stacks of matrices)")
+    x2 = x.reshape(1, -1) if x.ndim == 1 else x
+    y2 = y.reshape(-1, 1) if y.ndim == 1 else y
+    g2 = g.reshape(x2.shape[0], y2.shape[1])
+    gx = (g2 @ y2.T).reshape(x.shape) if need[0] else None
+    gy = (x2.T @ g2).reshape(y.shape) if need[1] else None
+    return [gx, gy]
 
 
 def value_and_grad(fun, argnums=0, has_aux: bool = False):
@@ -172,14 +212,16 @@ def grad(fun, argnums=0, has_aux: bool = False):
     return wrapped
 
 
-def _backward(out, inputs: dict) -> dict:
+def _backward(out, inputs: dict, seed=None) -> dict:
+    """Cotangents of ``inputs`` (argument position -> node) for the cotangent ``seed`` of
+    ``out`` (None: 1 for a scalar)."""
     order = _topo(out)
     targets = {id(n) for n in inputs.values()}
     depends = set(targets)
     for n in order:
         if any(type(a) is type(n) and id(a) in depends for a in n.args):
             depends.add(id(n))
-    cot = {id(out): full((), 1.0, out.dtype, out.device)}
+    cot = {id(out): full((), 1.0, out.dtype, out.device) if seed is None else seed}
     for n in reversed(order):
         g = cot.get(id(n))
         if g is None or id(n) in targets or not n.args:
@@ -199,3 +241,125 @@ def _backward(out, inputs: dict) -> dict:
         g = cot.get(id(node))
         out_grads[i] = g if g is not None else _zeros(node.shape, node.dtype, node.device)
     return out_grads
+
+
+# --- vjp, elementwise_grad, jacobian, jvp (one recording, one backward pass per cotangent) ----
+
+def _device_inputs(args, nums, who: str):
+    args = list(args)
+    inputs = {}
+    for i in nums:
+        a = args[i]
+        if not isinstance(a, DeviceArray):
+            raise TypeError(f"{who}: argument {i} is not a device array (the others are: "
+                            f"every differentiated argument must be on the device)")
+        if a.dtype.kind not in "f":
+            raise TypeError(f"{who}: argument {i} must be real floating point, not {a.dtype}")
+        node = a._node()
+        args[i] = _wrap(node)
+        inputs[i] = node
+    return args, inputs
+
+
+def _output(res, who: str) -> DeviceArray:
+    if not isinstance(res, DeviceArray):
+        raise NotImplementedError(f"{who}: on device arrays the function must return one "
+                                  f"device array (not {type(res).__name__})")
+    if res.dtype.kind not in "f":
+        raise TypeError(f"{who}: the output must be real floating point, not {res.dtype}")
+    return res
+
+
+def _as_cotangent(c, out: DeviceArray, who: str) -> DeviceArray:
+    from ..cuda.array import asarray as to_device
+    c = c if isinstance(c, DeviceArray) and c.device == out.device else \
+        to_device(c, out.device)
+    if c.shape != out.shape:
+        raise ValueError(f"{who}: the cotangent has shape {c.shape}, the output {out.shape}")
+    return c.astype(out.dtype) if c.dtype != out.dtype else c
+
+
+def pullbacks(fun, args, nums, cotangents, who: str):
+    """``(fun(*args), [grads per cotangent])``: ``fun`` recorded once, one backward pass per
+    cotangent (``cotangents(out)`` yields them); grads are dicts by argument position."""
+    rt = _rt()
+    args, inputs = _device_inputs(args, nums, who)
+    rt.KEEP_GRAPH[0] += 1
+    try:
+        out = _output(fun(*args), who)
+        onode = out._node()
+        results = [_backward(onode, inputs, _as_cotangent(c, out, who))
+                   for c in cotangents(out)]
+    finally:
+        rt.KEEP_GRAPH[0] -= 1
+    return out, results
+
+
+def vjp(fun, *primals):
+    """``(fun(*primals), vjp_fn)`` on device arrays; ``vjp_fn(cotangent)`` records ``fun``
+    again and walks it backward (the graph is not kept alive between the two calls)."""
+    nums = tuple(range(len(primals)))
+    out, _ = pullbacks(fun, primals, nums, lambda o: (), "lazynp.vjp")
+
+    def vjp_fn(cotangent):
+        _, (g,) = pullbacks(fun, primals, nums, lambda o: (cotangent,), "lazynp.vjp")
+        return tuple(g[i] for i in nums)
+    return out, vjp_fn
+
+
+def elementwise_grad(fun, args, nums, single: bool):
+    """The VJP of ``fun`` at ``args`` with a cotangent of ones."""
+    _, (g,) = pullbacks(fun, args, nums, lambda o: (full(o.shape, 1, o.dtype, o.device),),
+                        "lazynp.elementwise_grad")
+    return g[nums[0]] if single else tuple(g[i] for i in nums)
+
+
+def _basis(out):
+    from ..cuda.array import asarray as to_device
+    m = 1
+    for d in out.shape:
+        m *= d
+    for i in range(m):
+        e = np.zeros(m, out.dtype)
+        e[i] = 1
+        yield to_device(e.reshape(out.shape), out.device)
+
+
+def jacobian(fun, args, nums, single: bool):
+    """``out.shape + x.shape`` blocks, one backward pass per output element."""
+    from ..cuda.array import call_at_once
+    out, rows = pullbacks(fun, args, nums, _basis, "lazynp.jacobian")
+    blocks = []
+    for i in nums:
+        x = args[i]
+        if not rows:
+            blocks.append(_zeros(out.shape + x.shape, x.dtype, x.device))
+            continue
+        st = call_at_once("stack", np.stack, ([r[i] for r in rows],), {})
+        blocks.append(st.reshape(out.shape + x.shape))
+    return blocks[0] if single else tuple(blocks)
+
+
+def jvp(fun, primals, tangents):
+    """``(fun(*primals), J @ tangents)``: the Jacobian contracted with the tangents."""
+    primals, tangents = tuple(primals), tuple(tangents)
+    if len(primals) != len(tangents):
+        raise ValueError("jvp: tangents must have the structure of primals")
+    nums = tuple(range(len(primals)))
+    out, rows = pullbacks(fun, primals, nums, _basis, "lazynp.jvp")
+    from ..cuda.array import asarray as to_device
+    ts = [t if isinstance(t, DeviceArray) else to_device(t, out.device) for t in tangents]
+    for t, p in zip(ts, primals):
+        if t.shape != p.shape:
+            raise ValueError(f"jvp: a tangent has shape {t.shape}, its primal {p.shape}")
+    vals = []
+    for r in rows:
+        s = None
+        for i in nums:
+            term = (r[i] * ts[i]).sum()
+            s = term if s is None else s + term
+        vals.append(s)
+    if not vals:
+        return out, _zeros(out.shape, out.dtype, out.device)
+    from ..cuda.array import call_at_once
+    return out, call_at_once("stack", np.stack, (vals,), {}).reshape(out.shape)

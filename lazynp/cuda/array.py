@@ -12,6 +12,7 @@ An op whose array operands live on two devices raises ``ValueError`` naming both
 """
 from __future__ import annotations
 
+import importlib
 import operator
 
 import numpy as np
@@ -114,14 +115,25 @@ class DeviceArray:
 
     # --- moving between devices and libraries ------------------------------------------
     def to_device(self, device, /, *, stream=None) -> "DeviceArray":
-        """A copy on ``device`` (``"cpu"``: a ``lazynp.ndarray``); self if already there."""
+        """A copy on ``device`` (``"cpu"``: a ``lazynp.ndarray``); self if already there.
+
+        ``stream`` (an integer handle as in ``__cuda_array_interface__``, or a CuPy or
+        PyTorch stream): the stream the caller will use the result on; it is made to wait
+        for the value (no host wait).  Not allowed for ``"cpu"`` (the copy to the host
+        waits for the value)."""
         d = names.device(device)
+        if stream is not None and d.kind == "cpu":
+            raise ValueError("lazynp: to_device('cpu', stream=...): a stream is for device "
+                             "targets (the copy to the host waits for the value)")
         if d == self._device:
-            return self
-        host = self._host()
-        if d.kind == "cpu":
-            return ndarray._from_node(leaf(host))
-        return from_host(host, d)
+            out = self
+        elif d.kind == "cpu":
+            return ndarray._from_node(leaf(self._host()))
+        else:
+            out = from_host(self._host(), d)
+        if stream is not None:
+            runtime.order_consumer(out._node(), stream)
+        return out
 
     def get(self) -> np.ndarray:
         """The value as a NumPy array (a host copy; CuPy's name)."""
@@ -131,27 +143,76 @@ class DeviceArray:
         return runtime.download(self._node())
 
     def __array__(self, dtype=None, copy=None):
+        if copy is False:
+            raise ValueError("lazynp: a device array cannot be seen as a NumPy array "
+                             "without a copy (copy=False)")
         v = self._host()
         return v if dtype is None else v.astype(dtype, copy=False)
 
+    def __array_namespace__(self, /, *, api_version=None):
+        """The Array API namespace: ``lazynp``."""
+        if api_version is not None and api_version not in _API_VERSIONS:
+            raise ValueError(f"lazynp: unsupported Array API version {api_version!r} "
+                             f"(supported: {', '.join(_API_VERSIONS)})")
+        # (the package's face sits above this layer: looked up at call time)
+        return importlib.import_module("lazynp")
+
     @property
     def __cuda_array_interface__(self) -> dict:
+        """Version 3 of the interface, after the host has waited for the value (so any
+        consumer stream may read it: ``stream`` is None)."""
         n = self._node()
         runtime.wait(n)
         return memory.interface(runtime.realize(n))
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        n = self._node()
-        runtime.wait(n)
+        """The DLPack protocol.
+
+        ``stream``: the consumer's stream (an integer: 1 the legacy default stream, 2 the
+        per-thread one, else a ``cudaStream_t``; None: the legacy default stream; -1: the
+        host waits instead); it is made to wait for the value.  ``dl_device``: this array's
+        device, or ``(kDLCPU, 0)`` for a host copy (unless ``copy=False``).  ``copy=True``:
+        the capsule holds a copy.  ``max_version``: passed to the buffer's own exporter.
+
+        Raises
+        ------
+        BufferError
+            For another ``dl_device``, or ``copy=False`` where a copy is needed.
+        """
+        here = self.__dlpack_device__()
+        if dl_device is not None and tuple(dl_device) != here:
+            if tuple(dl_device) == (1, 0) and copy is not False:
+                return _dlpack_of(self._host(), max_version, None)
+            raise BufferError(f"lazynp: __dlpack__: cannot export a {self._device.name} "
+                              f"array to DLPack device {tuple(dl_device)}"
+                              + (" without a copy" if tuple(dl_device) == (1, 0) else ""))
+        src = self.copy() if copy else self
+        n = src._node()
+        if memory.simulated() or stream == -1:
+            runtime.wait(n)          # (the simulator's consumer is the host)
+        else:
+            runtime.order_consumer(n, 1 if stream is None else stream)
         buf = runtime.realize(n)
         if memory.simulated():
-            return memory.host_view(buf).__dlpack__()
-        return buf.__dlpack__(stream=stream)
+            return _dlpack_of(memory.host_view(buf), max_version, stream)
+        return _dlpack_of(buf, max_version, stream)
 
-    def __dlpack_device__(self):
+    def __dlpack_device__(self) -> tuple:
         if memory.simulated():
             return (1, 0)                   # (the simulator's memory is the host's)
         return (2, self._device.index)      # (kDLCUDA, device)
+
+    def attach_grad(self, grad_req: str = "write", stype=None):
+        """Not on device arrays: ``autograd.record()``/``backward()`` run on the CPU graph.
+
+        Raises
+        ------
+        NotImplementedError
+            Always (``lazynp.grad(f)(x)`` and the other transforms take device arrays).
+        """
+        raise NotImplementedError("lazynp: attach_grad (autograd.record/backward) is not "
+                                  "implemented on device arrays; use lazynp.grad(f)(x), "
+                                  "value_and_grad, vjp or jacobian, which take them")
 
     def block_until_ready(self) -> "DeviceArray":
         """Run what this array needs and wait for it (JAX's name)."""
@@ -331,6 +392,22 @@ class DeviceArray:
 
     def argmin(self, axis=None, out=None, keepdims=False):
         return reduce("argmin", self, axis, None, out, keepdims)
+
+
+_API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12")
+
+
+def _dlpack_of(buf, max_version, stream):
+    """``buf.__dlpack__`` with the arguments it was given (a BufferError naming the one
+    the buffer's library does not take)."""
+    kw = {} if max_version is None else {"max_version": max_version}
+    if stream is not None and not memory.simulated():
+        kw["stream"] = stream
+    try:
+        return buf.__dlpack__(**kw)
+    except TypeError as exc:
+        raise BufferError(f"lazynp: __dlpack__({', '.join(kw)}=...) is not supported by "
+                          f"{type(buf).__module__}.{type(buf).__name__}: {exc}") from exc
 
 
 def _size(shape) -> int:
@@ -574,19 +651,22 @@ def call_at_once(name: str, np_fn, args, kwargs):
     collect(args)
     collect(tuple(kwargs.values()))
     dev = names.placement(tuple(flat), name)
-    sim = memory.simulated()
+    sim = not memory.library_arrays()
     if sim:
         runtime.STATS["device_host_fallbacks"] += 1
     else:
         runtime.STATS["device_cupy_ops"] += 1
+        nodes = [x._node() for x in flat]
+        runtime.flush([n for n in nodes if n.state == runtime.PENDING or
+                       runtime._root(n).state == runtime.PENDING])
+        for n in nodes:
+            if runtime._root(n).error is not None:
+                raise runtime._root(n).error
+        realized = {id(x): runtime.realize(n) for x, n in zip(flat, nodes)}
 
     def value(x):
         if isinstance(x, DeviceArray):
-            if sim:
-                return x._host()
-            n = x._node()
-            runtime.wait(n)
-            return runtime.realize(n)
+            return x._host() if sim else realized[id(x)]
         if type(x) in (list, tuple):
             return type(x)(value(v) for v in x)
         if isinstance(x, np.ndarray) or hasattr(x, "_node"):
@@ -594,23 +674,32 @@ def call_at_once(name: str, np_fn, args, kwargs):
                              f"{dev.name}; move one with .to_device(...)")
         return x
 
-    res = np_fn(*value(tuple(args)), **{k: value(v) for k, v in kwargs.items()})
-    return _wrap_result(res, dev, sim)
+    def call():
+        return np_fn(*value(tuple(args)), **{k: value(v) for k, v in kwargs.items()})
+    if sim:
+        return _mark_opaque(_wrap_result(call(), dev, True), name, flat)
+    # (on a compute stream after the inputs' events; the result's leaves get the event
+    # recorded after it, so lazynp's later work waits for it)
+    res, ev = runtime.result_leaf(dev, call, [runtime._root(n).event for n in nodes],
+                                  tuple(realized.values()))
+    return _mark_opaque(_wrap_result(res, dev, False, ev), name, flat)
 
 
-def _wrap_result(res, dev, sim: bool):
+def _wrap_result(res, dev, sim: bool, event=None):
     if isinstance(res, tuple):
-        return type(res)(*[_wrap_result(r, dev, sim) for r in res]) if hasattr(res, "_fields") \
-            else tuple(_wrap_result(r, dev, sim) for r in res)
+        parts = [_wrap_result(r, dev, sim, event) for r in res]
+        return type(res)(*parts) if hasattr(res, "_fields") else tuple(parts)
     if isinstance(res, list):
-        return [_wrap_result(r, dev, sim) for r in res]
+        return [_wrap_result(r, dev, sim, event) for r in res]
     if sim:
         return from_host(res, dev) if isinstance(res, np.ndarray) else res
     cp = memory._load()["cupy"]
     if isinstance(res, cp.ndarray):
         if not res.flags.c_contiguous:
-            res = cp.ascontiguousarray(res)
-        return DeviceArray._from_node(runtime.leaf(res, dev))
+            res = cp.ascontiguousarray(res)      # (made on the stream: covered by the event)
+        n = runtime.leaf(res, dev)
+        n.event = event
+        return DeviceArray._from_node(n)
     return res
 
 
@@ -620,7 +709,31 @@ def _fallback_call(name: str, fn, arrays) -> DeviceArray:
     runtime.STATS["device_host_fallbacks"] += 1
     dev = names.placement(arrays, name)
     res = np.asarray(fn(*[x._host() for x in arrays]))
-    return from_host(res, dev)
+    return _mark_opaque(from_host(res, dev), name, arrays)
+
+
+def _at_once_impl(*args, **kw):  # pragma: no cover - never runs (its nodes are leaves)
+    raise AssertionError("a device at-once result never runs")
+
+
+#: the op of a result computed at once while a gradient is taken: a leaf that keeps its
+#: inputs, so the backward pass raises naming the function instead of giving zeros
+AT_ONCE = OPS.get("device_at_once") or register(Op("device_at_once", "creation", _at_once_impl,
+                                                   raises_on_values=False))
+
+
+def _mark_opaque(res, name: str, inputs):
+    if not runtime.KEEP_GRAPH[0] or not inputs:
+        return res
+    if isinstance(res, (tuple, list)):
+        for r in res:
+            _mark_opaque(r, name, inputs)
+    elif isinstance(res, DeviceArray):
+        n = res._var.head
+        n.op = AT_ONCE
+        n.params = {"name": name}
+        n.args = tuple(a._node() for a in inputs)
+    return res
 
 
 def evaluate(arrays) -> None:
@@ -654,17 +767,21 @@ def asarray(a, dev: Device, dtype=None, copy=None) -> DeviceArray:
     if names.is_foreign_gpu_array(a) or (hasattr(a, "__dlpack_device__") and
                                                    not isinstance(a, np.ndarray) and
                                                    _is_cuda_dlpack(a)):
+        src = names.foreign_device(a)
+        if src != dev:
+            raise ValueError(f"lazynp.asarray: the array is on {src.name}, not {dev.name}; "
+                             f"move it with its library first")
+        event = runtime.producer_event(dev, a)
         buf = memory.from_foreign(a, dev)
-        if not _contiguous_buffer(buf):
-            buf = None
-        if buf is not None:
-            node = runtime.leaf(buf, dev, exported=True)
-            out = DeviceArray._from_node(node)
-            if copy:
-                out = out.copy()
-            if dtype is not None and np.dtype(dtype) != out.dtype:
-                out = out.astype(dtype)
-            return out
+        if copy is False and not memory.is_c_contiguous(buf):
+            raise ValueError("lazynp.asarray(copy=False): lazynp's device arrays are "
+                             "C-ordered; this array would need a copy")
+        out = DeviceArray._from_node(runtime.foreign_leaf(buf, dev, event))
+        if copy:
+            out = out.copy()
+        if dtype is not None and np.dtype(dtype) != out.dtype:
+            out = out.astype(dtype)
+        return out
     if hasattr(a, "_value") and hasattr(a, "_node"):       # a lazynp CPU array
         a = a._value()
     if copy is False:
@@ -675,16 +792,6 @@ def asarray(a, dev: Device, dtype=None, copy=None) -> DeviceArray:
 def _is_cuda_dlpack(a) -> bool:
     try:
         return a.__dlpack_device__()[0] in (2, 3, 13)
-    except Exception:
-        return False
-
-
-def _contiguous_buffer(buf) -> bool:
-    f = getattr(buf, "flags", None)
-    if f is not None and hasattr(f, "c_contiguous"):
-        return bool(f.c_contiguous)
-    try:
-        return bool(buf.is_c_contiguous())
     except Exception:
         return False
 

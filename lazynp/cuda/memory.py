@@ -7,6 +7,8 @@ realized with :func:`view`.
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from ..devices.names import Device
@@ -59,6 +61,13 @@ def simulated() -> bool:
     return _load()["sim"]
 
 
+def library_arrays() -> bool:
+    """True where NumPy's functions run on the device's buffers (CuPy arrays on a real
+    GPU); False under the simulator, where they run on host copies (the tests' fake CuPy
+    turns it on)."""
+    return not _load()["sim"]
+
+
 def cuda():
     return _load()["cuda"]
 
@@ -74,6 +83,48 @@ def check_device(dev: Device) -> None:
     if dev.index >= device_count():
         raise DeviceUnavailable(f"lazynp: device {dev.name} does not exist "
                                 f"({device_count()} CUDA device(s))")
+
+
+def device_context(dev: Device):
+    """A context manager making ``dev`` current for Numba's launches and CuPy's calls
+    (``cuda.gpus[i]`` and ``cupy.cuda.Device(i)``): kernels, streams and events of
+    ``cuda:1`` must be made in device 1's context."""
+    st = _load()
+    n = st.get("count")
+    if n is None:
+        n = st["count"] = device_count()
+    if n == 1:
+        return _ONE_DEVICE          # (one context: nothing to select, no host cost)
+    if st["sim"]:
+        return st["cuda"].gpus[dev.index]
+    return _BothContexts(st["cuda"].gpus[dev.index], st["cupy"].cuda.Device(dev.index))
+
+
+_ONE_DEVICE = contextlib.nullcontext()
+
+
+class _BothContexts:
+    __slots__ = ("numba", "cupy")
+
+    def __init__(self, numba_ctx, cupy_dev):
+        self.numba = numba_ctx
+        self.cupy = cupy_dev
+
+    def __enter__(self):
+        self.cupy.__enter__()
+        try:
+            self.numba.__enter__()
+        except BaseException:
+            self.cupy.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self.numba.__exit__(*exc)
+        finally:
+            self.cupy.__exit__(*exc)
+        return False
 
 
 def empty(dev: Device, shape: tuple, dtype) -> object:
@@ -171,13 +222,35 @@ def interface(buf) -> dict:
 
 def from_foreign(x, dev: Device):
     """A buffer sharing the memory of another library's GPU array (CuPy, PyTorch, Numba):
-    ``__cuda_array_interface__`` or DLPack (CuPy's ``asarray``: no copy)."""
+    ``__cuda_array_interface__`` or DLPack (CuPy's ``asarray``: no copy), with the array's
+    strides (it may not be C-contiguous)."""
     st = _load()
     if st["sim"]:
         if isinstance(x, st["fake"]):
             return x
+        cai = getattr(x, "__cuda_array_interface__", None)
+        if isinstance(cai, dict):       # (the simulator's device memory is the host's)
+            return st["fake"](np.asarray(_HostInterface(cai, x)))
         raise TypeError("lazynp: under the simulator only Numba's simulated device arrays "
-                        "can be wrapped")
+                        "and __cuda_array_interface__ objects can be wrapped")
     cp = st["cupy"]
     with cp.cuda.Device(dev.index):
         return cp.asarray(x)
+
+
+class _HostInterface:
+    """``__array_interface__`` from a ``__cuda_array_interface__`` (simulator only)."""
+
+    def __init__(self, cai: dict, owner):
+        self.__array_interface__ = {"data": cai["data"], "shape": tuple(cai["shape"]),
+                                    "strides": cai.get("strides"), "typestr": cai["typestr"],
+                                    "version": 3}
+        self._owner = owner
+
+
+def is_c_contiguous(buf) -> bool:
+    """True for a C-contiguous buffer."""
+    st = _load()
+    if st["sim"]:
+        return bool(buf._ary.flags.c_contiguous)
+    return bool(buf.flags.c_contiguous)

@@ -218,7 +218,8 @@ def flush(targets) -> None:
         continued: set = set()
         here: set = set()
         for it in items:
-            _launch_item(it, continued, here)
+            with memory.device_context(_item_nodes(it)[0].device):
+                _launch_item(it, continued, here)
         for n in order:
             if n.op is VIEW:
                 n.state = LAUNCHED
@@ -589,14 +590,19 @@ def _host_value(buf) -> np.ndarray:
 
 def _fallback_work(n: DeviceNode, dev, stream):
     """A non-elementwise op: CuPy on a real GPU (NumPy's functions dispatch to CuPy on
-    CuPy arrays), the host under the simulator (counted)."""
+    CuPy arrays), the host under the simulator (counted).
+
+    The library call is made *inside* the work, which the engine enqueues after the
+    stream waits on the inputs' events: called while the work is built, CuPy would issue
+    it on the stream before those waits, reading inputs not yet written.  Its result is
+    copied into a buffer allocated now (later items of this flush read ``n.value``)."""
     op = n.op
     params = n.params or {}
     args = n.args
-    if memory.simulated():
+    out = memory.empty(dev, n.shape, n.dtype)
+    n.value = out
+    if not memory.library_arrays():
         STATS["device_host_fallbacks"] += 1
-        out = memory.empty(dev, n.shape, n.dtype)
-        n.value = out
 
         def work():
             vals = [_host_value(realize(a)) if type(a) is DeviceNode else a for a in args]
@@ -607,13 +613,15 @@ def _fallback_work(n: DeviceNode, dev, stream):
     STATS["device_cupy_ops"] += 1
     cp = memory._load()["cupy"]
     vals = [realize(a) if type(a) is DeviceNode else a for a in args]
-    with stream.cupy:
-        res = op.impl(*vals, **params)
-        if not isinstance(res, cp.ndarray):
-            raise TypeError(f"lazynp: {op.name} has no CuPy implementation on {dev.name}")
-        res = cp.ascontiguousarray(res.astype(n.dtype, copy=False).reshape(n.shape))
-    n.value = res
-    return (lambda: None), [res]
+
+    def work():
+        with stream.cupy:
+            res = op.impl(*vals, **params)
+            if not isinstance(res, cp.ndarray):
+                raise TypeError(f"lazynp: {op.name} has no CuPy implementation on "
+                                f"{dev.name}")
+            cp.copyto(out, res.astype(n.dtype, copy=False).reshape(n.shape))
+    return work, [out] + [v for v in vals if isinstance(v, cp.ndarray)]
 
 
 def _write_work(n: DeviceNode, dev, eng, stream):
@@ -670,7 +678,8 @@ def upload(host: np.ndarray, dev) -> DeviceNode:
     def work():
         memory.copy_host_to_device(buf, host, stream)
     streams.STATS["gpu_copies"] += 1
-    n.event = eng.launch(stream, work, (), (buf, host))
+    with memory.device_context(dev):
+        n.event = eng.launch(stream, work, (), (buf, host))
     return n
 
 
@@ -701,7 +710,8 @@ def download(a: DeviceNode) -> np.ndarray:
         except BaseException as exc:
             err.append(exc)
     streams.STATS["gpu_copies"] += 1
-    ev = eng.launch(stream, work, [r.event], (src,))
+    with memory.device_context(r.device):
+        ev = eng.launch(stream, work, [r.event], (src,))
     r.readers.append(ev)
     eng.host_wait(ev)
     if r.error is not None:
@@ -709,6 +719,135 @@ def download(a: DeviceNode) -> np.ndarray:
     if err:
         raise err[0]
     return out
+
+
+# --- ordering with other libraries' streams ---------------------------------------------------
+
+_sim_streams: dict = {}        # handle -> simulated stream (the simulator's foreign streams)
+
+
+def library_stream(dev):
+    """The stream other libraries' work on ``dev`` goes to when lazynp does not choose one:
+    CuPy's current stream (the null stream unless the user set one).  Under the simulator a
+    deferred stream stands for it (handle 1, the interface's legacy default stream), so a
+    missing event after work on it gives wrong values in the tests, as on a GPU."""
+    if memory.simulated():
+        return sim_stream(dev, 1)
+    cp = memory._load()["cupy"]
+    with cp.cuda.Device(dev.index):
+        cur = cp.cuda.get_current_stream()
+    return streams.CupyStream(cur, None, "library")
+
+
+def sim_stream(dev, handle: int):
+    """Under the simulator, the deferred stream of a foreign ``handle`` (an integer, as in
+    ``__cuda_array_interface__['stream']``), made on first use.  Tests put another
+    library's pending writes on it."""
+    key = (dev.name, handle)
+    s = _sim_streams.get(key)
+    if s is None:
+        s = _sim_streams[key] = engine_for(dev).backend.new_stream(f"foreign{handle}")
+    return s
+
+
+def foreign_stream(dev, handle: int):
+    """The stream named by a ``__cuda_array_interface__`` ``stream`` field: 1 the legacy
+    default stream, 2 the per-thread default stream, else a ``cudaStream_t``."""
+    if isinstance(handle, bool) or not isinstance(handle, (int, np.integer)) or handle == 0:
+        raise ValueError(f"lazynp: invalid stream {handle!r} in __cuda_array_interface__ "
+                         f"(0 is disallowed; None means no synchronization is needed)")
+    if memory.simulated():
+        return sim_stream(dev, int(handle))
+    cp = memory._load()["cupy"]
+    with cp.cuda.Device(dev.index):
+        s = cp.cuda.Stream.null if handle == 1 else cp.cuda.Stream.ptds if handle == 2 \
+            else cp.cuda.ExternalStream(int(handle))
+    return streams.CupyStream(s, None, f"foreign{handle}")
+
+
+def producer_event(dev, x):
+    """An event after which another library's GPU array ``x`` is written: recorded on the
+    stream its ``__cuda_array_interface__`` names, else (a CuPy array, a DLPack import) on
+    CuPy's current stream; None when the interface says no synchronization is needed."""
+    cai = None
+    try:
+        cai = x.__cuda_array_interface__
+    except Exception:
+        pass
+    if isinstance(cai, dict) and "stream" in cai:
+        handle = cai["stream"]
+        if handle is None:
+            return None
+        stream = foreign_stream(dev, handle)
+    elif memory.simulated() and cai is None:
+        return None         # (a simulated Numba array: written when its copy returned)
+    else:
+        stream = library_stream(dev)
+    return engine_for(dev).backend.record(stream)
+
+
+def foreign_leaf(buf, dev, event) -> DeviceNode:
+    """A node for another library's buffer, ready after ``event`` (its producer's): shared
+    when C-contiguous, else copied (on the copy stream, after the event) into a
+    C-contiguous buffer, as every lazynp buffer is."""
+    if memory.is_c_contiguous(buf):
+        n = leaf(buf, dev, exported=True)
+        n.event = event
+        return n
+    eng = engine_for(dev)
+    out = memory.empty(dev, tuple(buf.shape), buf.dtype)
+    n = leaf(out, dev)
+    stream = eng.copy
+
+    def work():
+        memory.copy_device_to_device(out, buf, stream)
+    with memory.device_context(dev):
+        n.event = eng.launch(stream, work, [event], (buf, out))
+    return n
+
+
+def result_leaf(dev, make, waits=(), keep=()) -> tuple:
+    """``make()`` (a library call: CuPy's, returning device buffers) issued on a compute
+    stream after it waits on ``waits``, and the event recorded after it; returns
+    ``(result, event)``.  ``make`` runs now on the host (its result is needed at once);
+    CuPy issues its work on the stream.  ``keep``: buffers held until that work is done.
+    (Under the simulator, functions run at once on host copies: :func:`upload`.)"""
+    eng = engine_for(dev)
+    stream = eng.next_compute_stream()
+    with memory.device_context(dev):
+        eng.launch(stream, _nothing, list(waits))        # (the stream waits first)
+        with stream.cupy:
+            res = make()                                 # (issued after those waits)
+        ev = eng.launch(stream, _nothing, (), tuple(keep) + (res,))
+    return res, ev
+
+
+def _nothing() -> None:
+    pass
+
+
+def order_consumer(n: DeviceNode, handle) -> None:
+    """Make another library's stream (``handle``: an integer as in the interfaces, or a
+    CuPy/PyTorch stream object) wait for ``n``'s value, without blocking the host."""
+    if n.state == PENDING or (n.op is VIEW and _root(n).state == PENDING):
+        flush([n])
+    r = _root(n)
+    if r.error is not None:
+        raise r.error
+    if r.event is None:
+        return
+    if not isinstance(handle, (int, np.integer)):
+        ptr = getattr(handle, "ptr", None)
+        if ptr is None:
+            ptr = getattr(handle, "cuda_stream", None)        # (a torch.cuda.Stream)
+        if not isinstance(ptr, int):
+            raise TypeError(f"lazynp: a stream must be an integer handle or a CuPy/PyTorch "
+                            f"stream, not {type(handle).__name__}")
+        handle = ptr if ptr else 1
+    stream = foreign_stream(r.device, handle)
+    eng = engine_for(r.device)
+    with memory.device_context(r.device):
+        eng.backend.wait_event(stream, r.event)
 
 
 def synchronize(dev=None) -> None:

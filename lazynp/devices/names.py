@@ -130,16 +130,47 @@ def device_of(x):
         return x._device
     if isinstance(x, (bool, int, float, complex, np.generic)) or x is None:
         return None
-    if hasattr(x, "__cuda_array_interface__"):
+    if is_foreign_gpu_array(x):
         return foreign_device(x)
     return CPU
 
 
+_DLPACK_CUDA = (2, 3, 13)        # (kDLCUDA, kDLCUDAHost, kDLCUDAManaged)
+
+
 def foreign_device(x) -> Device:
-    """The device of another library's GPU array (CuPy's ``.device.id``, else 0)."""
+    """The CUDA device of another library's GPU array: DLPack's ``__dlpack_device__()``,
+    else ``.device`` (CuPy's and JAX's ``.id``, PyTorch's ``.index``), else a Numba device
+    array's context (a simulated one: ``cuda:0``).
+
+    Raises
+    ------
+    ValueError
+        When the array does not say which device it is on.
+    """
+    dl = getattr(x, "__dlpack_device__", None)
+    if dl is not None:
+        try:
+            kind, idx = dl()
+        except Exception:
+            kind = idx = None
+        if kind in _DLPACK_CUDA and isinstance(idx, (int, np.integer)):
+            return Device("cuda", int(idx))
     dev = getattr(x, "device", None)
     idx = getattr(dev, "id", None)
-    return Device("cuda", idx) if isinstance(idx, int) and idx > 0 else device("cuda:0")
+    if idx is None and getattr(dev, "type", None) == "cuda":
+        idx = getattr(dev, "index", None)
+    if isinstance(idx, (int, np.integer)) and not isinstance(idx, bool):
+        return Device("cuda", int(idx))
+    data = getattr(x, "gpu_data", None)              # a Numba device array
+    ctx = getattr(data, "context", None)
+    idx = getattr(getattr(ctx, "device", None), "id", None)
+    if isinstance(idx, int):
+        return Device("cuda", idx)
+    if getattr(type(x), "__cuda_ndarray__", False) and hasattr(x, "_ary"):
+        return Device("cuda", 0)                     # (Numba's simulator: one device)
+    raise ValueError(f"lazynp: cannot tell which CUDA device a {type(x).__name__} is on; "
+                     f"pass device='cuda:N'")
 
 
 def placement(args, name: str = "operation") -> Device:
@@ -168,7 +199,18 @@ def is_foreign_gpu_array(x) -> bool:
     """True for another library's GPU array (``__cuda_array_interface__``: CuPy, PyTorch,
     Numba; Numba's simulated device arrays too)."""
     t = type(x)
-    return hasattr(t, "__cuda_array_interface__") or getattr(t, "__cuda_ndarray__", False)
+    if getattr(t, "_lazynp_device_array", False):
+        return False                    # (lazynp's own; reading its interface would wait)
+    if getattr(t, "__cuda_ndarray__", False):
+        return True
+    if not hasattr(t, "__cuda_array_interface__"):
+        return False
+    # (the instance decides: a CPU torch.Tensor or jax.Array has the property on its type,
+    # which raises for it)
+    try:
+        return isinstance(x.__cuda_array_interface__, dict)
+    except Exception:
+        return False
 
 
 def is_device_array(x) -> bool:
