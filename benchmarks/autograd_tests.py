@@ -16,6 +16,7 @@ repository.  Its ``tests/`` folder is copied to a temporary folder with the impo
   which lazynp takes as plain Python pytrees, and ``deriv``/``holomorphic_grad``/
   ``grad_and_aux``/``checkpoint``/``make_ggnvp``, a few lines each over lazynp's
   ``jvp``/``grad``/``make_vjp``);
+* ``autograd.misc`` (``flatten``, ``const_graph``) -> :mod:`lazynp.autograd.misc`;
 * ``autograd.test_util`` -> a ``check_grads``/``combo_check`` that compare lazynp's
   ``make_vjp``/``make_jvp`` with finite differences, as autograd's do (autograd's
   ``vspace`` is used only for random directions and inner products of NumPy values).
@@ -24,6 +25,10 @@ Test files that test autograd's internals rather than gradients of NumPy code ar
 ``test_core.py`` (no NumPy), ``test_vspaces.py``, ``test_tests.py`` (autograd's ``vspace``
 and ``test_util``), ``test_scipy.py`` (``autograd.scipy``: lazynp has no SciPy namespace).
 Prints one line per failing test with the first line of its error and the totals.
+
+``test_scipy.py``'s 90 tests stay out: they differentiate ``autograd.scipy`` (``special``,
+``stats``, ``signal``, ``integrate``, ``scipy.linalg``), and lazynp has no SciPy namespace
+with gradient rules.  The xarray tests of ``test_ufunc_dispatch.py`` skip without xarray.
 """
 from __future__ import annotations
 
@@ -213,6 +218,7 @@ REWRITES = [
     (r"^from autograd\.(extend|tracer) import primitive", "from _lazynp_autograd import primitive"),
     (r"^from autograd\.extend import", "from _lazynp_autograd import"),
     (r"^from autograd\.builtins import", "from _lazynp_autograd import"),
+    (r"^from autograd\.misc import", "from lazynp.autograd.misc import"),
     (r"^from autograd import", "from _lazynp_autograd import"),
     (r"^from numpy_utils import", "from numpy_utils import"),
 ]

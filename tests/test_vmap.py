@@ -314,6 +314,34 @@ def test_per_example_gradients_equal_the_loop_with_no_op_looped():
         numpy.testing.assert_allclose(numpy.asarray(a), b, rtol=1e-12, atol=1e-14)
 
 
+
+def test_per_example_weight_gradient_is_the_loops_bit_for_bit():
+    # an example's weight gradient is the product over one term ``x[:, None] @ g[None, :]``
+    # (NumPy's matmul: 0 + x*g, so -1 * 0 gives +0.0); the batched one must give the same
+    # signed zeros, not the broadcast multiply's -0.0
+    c = np.asarray(numpy.array([0.0, 2.0]))
+    f = lambda w, x: np.sum((x @ w) * c)
+    w = np.ones((3, 2))
+    xs = -numpy.arange(1.0, 13.0).reshape(4, 3)
+    got = numpy.asarray(np.vmap(np.grad(f), in_axes=(None, 0))(w, xs))
+    want = numpy.stack([numpy.asarray(np.grad(f)(w, np.asarray(x))) for x in xs])
+    numpy.testing.assert_array_equal(got, want)
+    numpy.testing.assert_array_equal(numpy.signbit(got), numpy.signbit(want))
+
+
+def test_large_per_example_weight_gradient_reuses_pooled_buffers():
+    # the (B, D, H) per-example gradient is written into a pooled buffer: the second call
+    # reuses the first's (no fresh page faults for the largest array of the pass)
+    rng = numpy.random.default_rng(2)
+    f = lambda w, x: np.sum(np.tanh(x @ w))
+    w, xs = np.asarray(rng.standard_normal((64, 32))), np.asarray(rng.standard_normal((64, 64)))
+    pe = np.vmap(np.grad(f), in_axes=(None, 0))
+    want = numpy.asarray(pe(w, xs)).copy()
+    hits = np.stats()["pool_hits"]
+    again = numpy.asarray(pe(w, xs))
+    assert np.stats()["pool_hits"] > hits
+    numpy.testing.assert_array_equal(again, want)
+
 #: name: a scalar function of one (4, 5) example; vmap(grad(f)) must batch every op
 GRAD_CASES = {
     "sort": lambda x: np.sum(np.sort(x, axis=1)[:, :2] ** 2),

@@ -29,8 +29,9 @@ def _call_impl_for(fn):
 
 
 def _call_impl_out_for(fn):
-    """``impl_out`` for a single-output NumPy ufunc called as a function (matmul)."""
-    if not isinstance(fn, np.ufunc) or fn.nout != 1:
+    """``impl_out`` for a single-output NumPy ufunc called as a function (matmul), and for
+    ``einsum`` (a large result then goes to a pooled buffer: no fresh page faults)."""
+    if fn is not np.einsum and (not isinstance(fn, np.ufunc) or fn.nout != 1):
         return None
 
     def impl_out(out, *vals, tpl):

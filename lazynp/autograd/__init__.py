@@ -18,7 +18,9 @@ The package, bottom to top:
 * :mod:`~lazynp.autograd.custom`: functions with their own rule (:func:`custom_vjp`,
   :func:`custom_jvp`, :func:`primitive` + :func:`defvjp`);
 * :mod:`~lazynp.autograd.api`: the functional and imperative API;
-* :mod:`~lazynp.autograd.device`: ``grad`` of functions of device arrays.
+* :mod:`~lazynp.autograd.device`: ``grad`` of functions of device arrays;
+* :mod:`~lazynp.autograd.misc`: autograd's ``flatten`` (a pytree to one vector and back)
+  and ``const_graph``.
 
 Writes (``a[i] = v``, ``a += b``, ``out=``, ``np.add.at``, writes through views) are new
 versions of a Var: their rules treat them functionally (the old version gets the cotangent
@@ -32,6 +34,7 @@ from .api import (grad, value_and_grad, vjp, jvp, jacobian, hessian, elementwise
                   hessian_vector_product, hessian_tensor_product, tensor_jacobian_product,
                   vector_jacobian_product, make_vjp, make_jvp, make_hvp)  # noqa: F401
 from .custom import custom_vjp, custom_jvp, primitive, defvjp
+from . import misc  # noqa: F401  (lazynp.autograd.misc.flatten after import lazynp)
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "elementwise_grad",
            "record", "pause", "backward", "is_recording", "stop_gradient", "AutogradError",
