@@ -244,3 +244,51 @@ def test_flat_assignment_like_numpys(value):
     t, tn = np.zeros((3, 2)).T, numpy.zeros((3, 2)).T
     t.flat, tn.flat = np.arange(6.0), numpy.arange(6.0)
     numpy.testing.assert_array_equal(numpy.asarray(t), tn)
+
+
+# --- NumPy's test_ufunc.py: the ufunc interface ----------------------------------------------
+
+@pytest.mark.parametrize("name", ["add", "frexp", "divmod", "sin"])
+def test_ufunc_signature_is_numpys(name):
+    assert inspect.signature(getattr(np, name)) == inspect.signature(getattr(numpy, name))
+
+
+def test_ufunc_resolve_dtypes_is_numpys():
+    dts = (numpy.dtype("f4"), numpy.dtype("i8"), None)
+    assert np.add.resolve_dtypes(dts) == numpy.add.resolve_dtypes(dts)
+    assert np.add.resolve_dtypes(dts, casting="unsafe") == numpy.add.resolve_dtypes(dts)
+    inspect.signature(np.ufunc.resolve_dtypes)         # (a Python method: inspectable)
+
+
+def test_ufunc_sig_keyword_is_signature():
+    a = np.arange(3) * 0.5
+    assert np.add(a, 0.5, sig="ii->i", casting="unsafe").tolist() == [0, 0, 1]
+    with pytest.raises(TypeError, match="cannot specify both 'sig' and 'signature'"):
+        np.add(a, 0.5, sig="ii->i", signature="ii->i")
+
+
+def test_matmul_is_a_gufunc():
+    assert isinstance(np.matmul, np.ufunc)
+    assert np.matmul.signature == numpy.matmul.signature
+    assert inspect.signature(np.matmul) == inspect.signature(numpy.matmul)
+    with pytest.raises(TypeError):
+        np.matmul.at(np.ones((2, 2, 2)), [0], np.ones((1, 2, 2)))
+
+
+@pytest.mark.parametrize("one", [1, np.array(1)])
+def test_ufunc_out_ellipsis_gives_arrays(one):
+    assert type(np.add(one, 2, out=...)) is np.ndarray
+    assert type(np.add.reduce(one, out=...)) is np.ndarray
+    assert all(type(r) is np.ndarray for r in np.divmod(one, 2, out=...))
+    with pytest.raises(TypeError, match="only allowed as a keyword"):
+        np.add(1, 2, ...)
+    with pytest.raises(TypeError, match="not per-operand"):
+        np.negative(1, out=(...,))
+
+
+def test_conj_of_object_array_conjugates():
+    v = np.array([1.0, 2j], dtype=object)
+    assert v.conj().tolist() == [1.0, -2j]
+    assert v.conjugate().tolist() == [1.0, -2j]
+    with pytest.raises(TypeError, match="cannot conjugate non-numeric dtype"):
+        np.array(["a"]).conj()

@@ -24,7 +24,7 @@ from .conversion import asarray, concat, concatenate, expand_dims, stack  # (pub
 from ..array.calls import _fill_deep, dummy, function_op, lazy_call, twin
 from ..array.indexing import _Slot
 from ..array.operands import broadcast_shapes, key_of, operand, shape_of, to_numpy
-from .ufunc import UFUNCS
+from .ufunc import UFUNCS, give_gufunc_face
 from ..array.ndarray import ndarray
 from ..ops import elementwise as ew
 from ..ops.core import CLIP as _CLIP, COPY as _COPY, EMPTY as _EMPTY, EYE as _EYE, \
@@ -1164,6 +1164,7 @@ globals().update(_UFUNC_NAMES)
 
 # --- the execution policy: functions that return fresh data try NumPy at once first ----------
 globals().update(_eager.eager_versions(globals()))
+give_gufunc_face(matmul, np.matmul)
 
 __all_lazy__ = [n for n in list(globals()) if not n.startswith("_") and n not in
                 ("builtins", "operator", "np", "graph", "Op", "register", "ndarray",
