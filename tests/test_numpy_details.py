@@ -292,3 +292,19 @@ def test_conj_of_object_array_conjugates():
     assert v.conjugate().tolist() == [1.0, -2j]
     with pytest.raises(TypeError, match="cannot conjugate non-numeric dtype"):
         np.array(["a"]).conj()
+
+
+def test_apply_along_axis_gives_func1d_lazynp_arrays():
+    seen = []
+
+    def outer_of_halves(x):
+        seen.append(type(x))
+        return (x[::-1] * x[1:, None]).view(np.ndarray)
+
+    a = np.arange(18).reshape(6, 3)
+    res = np.apply_along_axis(outer_of_halves, 0, a)
+    expected = numpy.apply_along_axis(lambda x: x[::-1] * x[1:, None], 0,
+                                      numpy.arange(18).reshape(6, 3))
+    assert set(seen) == {np.ndarray}
+    assert type(res) is np.ndarray
+    numpy.testing.assert_array_equal(numpy.asarray(res), expected)
