@@ -308,3 +308,43 @@ def test_apply_along_axis_gives_func1d_lazynp_arrays():
     assert set(seen) == {np.ndarray}
     assert type(res) is np.ndarray
     numpy.testing.assert_array_equal(numpy.asarray(res), expected)
+
+
+# --- NumPy's test_indexing.py -----------------------------------------------------------------
+
+@pytest.mark.parametrize("index", [numpy.s_[0.0:, 0.0], numpy.s_[0.0:], numpy.s_[1:2:0.5],
+                                   numpy.s_[0.0:, 0.0, :]])
+def test_float_slice_bounds_raise_numpys_error(index):
+    expected = pytest.raises(Exception)
+    with expected:
+        numpy.zeros((3, 3, 3))[index]
+    with pytest.raises(expected.excinfo.type, match=str(expected.excinfo.value)[:20]):
+        np.zeros((3, 3, 3))[index]
+
+
+def test_view_base_is_the_array_it_was_made_from():
+    import sys
+    a = np.array([1, 2, 3])
+    assert a.base is None
+    assert a[()].base is a
+    assert a[...].base is a
+    assert a[1:][::2].base is a          # (NumPy: the owner of the memory)
+    assert a[[0, 1]].base is not a
+    count = sys.getrefcount(a)
+    view = a[1:]
+    assert sys.getrefcount(a) == count + 1      # the view keeps its base alive, as NumPy
+    del view
+    assert sys.getrefcount(a) == count
+
+
+class _LazynpArrayLike:
+    """A class written for lazynp: its ``__array__`` returns a lazynp array."""
+
+    def __array__(self, dtype=None, copy=None):
+        return np.array([0, 1])
+
+
+def test_array_like_whose_array_method_returns_a_lazynp_array():
+    assert np.asarray(_LazynpArrayLike()).tolist() == [0, 1]
+    assert np.add(_LazynpArrayLike(), 1).tolist() == [1, 2]
+    assert np.arange(4.0).reshape(2, 2)[1, _LazynpArrayLike()].tolist() == [2.0, 3.0]
