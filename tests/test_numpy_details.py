@@ -348,3 +348,12 @@ def test_array_like_whose_array_method_returns_a_lazynp_array():
     assert np.asarray(_LazynpArrayLike()).tolist() == [0, 1]
     assert np.add(_LazynpArrayLike(), 1).tolist() == [1, 2]
     assert np.arange(4.0).reshape(2, 2)[1, _LazynpArrayLike()].tolist() == [2.0, 3.0]
+
+
+def test_apply_along_axis_keeps_a_numpy_subclass_for_func1d():
+    class Tagged(numpy.ndarray):
+        tag = 1
+
+    a = numpy.zeros((6, 3)).view(Tagged)
+    res = np.apply_along_axis(lambda x: x.tag if isinstance(x, Tagged) else -1, 0, a)
+    assert numpy.asarray(res).tolist() == [1, 1, 1]
