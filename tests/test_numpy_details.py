@@ -357,3 +357,16 @@ def test_apply_along_axis_keeps_a_numpy_subclass_for_func1d():
     a = numpy.zeros((6, 3)).view(Tagged)
     res = np.apply_along_axis(lambda x: x.tag if isinstance(x, Tagged) else -1, 0, a)
     assert numpy.asarray(res).tolist() == [1, 1, 1]
+
+
+@pytest.mark.parametrize("name, args", [("expand_dims", (1,)), ("ravel", ()), ("transpose", ()),
+                                        ("reshape", ((5, 2),)), ("flipud", ()),
+                                        ("swapaxes", (0, 1)), ("squeeze", ())])
+def test_view_functions_keep_a_masked_arrays_mask(name, args):
+    data = numpy.arange(10).reshape(2, 5)
+    masked = numpy.ma.array(data, mask=data % 3 == 0)
+    res = getattr(np, name)(masked, *args)
+    expected = getattr(numpy, name)(masked, *args)
+    assert type(res) is numpy.ma.MaskedArray
+    assert res.mask.tolist() == expected.mask.tolist()
+    assert res.filled(-1).tolist() == expected.filled(-1).tolist()
