@@ -2,8 +2,8 @@
 
 Each test file of the installed ``numpy`` package is copied (with NumPy's ``conftest.py``)
 to a temporary folder and run in its own pytest process, twice: as shipped (NumPy's run)
-and with ``import numpy as np`` and ``from numpy.testing import`` rewritten to lazynp's.
-Each process has a time limit and an address-space limit (``resource.setrlimit``), so a
+and with ``import numpy as np`` and ``from numpy[.testing|.linalg|.random|.fft] import``
+rewritten to lazynp's.  Each process has a time limit and an address-space limit (``resource.setrlimit``), so a
 test that would run the machine out of memory fails with ``MemoryError`` instead.
 
 The two runs are compared by pytest node id: "% of NumPy" is the share of the tests NumPy
@@ -50,10 +50,13 @@ FILES = (
     "lib/tests/test_nanfunctions.py",
 )
 
-#: the two rewritten imports (at any indentation)
+#: the rewritten imports (at any indentation): what a user switching to lazynp changes,
+#: ``numpy`` and the public modules lazynp has (``from numpy import array``, ``from
+#: numpy.linalg import norm``...); NumPy's private modules and ``numpy.exceptions`` stay
 REWRITES = (
     (re.compile(r"^(\s*)import numpy as np\b", re.M), r"\1import lazynp as np"),
-    (re.compile(r"^(\s*)from numpy\.testing import\b", re.M), r"\1from lazynp.testing import"),
+    (re.compile(r"^(\s*)from numpy(\.testing|\.linalg|\.random|\.fft)? import\b", re.M),
+     r"\1from lazynp\2 import"),
 )
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
@@ -120,7 +123,7 @@ def numpy_dir() -> Path:
 
 
 def rewrite(source: str) -> str:
-    """``source`` with NumPy's two imports rewritten to lazynp's."""
+    """``source`` with NumPy's imports (:data:`REWRITES`) rewritten to lazynp's."""
     for pattern, repl in REWRITES:
         source = pattern.sub(repl, source)
     return source

@@ -244,3 +244,129 @@ def test_flat_assignment_like_numpys(value):
     t, tn = np.zeros((3, 2)).T, numpy.zeros((3, 2)).T
     t.flat, tn.flat = np.arange(6.0), numpy.arange(6.0)
     numpy.testing.assert_array_equal(numpy.asarray(t), tn)
+
+
+# --- NumPy's test_ufunc.py: the ufunc interface ----------------------------------------------
+
+@pytest.mark.parametrize("name", ["add", "frexp", "divmod", "sin"])
+def test_ufunc_signature_is_numpys(name):
+    assert inspect.signature(getattr(np, name)) == inspect.signature(getattr(numpy, name))
+
+
+def test_ufunc_resolve_dtypes_is_numpys():
+    dts = (numpy.dtype("f4"), numpy.dtype("i8"), None)
+    assert np.add.resolve_dtypes(dts) == numpy.add.resolve_dtypes(dts)
+    assert np.add.resolve_dtypes(dts, casting="unsafe") == numpy.add.resolve_dtypes(dts)
+    inspect.signature(np.ufunc.resolve_dtypes)         # (a Python method: inspectable)
+
+
+def test_ufunc_sig_keyword_is_signature():
+    a = np.arange(3) * 0.5
+    assert np.add(a, 0.5, sig="ii->i", casting="unsafe").tolist() == [0, 0, 1]
+    with pytest.raises(TypeError, match="cannot specify both 'sig' and 'signature'"):
+        np.add(a, 0.5, sig="ii->i", signature="ii->i")
+
+
+def test_matmul_is_a_gufunc():
+    assert isinstance(np.matmul, np.ufunc)
+    assert np.matmul.signature == numpy.matmul.signature
+    assert inspect.signature(np.matmul) == inspect.signature(numpy.matmul)
+    with pytest.raises(TypeError):
+        np.matmul.at(np.ones((2, 2, 2)), [0], np.ones((1, 2, 2)))
+
+
+@pytest.mark.parametrize("one", [1, np.array(1)])
+def test_ufunc_out_ellipsis_gives_arrays(one):
+    assert type(np.add(one, 2, out=...)) is np.ndarray
+    assert type(np.add.reduce(one, out=...)) is np.ndarray
+    assert all(type(r) is np.ndarray for r in np.divmod(one, 2, out=...))
+    with pytest.raises(TypeError, match="only allowed as a keyword"):
+        np.add(1, 2, ...)
+    with pytest.raises(TypeError, match="not per-operand"):
+        np.negative(1, out=(...,))
+
+
+def test_conj_of_object_array_conjugates():
+    v = np.array([1.0, 2j], dtype=object)
+    assert v.conj().tolist() == [1.0, -2j]
+    assert v.conjugate().tolist() == [1.0, -2j]
+    with pytest.raises(TypeError, match="cannot conjugate non-numeric dtype"):
+        np.array(["a"]).conj()
+
+
+def test_apply_along_axis_gives_func1d_lazynp_arrays():
+    seen = []
+
+    def outer_of_halves(x):
+        seen.append(type(x))
+        return (x[::-1] * x[1:, None]).view(np.ndarray)
+
+    a = np.arange(18).reshape(6, 3)
+    res = np.apply_along_axis(outer_of_halves, 0, a)
+    expected = numpy.apply_along_axis(lambda x: x[::-1] * x[1:, None], 0,
+                                      numpy.arange(18).reshape(6, 3))
+    assert set(seen) == {np.ndarray}
+    assert type(res) is np.ndarray
+    numpy.testing.assert_array_equal(numpy.asarray(res), expected)
+
+
+# --- NumPy's test_indexing.py -----------------------------------------------------------------
+
+@pytest.mark.parametrize("index", [numpy.s_[0.0:, 0.0], numpy.s_[0.0:], numpy.s_[1:2:0.5],
+                                   numpy.s_[0.0:, 0.0, :]])
+def test_float_slice_bounds_raise_numpys_error(index):
+    expected = pytest.raises(Exception)
+    with expected:
+        numpy.zeros((3, 3, 3))[index]
+    with pytest.raises(expected.excinfo.type, match=str(expected.excinfo.value)[:20]):
+        np.zeros((3, 3, 3))[index]
+
+
+def test_view_base_is_the_array_it_was_made_from():
+    import sys
+    a = np.array([1, 2, 3])
+    assert a.base is None
+    assert a[()].base is a
+    assert a[...].base is a
+    assert a[1:][::2].base is a          # (NumPy: the owner of the memory)
+    assert a[[0, 1]].base is not a
+    count = sys.getrefcount(a)
+    view = a[1:]
+    assert sys.getrefcount(a) == count + 1      # the view keeps its base alive, as NumPy
+    del view
+    assert sys.getrefcount(a) == count
+
+
+class _LazynpArrayLike:
+    """A class written for lazynp: its ``__array__`` returns a lazynp array."""
+
+    def __array__(self, dtype=None, copy=None):
+        return np.array([0, 1])
+
+
+def test_array_like_whose_array_method_returns_a_lazynp_array():
+    assert np.asarray(_LazynpArrayLike()).tolist() == [0, 1]
+    assert np.add(_LazynpArrayLike(), 1).tolist() == [1, 2]
+    assert np.arange(4.0).reshape(2, 2)[1, _LazynpArrayLike()].tolist() == [2.0, 3.0]
+
+
+def test_apply_along_axis_keeps_a_numpy_subclass_for_func1d():
+    class Tagged(numpy.ndarray):
+        tag = 1
+
+    a = numpy.zeros((6, 3)).view(Tagged)
+    res = np.apply_along_axis(lambda x: x.tag if isinstance(x, Tagged) else -1, 0, a)
+    assert numpy.asarray(res).tolist() == [1, 1, 1]
+
+
+@pytest.mark.parametrize("name, args", [("expand_dims", (1,)), ("ravel", ()), ("transpose", ()),
+                                        ("reshape", ((5, 2),)), ("flipud", ()),
+                                        ("swapaxes", (0, 1)), ("squeeze", ())])
+def test_view_functions_keep_a_masked_arrays_mask(name, args):
+    data = numpy.arange(10).reshape(2, 5)
+    masked = numpy.ma.array(data, mask=data % 3 == 0)
+    res = getattr(np, name)(masked, *args)
+    expected = getattr(numpy, name)(masked, *args)
+    assert type(res) is numpy.ma.MaskedArray
+    assert res.mask.tolist() == expected.mask.tolist()
+    assert res.filled(-1).tolist() == expected.filled(-1).tolist()

@@ -712,6 +712,8 @@ cdef class ndarray:
     # a detached array whose buffer the caller holds too (asarray of a NumPy array, or
     # given out by __array__): ops reading or writing it run at once
     cdef public object _v, _val, _shadow
+    # _owner: the array a view was made from that owns its memory (``base``, kept alive)
+    cdef public object _owner
     cdef object _geom_
     cdef public bint _scalar, _ext
     cdef bint _isview
@@ -2025,6 +2027,7 @@ cdef object _view_handle(ndarray base, sh):
     r._v = _attach(base)
     r._shadow = sh
     r._isview = True
+    r._owner = base._owner if base._isview else base
     return r
 
 

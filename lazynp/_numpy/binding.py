@@ -57,6 +57,8 @@ def non_binding(fn, home: str) -> NumpyFunction:
     for attr in ("_lazynp_fallback", "_lazynp_eager"):
         if hasattr(fn, attr):
             setattr(wrapped, attr, getattr(fn, attr))
+    if hasattr(fn, "_np_gufunc"):       # a gufunc's face (lazynp.ufunc.give_gufunc_face)
+        wrapped.__dict__.update({k: v for k, v in fn.__dict__.items() if k != "__wrapped__"})
     wrapped._lazynp_home = home
     return wrapped
 

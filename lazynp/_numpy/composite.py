@@ -417,6 +417,22 @@ def sort_complex(a):
     return ns.take_along_axis(a, perm, -1).astype(proto.dtype)
 
 
+# --- functions that call back -------------------------------------------------------------
+
+def apply_along_axis(func1d, axis: int, arr, *args, **kwargs):
+    """``numpy.apply_along_axis``: NumPy's loop over the 1-d slices, each given to
+    ``func1d`` as a lazynp array (NumPy gives ``func1d`` arrays of the caller's kind: code
+    written for lazynp arrays, ``x.view(lazynp.ndarray)``, works on them); the slices of a
+    NumPy subclass instance stay of its class, as in NumPy."""
+    def on_lazynp_slice(x, *a, **k):
+        return func1d(ns.asarray(x) if type(x) is np.ndarray else x, *a, **k)
+    return _fallback.call_numpy(np.apply_along_axis, "apply_along_axis",
+                                (on_lazynp_slice, axis, arr) + args, kwargs)
+
+
+__all__ += ["apply_along_axis"]
+
+
 from .poly_recorded import roots, poly, polydiv, polyfit  # noqa: E402
 from .sets_recorded import (unique, unique_values, unique_counts, unique_inverse,  # noqa: E402
                             unique_all, intersect1d, union1d, histogram, histogram_bin_edges)

@@ -129,7 +129,16 @@ def values_now(np_fn, recorded=None):
     return f
 
 
+def is_numpy_subclass(a) -> bool:
+    """Is ``a`` an instance of a NumPy ndarray subclass (``numpy.ma.MaskedArray``, a user's
+    subclass)?  lazynp's view functions give those to NumPy, which keeps their class (and a
+    masked array's mask) as lazynp's arrays cannot."""
+    return isinstance(a, np.ndarray) and type(a) is not np.ndarray
+
+
 def expand_dims(a, axis):
+    if is_numpy_subclass(a):
+        return np.expand_dims(a, axis)
     return _views.view_from_start(asarray(a), np.expand_dims, axis)
 
 

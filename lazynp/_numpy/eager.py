@@ -18,7 +18,8 @@ from . import shortcuts as _shortcuts
 from .._base import split as _split
 from .._base import native as _native
 from .. import devices as _devices
-from ..array.operands import NOT_EAGER, eager_operand, value_for_eager, wrap
+from ..array.operands import (NOT_EAGER, PY_SCALARS, array_like_value, eager_operand,
+                              value_for_eager, wrap)
 from ..core import graph as _graph
 from ..core.graph import STATS
 from ..array.ndarray import ndarray
@@ -55,7 +56,7 @@ def _unwrap(x, acc: list):
                 return NOT_EAGER
             out.append(u)
         return out if t is list else tuple(out)
-    return x
+    return x if t in PY_SCALARS else array_like_value(x)   # (__array__ giving a lazynp array)
 
 
 def _unwrap_call(args: tuple, kwargs: dict, acc: list):

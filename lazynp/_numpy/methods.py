@@ -231,9 +231,12 @@ def _view(self, dtype=None, type=None):
 
 
 def _conj(self):
-    if self.dtype.kind != "c":
+    kind = self.dtype.kind
+    if kind in "biuf":
         return self      # NumPy returns the array itself for real dtypes
-    return UFUNCS["conjugate"](self)
+    if kind not in "cO":
+        raise TypeError("cannot conjugate non-numeric dtype")
+    return UFUNCS["conjugate"](self)    # (an object array: each element's conjugate())
 
 
 def _dot(self, b, out=None):

@@ -21,10 +21,11 @@ from ..core import policy as _policy, graph
 from ..array import views as _views
 from .. import devices as _devices
 from .conversion import asarray, concat, concatenate, expand_dims, stack  # (public here too)
+from .conversion import is_numpy_subclass as _is_numpy_subclass
 from ..array.calls import _fill_deep, dummy, function_op, lazy_call, twin
 from ..array.indexing import _Slot
 from ..array.operands import broadcast_shapes, key_of, operand, shape_of, to_numpy
-from .ufunc import UFUNCS
+from .ufunc import UFUNCS, give_gufunc_face
 from ..array.ndarray import ndarray
 from ..ops import elementwise as ew
 from ..ops.core import CLIP as _CLIP, COPY as _COPY, EMPTY as _EMPTY, EYE as _EYE, \
@@ -737,6 +738,8 @@ def reshape(a, /, shape=_NoValue, order="C", *, newshape=_NoValue, copy=None):
             shape = newshape
     if shape is _NoValue:
         raise TypeError("reshape() missing 1 required positional argument: 'shape'")
+    if _is_numpy_subclass(a):
+        return np.reshape(a, shape, order=order, copy=copy)
     return _views.reshape(asarray(a), shape, order=order, copy=copy)
 
 
@@ -744,6 +747,8 @@ _RESHAPE_TAKES_NEWSHAPE = "newshape" in inspect.signature(np.reshape).parameters
 
 
 def ravel(a, order="C"):
+    if _is_numpy_subclass(a):
+        return np.ravel(a, order)
     a = asarray(a)
     if order == "C" and a.flags.c_contiguous:
         return _views.reshape(a, -1)
@@ -751,6 +756,8 @@ def ravel(a, order="C"):
 
 
 def transpose(a, axes=None):
+    if _is_numpy_subclass(a):
+        return np.transpose(a, axes)
     return _views.view_from_start(asarray(a), np.transpose, axes)
 
 
@@ -763,18 +770,26 @@ def matrix_transpose(x):
 
 
 def swapaxes(a, axis1, axis2):
+    if _is_numpy_subclass(a):
+        return np.swapaxes(a, axis1, axis2)
     return _views.view_from_start(asarray(a), np.swapaxes, axis1, axis2)
 
 
 def moveaxis(a, source, destination):
+    if _is_numpy_subclass(a):
+        return np.moveaxis(a, source, destination)
     return _views.view_from_start(asarray(a), np.moveaxis, source, destination)
 
 
 def rollaxis(a, axis, start=0):
+    if _is_numpy_subclass(a):
+        return np.rollaxis(a, axis, start)
     return _views.view_from_start(asarray(a), np.rollaxis, axis, start)
 
 
 def squeeze(a, axis=None):
+    if _is_numpy_subclass(a):
+        return np.squeeze(a, axis)
     return _views.view_from_start(asarray(a), np.squeeze, axis)
 
 
@@ -789,6 +804,8 @@ def broadcast_arrays(*args, subok=False):
 
 
 def diagonal(a, offset=0, axis1=0, axis2=1):
+    if _is_numpy_subclass(a):
+        return np.diagonal(a, offset, axis1, axis2)
     return _views.view(asarray(a), np.diagonal, offset, axis1, axis2)
 
 
@@ -799,6 +816,8 @@ def flip(m, axis=None):
     """NumPy's ``flip``: the reversed slice NumPy's own ``flip`` indexes with, taken by
     lazynp's indexing (a view; about 1.7 us less than NumPy's function on the shadow and
     the view machinery, which a small-vector loop calls every step)."""
+    if _is_numpy_subclass(m):
+        return np.flip(m, axis)
     m = asarray(m)
     ndim = m.ndim
     if ndim == 0:
@@ -812,6 +831,8 @@ def flip(m, axis=None):
 
 
 def flipud(m):
+    if _is_numpy_subclass(m):
+        return np.flipud(m)
     m = asarray(m)
     if m.ndim < 1:
         return _views.view(m, np.flipud)
@@ -819,6 +840,8 @@ def flipud(m):
 
 
 def fliplr(m):
+    if _is_numpy_subclass(m):
+        return np.fliplr(m)
     m = asarray(m)
     if m.ndim < 2:
         return _views.view(m, np.fliplr)
@@ -826,6 +849,8 @@ def fliplr(m):
 
 
 def rot90(m, k=1, axes=(0, 1)):
+    if _is_numpy_subclass(m):
+        return np.rot90(m, k, axes)
     return _views.view(asarray(m), np.rot90, k, axes)
 
 
@@ -855,22 +880,32 @@ def as_strided(x, shape=None, strides=None, subok=False, writeable=True):
 
 
 def split(ary, indices_or_sections, axis=0):
+    if _is_numpy_subclass(ary):
+        return np.split(ary, indices_or_sections, axis)
     return _views.views(asarray(ary), np.split, indices_or_sections, axis)
 
 
 def array_split(ary, indices_or_sections, axis=0):
+    if _is_numpy_subclass(ary):
+        return np.array_split(ary, indices_or_sections, axis)
     return _views.views(asarray(ary), np.array_split, indices_or_sections, axis)
 
 
 def hsplit(ary, indices_or_sections):
+    if _is_numpy_subclass(ary):
+        return np.hsplit(ary, indices_or_sections)
     return _views.views(asarray(ary), np.hsplit, indices_or_sections)
 
 
 def vsplit(ary, indices_or_sections):
+    if _is_numpy_subclass(ary):
+        return np.vsplit(ary, indices_or_sections)
     return _views.views(asarray(ary), np.vsplit, indices_or_sections)
 
 
 def dsplit(ary, indices_or_sections):
+    if _is_numpy_subclass(ary):
+        return np.dsplit(ary, indices_or_sections)
     return _views.views(asarray(ary), np.dsplit, indices_or_sections)
 
 
@@ -1164,6 +1199,7 @@ globals().update(_UFUNC_NAMES)
 
 # --- the execution policy: functions that return fresh data try NumPy at once first ----------
 globals().update(_eager.eager_versions(globals()))
+give_gufunc_face(matmul, np.matmul)
 
 __all_lazy__ = [n for n in list(globals()) if not n.startswith("_") and n not in
                 ("builtins", "operator", "np", "graph", "Op", "register", "ndarray",

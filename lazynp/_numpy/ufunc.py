@@ -37,6 +37,19 @@ def _ufunc_out_impl(base, *vals, geom, ufunc, kw, has_where):
 UFUNC_OUT = register(Op("ufunc_out", "write", _ufunc_out_impl, inplace=(0,)))
 
 
+def _given(**kwargs) -> dict:
+    """The keyword arguments that are not None (NumPy's methods reject an explicit None)."""
+    return {k: v for k, v in kwargs.items() if v is not None}
+
+
+def _arrays(result):
+    """``result`` (an array, a NumPy scalar or a tuple of them) with each scalar made a 0-d
+    array: what NumPy's ufuncs return given ``out=...``."""
+    if type(result) is tuple:
+        return tuple(_arrays(r) for r in result)
+    return result if isinstance(result, ndarray) else asarray(result)
+
+
 def _ufunc_named(name: str) -> "ufunc":
     return UFUNCS[name]
 
@@ -51,7 +64,8 @@ class _UfuncType(type):
     ``[uf for uf in np._core.umath.__dict__.values() if isinstance(uf, np.ufunc)]``)."""
 
     def __instancecheck__(cls, obj) -> bool:
-        return isinstance(obj, np.ufunc) or type.__instancecheck__(cls, obj)
+        return isinstance(obj, np.ufunc) or type.__instancecheck__(cls, obj) or \
+            isinstance(getattr(obj, "_np_gufunc", None), np.ufunc)
 
     def __subclasscheck__(cls, sub) -> bool:
         return (isinstance(sub, type) and issubclass(sub, np.ufunc)) or \
@@ -87,6 +101,25 @@ class ufunc(_UfuncBase, metaclass=_UfuncType):
 
     def __reduce__(self):
         return (_ufunc_named, (self.__name__,))    # by name, as NumPy's ufuncs pickle
+
+    @property
+    def __signature__(self):
+        """NumPy's signature of the call (``inspect.signature(lazynp.add)``)."""
+        return self._np.__signature__
+
+    # --- NumPy's dtype resolution (answers about dtypes, no array work) ------------------
+    def resolve_dtypes(self, dtypes, *, signature=None, casting=None, reduction=False):
+        """:meth:`numpy.ufunc.resolve_dtypes` of the wrapped NumPy ufunc."""
+        return self._np.resolve_dtypes(dtypes, **_given(signature=signature,
+                                                        casting=casting), reduction=reduction)
+
+    def _resolve_dtypes_and_context(self, dtypes, *, signature=None, casting=None,
+                                    reduction=False):
+        return self._np._resolve_dtypes_and_context(
+            dtypes, **_given(signature=signature, casting=casting), reduction=reduction)
+
+    def _get_strided_loop(self, call_info, /, *, fixed_strides=None):
+        return self._np._get_strided_loop(call_info, **_given(fixed_strides=fixed_strides))
 
     # --- elementwise call ----------------------------------------------------------------
     def _call_py(self, *args, **kwargs):
@@ -204,6 +237,18 @@ class ufunc(_UfuncBase, metaclass=_UfuncType):
 
     def _call(self, *args, out=None, where=True, dtype=None, casting="same_kind",
               order="K", subok=True, signature=None, **unknown):
+        if "sig" in unknown:            # (NumPy's older name of ``signature``)
+            if signature is not None:
+                raise TypeError("cannot specify both 'sig' and 'signature'")
+            signature = unknown.pop("sig")
+        if builtins.any(a is Ellipsis for a in args[self.nin:]):
+            raise TypeError("out=... is only allowed as a keyword argument.")
+        if type(out) is tuple and builtins.any(o is Ellipsis for o in out):
+            raise TypeError("must use `...` as `out=...` and not per-operand/in a tuple")
+        if out is Ellipsis:         # arrays always, never NumPy scalars
+            return _arrays(self._call(*args, where=where, dtype=dtype, casting=casting,
+                                      order=order, subok=subok, signature=signature,
+                                      **unknown))
         if unknown:         # (NumPy's wording: the ufunc's name, not this method's)
             raise TypeError(f"{self.__name__}() got an unexpected keyword argument "
                             f"'{next(iter(unknown))}'")
@@ -365,6 +410,10 @@ class ufunc(_UfuncBase, metaclass=_UfuncType):
     # --- methods -------------------------------------------------------------------------
     def reduce(self, array, axis=0, dtype=None, out=None, keepdims=False, initial=_NoValue,
                where=True):
+        if out is Ellipsis:         # an array always, never a NumPy scalar
+            return _arrays(self.reduce(array, axis, dtype, None, keepdims, initial, where))
+        if type(out) is tuple and builtins.any(o is Ellipsis for o in out):
+            raise TypeError("must use `...` as `out=...` and not per-operand/in a tuple")
         if not _policy.record_all and out is None:
             kw = {"axis": axis}
             if dtype is not None:
@@ -420,6 +469,18 @@ for _name in dir(np):
         if _u.__name__ not in UFUNCS:
             UFUNCS[_u.__name__] = ufunc(_u)
         UFUNCS[_name] = UFUNCS[_u.__name__]
+
+
+def give_gufunc_face(fn, np_gufunc: np.ufunc) -> None:
+    """Give ``fn``, lazynp's function for NumPy's generalized ufunc ``np_gufunc``
+    (``matmul``), a ufunc's attributes and methods: ``isinstance(lazynp.matmul,
+    lazynp.ufunc)``, ``.signature``, ``.types``, ``inspect.signature`` as in NumPy.  Its
+    methods are NumPy's, which raise for a ufunc with a core signature, as in NumPy."""
+    fn._np_gufunc = np_gufunc
+    for name in ("nin", "nout", "nargs", "ntypes", "types", "identity", "signature",
+                 "__signature__", "reduce", "accumulate", "outer", "at", "reduceat",
+                 "resolve_dtypes", "_resolve_dtypes_and_context", "_get_strided_loop"):
+        setattr(fn, name, getattr(np_gufunc, name))
 
 
 def core_module():

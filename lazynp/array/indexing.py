@@ -16,7 +16,8 @@ from .ndarray import ndarray
 
 from ..core import policy as _policy, graph
 from .._base import native as _native
-from .operands import PY_SCALARS, broadcast_shapes, eager_operand, operand, to_numpy, wrap
+from .operands import (PY_SCALARS, array_like_value, broadcast_shapes, eager_operand, operand,
+                       to_numpy, wrap)
 from ..core.graph import Node
 from ..ops.registry import Op, register
 
@@ -100,8 +101,11 @@ def _normalize_basic(index):
         if t is bool:
             return None
         if t is slice:
-            out.append(slice(*(operator.index(x) if x is not None and type(x) is not int
-                               else x for x in (it.start, it.stop, it.step))))
+            try:
+                out.append(slice(*(operator.index(x) if x is not None and type(x) is not int
+                                   else x for x in (it.start, it.stop, it.step))))
+            except TypeError:       # (a float bound: NumPy's own error, IndexError or not)
+                return None
         elif isinstance(it, np.integer):
             out.append(int(it))
         elif isinstance(it, ndarray):
@@ -207,6 +211,8 @@ def _eager_index(index):
                 it = it._eager_value()
                 if it is None:
                     return None
+            else:
+                it = array_like_value(it)
             out.append(it)
         return tuple(out)
     if isinstance(index, ndarray):

@@ -97,7 +97,7 @@ class _CoreReference:
     """
 
 
-    __slots__ = ("_v", "_val", "_shadow", "_geom", "_scalar", "_ext", "__weakref__")
+    __slots__ = ("_v", "_val", "_shadow", "_geom", "_scalar", "_ext", "_owner", "__weakref__")
     __array_priority__ = 100.0
 
     def __new__(cls, shape=None, dtype=float, buffer=None, offset=0, strides=None,
@@ -125,13 +125,14 @@ class _CoreReference:
         self._geom = None
         self._scalar = scalar
         self._ext = False
+        self._owner = None
         return self
 
     @classmethod
     def _blank(cls):
         """A handle with no state yet (set ``_var`` or ``_val`` next)."""
         self = object.__new__(cls)
-        self._v = self._val = self._shadow = self._geom = None
+        self._v = self._val = self._shadow = self._geom = self._owner = None
         self._scalar = self._ext = False
         return self
 
@@ -151,7 +152,7 @@ class _CoreReference:
         self._v = None
         self._val = value
         self._shadow = None
-        self._geom = None
+        self._geom = self._owner = None
         self._scalar = self._ext = False
         return self
 
@@ -179,6 +180,7 @@ class _CoreReference:
         v._shadow = shadow
         v._geom = (off, shadow.shape, shadow.strides, shadow.dtype)
         v._scalar = False
+        v._owner = self if self._geom is None else getattr(self, "_owner", None)
         return v
 
     def _get_shadow(self) -> np.ndarray:
@@ -334,7 +336,14 @@ class _Members:
 
     @property
     def base(self):
-        return None if self._geom is None else ndarray._base_handle(self._var)
+        """The array owning the memory of a view (the one it was made from, as NumPy:
+        ``a[...].base is a``), None for an array owning its memory."""
+        if self._geom is None:
+            return None
+        owner = getattr(self, "_owner", None)
+        if owner is not None and owner._v is self._v and owner._geom is None:
+            return owner
+        return ndarray._base_handle(self._var)
 
     @staticmethod
     def _base_handle(var):

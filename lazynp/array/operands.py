@@ -26,7 +26,23 @@ def to_numpy(x):
         return tuple(to_numpy(v) for v in x)
     if t is dict:
         return {k: to_numpy(v) for k, v in x.items()}
-    return x
+    if t in PY_SCALARS or t is np.ndarray or t is str or x is None:
+        return x
+    return array_like_value(x)
+
+
+def array_like_value(x):
+    """``x``, or the value of the lazynp array its ``__array__`` returns: a class written
+    for lazynp (``def __array__(self): return lazynp.array(...)``) is array-like to lazynp as
+    one returning a NumPy array is to NumPy (NumPy itself rejects a lazynp result:
+    "object __array__ method not producing an array").  Arrays with NumPy's dispatch
+    protocols (pandas, ...) pass through, their ``__array__`` not called here."""
+    t = type(x)
+    if getattr(t, "__array__", None) is None or isinstance(x, (np.ndarray, np.generic)) or \
+            hasattr(t, "__array_function__") or hasattr(t, "__array_ufunc__"):
+        return x
+    res = x.__array__()
+    return res._value() if isinstance(res, ndarray) else res
 
 
 #: what :func:`eager_operand` returns for a value that is not computed yet
@@ -56,7 +72,9 @@ def eager_operand(x):
         if any(v is NOT_EAGER for v in out):
             return NOT_EAGER
         return out if t is list else tuple(out)
-    return x
+    if t in PY_SCALARS or t is np.ndarray or t is list or t is tuple:
+        return x
+    return array_like_value(x)
 
 
 eager_operand.NOT_EAGER = NOT_EAGER
