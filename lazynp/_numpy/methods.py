@@ -395,7 +395,14 @@ def _contains(self, item) -> bool:
     return bool(ns.any(self == item))
 
 
+_EMPTY = np.empty(0)
+
+
 def _array_namespace(self, api_version=None):
+    """The Array API's ``__array_namespace__``: lazynp, for the versions NumPy supports
+    (NumPy's own check: ``ValueError`` naming an unsupported ``api_version``)."""
+    if api_version is not None:
+        _EMPTY.__array_namespace__(api_version=api_version)
     return public_namespace()
 
 

@@ -226,10 +226,11 @@ def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
         # the dummies would allocate and fill every output once more)
         a, k = _fill_deep(tpl, [dummy(n) for n in nodes])
         return [(g.shape, g.dtype) for g in np.meshgrid(*a, **dict(k, copy=False))]
-    return list(lazy_call("meshgrid", np.meshgrid, xi,
-                          {"copy": copy, "sparse": sparse, "indexing": indexing},
-                          meta=meta,
-                          nout=len(xi))) if xi else []
+    # NumPy 2 returns a tuple (1.x: a list)
+    return tuple(lazy_call("meshgrid", np.meshgrid, xi,
+                           {"copy": copy, "sparse": sparse, "indexing": indexing},
+                           meta=meta,
+                           nout=len(xi))) if xi else ()
 
 
 def tril(m, k=0):
@@ -1032,7 +1033,9 @@ def fill_diagonal(a, val, wrap=False) -> None:
 
 
 def astype(x, dtype, /, *, copy=True, device=None, casting="unsafe"):
-    return asarray(x).astype(dtype, copy=copy, casting=casting)
+    """NumPy's ``astype`` function: ``x`` cast to ``dtype``, on ``device`` when given."""
+    res = asarray(x).astype(dtype, copy=copy, casting=casting)
+    return res if device is None else res.to_device(device)
 
 
 # --- data-dependent: these force their inputs -----------------------------------------------

@@ -1,0 +1,40 @@
+"""lazynp as an Array API namespace, NumPy's (issue 34: data-apis/array-api-tests finds no
+failure NumPy 2.4 does not also have).  Each test is a difference that
+``benchmarks/array_api_tests.py`` or a comparison with NumPy's namespace found; NumPy is the
+oracle."""
+from __future__ import annotations
+
+import numpy
+import pytest
+
+import lazynp as np
+
+
+def test_meshgrid_returns_a_tuple_as_numpy_2():
+    grids = np.meshgrid(np.arange(2), np.arange(3))
+    expected = numpy.meshgrid(numpy.arange(2), numpy.arange(3))
+    assert type(grids) is type(expected) is tuple
+    for got, want in zip(grids, expected):
+        numpy.testing.assert_array_equal(numpy.asarray(got), want)
+    assert np.meshgrid() == numpy.meshgrid() == ()
+
+
+@pytest.mark.parametrize("version", ["2099.12", "2020.10", "1"])
+def test_array_namespace_refuses_an_unsupported_version_as_numpy(version):
+    with pytest.raises(ValueError) as expected:
+        numpy.ones(2).__array_namespace__(api_version=version)
+    with pytest.raises(ValueError) as got:
+        np.ones(2).__array_namespace__(api_version=version)
+    assert str(got.value) == str(expected.value)
+
+
+@pytest.mark.parametrize("version", [None, "2022.12", "2023.12", "2024.12"])
+def test_array_namespace_of_a_supported_version_is_lazynp(version):
+    assert np.ones(2).__array_namespace__(api_version=version) is np
+
+
+def test_astype_function_honours_device():
+    x = np.ones(2)
+    assert np.astype(x, np.int32, device="cpu").dtype == numpy.int32
+    with pytest.raises(ValueError, match="device"):
+        np.astype(x, np.int32, device="not-a-device")
