@@ -38,3 +38,17 @@ def test_astype_function_honours_device():
     assert np.astype(x, np.int32, device="cpu").dtype == numpy.int32
     with pytest.raises(ValueError, match="device"):
         np.astype(x, np.int32, device="not-a-device")
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int16", "bool", "float32", "complex64"])
+@pytest.mark.parametrize("vecdot", ["vecdot", "linalg.vecdot"])
+def test_recorded_vecdot_keeps_numpy_result_dtype(lazy_policy, dtype, vecdot):
+    def fn(module):
+        return module.linalg.vecdot if vecdot == "linalg.vecdot" else module.vecdot
+    a = numpy.asarray([[1, 200], [3, 4]]).astype(dtype)
+    b = numpy.asarray([[5, 6], [7, 8]]).astype(dtype)
+    for axis in (-1, 0):
+        want = fn(numpy)(a, b, axis=axis)
+        got = numpy.asarray(fn(np)(np.asarray(a), np.asarray(b), axis=axis))
+        assert got.dtype == want.dtype
+        numpy.testing.assert_array_equal(got, want)

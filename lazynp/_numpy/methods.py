@@ -421,8 +421,10 @@ def _refuse_numpy_mean_into_lazy_out() -> None:
 def _linalg_vecdot(x1, x2, axis=-1):
     """``numpy.vecdot(x1, x2)``: ``sum(conj(x1) * x2, axis)`` from recorded ops."""
     x1, x2 = ns.asarray(x1), ns.asarray(x2)
-    np.vecdot(np.zeros(x1.shape, x1.dtype), np.zeros(x2.shape, x2.dtype), axis=axis)  # errors
-    return ns.sum(ns.conjugate(x1) * x2, axis=axis)
+    # NumPy's errors and result dtype (a plain sum would widen small integers: uint8 -> uint64)
+    dtype = np.vecdot(np.zeros(x1.shape, x1.dtype), np.zeros(x2.shape, x2.dtype),
+                      axis=axis).dtype
+    return ns.sum(ns.conjugate(x1) * x2, axis=axis, dtype=dtype)
 
 
 def _array_ufunc(self, uf, method, *inputs, **kwargs):
