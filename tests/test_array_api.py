@@ -52,3 +52,23 @@ def test_recorded_vecdot_keeps_numpy_result_dtype(lazy_policy, dtype, vecdot):
         got = numpy.asarray(fn(np)(np.asarray(a), np.asarray(b), axis=axis))
         assert got.dtype == want.dtype
         numpy.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint8", "float32", "complex64"])
+def test_recorded_power_of_two_is_numpy_square(lazy_policy, dtype):
+    # NumPy's ``a ** 2`` is its ``square`` ufunc for every dtype: a bool array's is int8
+    a = numpy.asarray([True, False]).astype(dtype)
+    want = a ** 2
+    got = numpy.asarray(np.asarray(a) ** 2)
+    assert got.dtype == want.dtype
+    numpy.testing.assert_array_equal(got, want)
+
+
+def test_recorded_inplace_square_of_bool_refuses_as_numpy(lazy_policy):
+    a = numpy.asarray([True, False])
+    with pytest.raises(TypeError) as expected:
+        a **= 2
+    b = np.asarray([True, False])
+    with pytest.raises(TypeError) as got:
+        b **= 2
+    assert type(got.value) is type(expected.value)

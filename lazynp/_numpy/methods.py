@@ -104,7 +104,8 @@ def _deferring(f, reflected: str, inplace: bool = False):
 #: a Python float 0.5, is its ``square``, ``reciprocal`` or ``sqrt`` ufunc (NumPy's
 #: ``fast_scalar_power``; in place too).  For complex arrays those give other bits than
 #: ``np.power`` (``z ** 2`` of 1M complex128 values: 30% of them), so the recorded operator
-#: takes the same ufunc.
+#: takes the same ufunc.  ``** 2`` is ``square`` for every non-object dtype (NumPy 2.4,
+#: gh-29388): a bool array's ``b ** 2`` is int8, where ``np.power(b, 2)`` is int64.
 _FAST_POWERS = {(int, 2): "square", (int, -1): "reciprocal", (float, 0.5): "sqrt"}
 
 
@@ -112,7 +113,8 @@ def _fast_power(self, e):
     t = type(e)
     if t is int or t is float:
         name = _FAST_POWERS.get((t, e))
-        if name is not None and self.dtype.kind in "fc":
+        kind = self.dtype.kind
+        if name is not None and (kind in "fc" or name == "square" and kind != "O"):
             return UFUNCS[name]
     return None
 
