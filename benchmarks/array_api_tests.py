@@ -52,7 +52,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vendor", default=DEFAULT_VENDOR,
                         help="array-api-tests checkout (with its array-api submodule)")
-    parser.add_argument("--max-examples", type=int, default=5,
+    parser.add_argument("--max-examples", type=int, default=20,
                         help="Hypothesis examples per test (same for both runs)")
     parser.add_argument("-k", dest="keyword", default=None, help="pytest -k expression")
     parser.add_argument("--seed", type=int, default=0, help="Hypothesis seed (both runs)")

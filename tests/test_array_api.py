@@ -72,3 +72,21 @@ def test_recorded_inplace_square_of_bool_refuses_as_numpy(lazy_policy):
     with pytest.raises(TypeError) as got:
         b **= 2
     assert type(got.value) is type(expected.value)
+
+
+@pytest.mark.parametrize("copy", [None, False])
+def test_from_dlpack_shares_a_numpy_producers_memory_as_numpy(copy):
+    source = numpy.arange(3)
+    want = numpy.from_dlpack(source, copy=copy)
+    got = np.from_dlpack(source, copy=copy)
+    source[0] = 9
+    assert isinstance(got, np.ndarray)
+    numpy.testing.assert_array_equal(numpy.asarray(got), want)
+    assert int(got[0]) == 9
+
+
+def test_from_dlpack_copy_true_does_not_share():
+    source = numpy.arange(3)
+    got = np.from_dlpack(source, copy=True)
+    source[0] = 9
+    assert int(got[0]) == 0

@@ -1038,6 +1038,17 @@ def astype(x, dtype, /, *, copy=True, device=None, casting="unsafe"):
     return res if device is None else res.to_device(device)
 
 
+def from_dlpack(x, /, *, device=None, copy=None):
+    """NumPy's ``from_dlpack``: the array of a DLPack producer ``x``, sharing its memory
+    unless ``copy`` (as :func:`asarray` shares a NumPy array's); a lazynp ``x`` is taken as
+    :func:`asarray` takes it.  ``device``: where the result lives (NumPy: ``'cpu'``)."""
+    if device is not None and _devices.device(device) != _devices.CPU:
+        return from_dlpack(x, copy=copy).to_device(device)
+    if isinstance(x, ndarray):
+        return asarray(x, copy=copy)
+    return asarray(np.from_dlpack(x, copy=copy), copy=False if copy is False else None)
+
+
 # --- data-dependent: these force their inputs -----------------------------------------------
 
 def _forcing(name):
