@@ -90,3 +90,19 @@ def test_from_dlpack_copy_true_does_not_share():
     got = np.from_dlpack(source, copy=True)
     source[0] = 9
     assert int(got[0]) == 0
+
+
+@pytest.mark.parametrize("name", ["add", "sin", "divmod", "isnan"])
+def test_ufunc_signatures_are_numpys(name):
+    import inspect
+    assert inspect.signature(getattr(np, name)) == inspect.signature(getattr(numpy, name))
+
+
+def test_array_namespace_api_version_is_keyword_only_as_numpy():
+    import inspect
+    assert inspect.signature(np.ndarray.__array_namespace__) == \
+        inspect.signature(numpy.ndarray.__array_namespace__)
+    with pytest.raises(TypeError):
+        numpy.ones(2).__array_namespace__("2024.12")
+    with pytest.raises(TypeError):
+        np.ones(2).__array_namespace__("2024.12")

@@ -400,7 +400,7 @@ def _contains(self, item) -> bool:
 _EMPTY = np.empty(0)
 
 
-def _array_namespace(self, api_version=None):
+def _array_namespace(self, /, *, api_version=None):
     """The Array API's ``__array_namespace__``: lazynp, for the versions NumPy supports
     (NumPy's own check: ``ValueError`` naming an unsupported ``api_version``)."""
     if api_version is not None:
