@@ -106,3 +106,16 @@ def test_array_namespace_api_version_is_keyword_only_as_numpy():
         numpy.ones(2).__array_namespace__("2024.12")
     with pytest.raises(TypeError):
         np.ones(2).__array_namespace__("2024.12")
+
+
+@pytest.mark.parametrize("name", ["concat", "concatenate", "empty_like", "matrix_transpose"])
+def test_array_api_function_signatures_are_numpys(name):
+    import inspect
+    assert inspect.signature(getattr(np, name)) == inspect.signature(getattr(numpy, name))
+
+
+@pytest.mark.parametrize("name", ["__dlpack__", "__dlpack_device__"])
+def test_dlpack_method_signatures_are_numpys(name):
+    import inspect
+    assert inspect.signature(getattr(np.ndarray, name)) == \
+        inspect.signature(getattr(numpy.ndarray, name))

@@ -111,7 +111,7 @@ def ones_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
                 device=_devices.like_device(a, device))
 
 
-def empty_like(prototype, dtype=None, order="K", subok=True, shape=None, *, device=None):
+def empty_like(prototype, /, dtype=None, order="K", subok=True, shape=None, *, device=None):
     a = asarray(prototype)
     return empty(_like_shape(a, shape), a.dtype if dtype is None else dtype,
                  device=_devices.like_device(a, device))
@@ -759,7 +759,7 @@ def permute_dims(a, axes=None):
     return transpose(a, axes)
 
 
-def matrix_transpose(x):
+def matrix_transpose(x, /):
     return asarray(x).mT
 
 
