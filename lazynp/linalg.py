@@ -254,9 +254,10 @@ def tensordot(x1, x2, /, *, axes=2):
 
 def vecdot(x1, x2, /, *, axis=-1):
     x1, x2 = _asarray(x1), _asarray(x2)
-    _np.linalg.vecdot(_np.zeros(x1.shape, x1.dtype), _np.zeros(x2.shape, x2.dtype),
-                      axis=axis)                          # NumPy's errors
-    return _ns.sum(_ns.conjugate(x1) * x2, axis=axis)
+    # NumPy's errors and result dtype (a plain sum would widen small integers: uint8 -> uint64)
+    dtype = _np.linalg.vecdot(_np.zeros(x1.shape, x1.dtype), _np.zeros(x2.shape, x2.dtype),
+                              axis=axis).dtype
+    return _ns.sum(_ns.conjugate(x1) * x2, axis=axis, dtype=dtype)
 
 
 def trace(x, /, *, offset=0, dtype=None):

@@ -260,7 +260,7 @@ load.__doc__ = (load.__doc__ or "") + "\n" + (np.load.__doc__ or "")
 _concatenate_eager_first = concatenate
 
 
-def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+def concatenate(arrays, /, axis=0, out=None, *, dtype=None, casting="same_kind"):
     """``numpy.concatenate``: NumPy at once or recorded (the count of arrays is checked
     before either walks them)."""
     _check_count(arrays)

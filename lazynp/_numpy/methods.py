@@ -104,7 +104,8 @@ def _deferring(f, reflected: str, inplace: bool = False):
 #: a Python float 0.5, is its ``square``, ``reciprocal`` or ``sqrt`` ufunc (NumPy's
 #: ``fast_scalar_power``; in place too).  For complex arrays those give other bits than
 #: ``np.power`` (``z ** 2`` of 1M complex128 values: 30% of them), so the recorded operator
-#: takes the same ufunc.
+#: takes the same ufunc.  ``** 2`` is ``square`` for every non-object dtype (NumPy 2.4,
+#: gh-29388): a bool array's ``b ** 2`` is int8, where ``np.power(b, 2)`` is int64.
 _FAST_POWERS = {(int, 2): "square", (int, -1): "reciprocal", (float, 0.5): "sqrt"}
 
 
@@ -112,7 +113,8 @@ def _fast_power(self, e):
     t = type(e)
     if t is int or t is float:
         name = _FAST_POWERS.get((t, e))
-        if name is not None and self.dtype.kind in "fc":
+        kind = self.dtype.kind
+        if name is not None and (kind in "fc" or name == "square" and kind != "O"):
             return UFUNCS[name]
     return None
 
@@ -398,7 +400,14 @@ def _contains(self, item) -> bool:
     return bool(ns.any(self == item))
 
 
-def _array_namespace(self, api_version=None):
+_EMPTY = np.empty(0)
+
+
+def _array_namespace(self, /, *, api_version=None):
+    """The Array API's ``__array_namespace__``: lazynp, for the versions NumPy supports
+    (NumPy's own check: ``ValueError`` naming an unsupported ``api_version``)."""
+    if api_version is not None:
+        _EMPTY.__array_namespace__(api_version=api_version)
     return public_namespace()
 
 
@@ -417,8 +426,10 @@ def _refuse_numpy_mean_into_lazy_out() -> None:
 def _linalg_vecdot(x1, x2, axis=-1):
     """``numpy.vecdot(x1, x2)``: ``sum(conj(x1) * x2, axis)`` from recorded ops."""
     x1, x2 = ns.asarray(x1), ns.asarray(x2)
-    np.vecdot(np.zeros(x1.shape, x1.dtype), np.zeros(x2.shape, x2.dtype), axis=axis)  # errors
-    return ns.sum(ns.conjugate(x1) * x2, axis=axis)
+    # NumPy's errors and result dtype (a plain sum would widen small integers: uint8 -> uint64)
+    dtype = np.vecdot(np.zeros(x1.shape, x1.dtype), np.zeros(x2.shape, x2.dtype),
+                      axis=axis).dtype
+    return ns.sum(ns.conjugate(x1) * x2, axis=axis, dtype=dtype)
 
 
 def _array_ufunc(self, uf, method, *inputs, **kwargs):

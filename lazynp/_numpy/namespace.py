@@ -112,7 +112,7 @@ def ones_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
                 device=_devices.like_device(a, device))
 
 
-def empty_like(prototype, dtype=None, order="K", subok=True, shape=None, *, device=None):
+def empty_like(prototype, /, dtype=None, order="K", subok=True, shape=None, *, device=None):
     a = asarray(prototype)
     return empty(_like_shape(a, shape), a.dtype if dtype is None else dtype,
                  device=_devices.like_device(a, device))
@@ -227,10 +227,11 @@ def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
         # the dummies would allocate and fill every output once more)
         a, k = _fill_deep(tpl, [dummy(n) for n in nodes])
         return [(g.shape, g.dtype) for g in np.meshgrid(*a, **dict(k, copy=False))]
-    return list(lazy_call("meshgrid", np.meshgrid, xi,
-                          {"copy": copy, "sparse": sparse, "indexing": indexing},
-                          meta=meta,
-                          nout=len(xi))) if xi else []
+    # NumPy 2 returns a tuple (1.x: a list)
+    return tuple(lazy_call("meshgrid", np.meshgrid, xi,
+                           {"copy": copy, "sparse": sparse, "indexing": indexing},
+                           meta=meta,
+                           nout=len(xi))) if xi else ()
 
 
 def tril(m, k=0):
@@ -765,7 +766,7 @@ def permute_dims(a, axes=None):
     return transpose(a, axes)
 
 
-def matrix_transpose(x):
+def matrix_transpose(x, /):
     return asarray(x).mT
 
 
@@ -1088,7 +1089,20 @@ def fill_diagonal(a, val, wrap=False) -> None:
 
 
 def astype(x, dtype, /, *, copy=True, device=None, casting="unsafe"):
-    return asarray(x).astype(dtype, copy=copy, casting=casting)
+    """NumPy's ``astype`` function: ``x`` cast to ``dtype``, on ``device`` when given."""
+    res = asarray(x).astype(dtype, copy=copy, casting=casting)
+    return res if device is None else res.to_device(device)
+
+
+def from_dlpack(x, /, *, device=None, copy=None):
+    """NumPy's ``from_dlpack``: the array of a DLPack producer ``x``, sharing its memory
+    unless ``copy`` (as :func:`asarray` shares a NumPy array's); a lazynp ``x`` is taken as
+    :func:`asarray` takes it.  ``device``: where the result lives (NumPy: ``'cpu'``)."""
+    if device is not None and _devices.device(device) != _devices.CPU:
+        return from_dlpack(x, copy=copy).to_device(device)
+    if isinstance(x, ndarray):
+        return asarray(x, copy=copy)
+    return asarray(np.from_dlpack(x, copy=copy), copy=False if copy is False else None)
 
 
 # --- data-dependent: these force their inputs -----------------------------------------------

@@ -523,12 +523,12 @@ class _Members:
     def __deepcopy__(self, memo):
         return self.copy()
 
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+    def __dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):
         """The DLPack protocol (NumPy's, on the computed value)."""
         return self._value().__dlpack__(stream=stream, max_version=max_version,
                                         dl_device=dl_device, copy=copy)
 
-    def __dlpack_device__(self):
+    def __dlpack_device__(self, /):
         return self._value().__dlpack_device__()
 
     # --- writes ------------------------------------------------------------------------
