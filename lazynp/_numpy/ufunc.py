@@ -6,7 +6,6 @@ Supports ``__call__`` (with ``out=``, ``where=``, ``dtype=``, ``casting=``), ``r
 from __future__ import annotations
 
 import builtins
-import inspect
 
 import numpy as np
 
@@ -88,10 +87,6 @@ class ufunc(_UfuncBase, metaclass=_UfuncType):
         self.types = np_ufunc.types
         self.identity = np_ufunc.identity
         self.signature = np_ufunc.signature
-        try:        # NumPy's call signature (``inspect.signature``; NumPy >= 2.4 has one)
-            self.__signature__ = inspect.signature(np_ufunc)
-        except (TypeError, ValueError):
-            pass
         self._dtypes = {}
         self._c = None      # the C call path (lazynp._speedups) of one-output ufuncs
         if _native.ext is not None and self._op is not None and self.nout == 1 and \
