@@ -2137,7 +2137,12 @@ cdef object _shadow_of(ndarray a):
     buffer, else an uncommitted array of its shape)."""
     if a._shadow is not None:
         return a._shadow
-    cdef Var v = _attach(a)
+    cdef Var v
+    if a._v is not None:
+        v = <Var>a._v
+        if v.shadow is not None and v.shadow is (<Node>v.head).value:
+            return v.shadow             # (the commonest case: the computed head's buffer)
+    v = _attach(a)
     cdef Node h = <Node>v.head
     if v.shadow is None:
         if h.state == DONE and h.error is None and type(h.value) is _ndarray_np:
