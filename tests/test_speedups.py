@@ -8,6 +8,7 @@ sites), and run part of the suite with ``LAZYNP_PURE_PYTHON=1`` so the fallback 
 """
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -179,3 +180,62 @@ def test_c_and_python_flush_planning_agree(monkeypatch):
     yn[1:, ::2] += 1.0
     numpy.testing.assert_allclose(numpy.asarray(z), (yn.T @ xn).sum(axis=0))  # still runs
     numpy.testing.assert_allclose(numpy.asarray(keep), yn - 1.0)
+
+
+@pytest.mark.skipif(native.ext is None, reason="the C extension is not built (pure Python run)")
+def test_eager_first_functions_take_the_vectorcall_protocol():
+    """``lazynp.dot(x, y)`` reaches the C eager call through Python's vectorcall protocol
+    (no argument tuple and keyword dict per call); calls with keywords, ``*args`` and
+    ``**kwargs``, partials and errors stay NumPy's."""
+    have_vectorcall = 1 << 11          # Py_TPFLAGS_HAVE_VECTORCALL
+    assert type(lazynp.dot) is native.ext.EagerFirst
+    assert type(lazynp.dot).__flags__ & have_vectorcall
+    x, y = numpy.arange(4.0), numpy.arange(4.0, 8.0)
+    a, b = lazynp.array(x), lazynp.array(y)
+    expected = numpy.dot(x, y)
+    assert lazynp.dot(a, b) == expected
+    assert lazynp.dot(a, b=b) == expected
+    assert lazynp.dot(*[a, b]) == expected
+    assert lazynp.dot(**{"a": a, "b": b}) == expected
+    assert functools.partial(lazynp.dot, a)(b) == expected
+    numpy.testing.assert_array_equal(lazynp.concatenate([a, b], axis=0),
+                                     numpy.concatenate([x, y], axis=0))
+    with pytest.raises(ValueError):
+        lazynp.dot(a, lazynp.array(numpy.arange(3.0)))
+    with pytest.raises(TypeError):
+        lazynp.dot(a, b, c=1)
+
+
+@pytest.mark.parametrize("index", [
+    (slice(2, None), 1), (1, slice(None, 3)), (numpy.int64(1), slice(1, None, 2)),
+    (None, slice(None), numpy.int32(-1)), (Ellipsis, 2), (slice(numpy.int64(1), None), 0),
+    (1, 2), (numpy.int64(2), -1), 3, numpy.int16(1), (True,), ([0, 1], 1), (1.0, 1),
+    (slice(1.0, None), 1), (1, 2, 3)])
+def test_basic_indexing_of_a_computed_array_is_numpys(index):
+    """Views (written through both ways), elements and errors of ``a[index]`` for the index
+    kinds the C getitem/setitem sort (ints, NumPy ints, slices, None, Ellipsis, others)."""
+    base = numpy.arange(20.0).reshape(4, 5)
+    a = lazynp.array(base) + 0
+    want = base.copy()
+    try:
+        expected = want[index]
+    except Exception as exc:
+        with pytest.raises(type(exc)):
+            a[index]
+        return
+    got = a[index]
+    if isinstance(expected, numpy.ndarray):
+        numpy.testing.assert_array_equal(got, expected)
+        assert type(got) is lazynp.ndarray and got.shape == expected.shape
+        if expected.base is not None:                # a view: writes go through both ways
+            got[...] = -1.0
+            expected[...] = -1.0
+            numpy.testing.assert_array_equal(a, want)
+            a[index] = 7.0
+            want[index] = 7.0
+            numpy.testing.assert_array_equal(got, expected)
+    else:
+        assert got == expected and type(got) is type(expected)
+        a[index] = 9.0
+        want[index] = 9.0
+    numpy.testing.assert_array_equal(a, want)

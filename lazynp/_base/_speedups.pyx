@@ -16,7 +16,8 @@ cimport cython
 cimport numpy as cnp
 from cpython.buffer cimport PyObject_GetBuffer
 from cpython.contextvars cimport get_value
-from cpython.ref cimport PyObject, Py_XDECREF
+from cpython.ref cimport PyObject, Py_XDECREF, Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM, PyTuple_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.number cimport PyNumber_Index
 cdef extern from "Python.h":
@@ -939,27 +940,25 @@ cdef class ndarray:
     def __getitem__(self, index):
         cdef object v
         cdef char *item
+        cdef int kind
         if not _record_all:
             v = _evalue(self)
             if v is not None:
                 t = type(index)
-                if (t is int or t is tuple or isinstance(index, _np_integer)) and \
-                        cnp.PyArray_TYPE(<cnp.ndarray>v) != cnp.NPY_VOID:
+                kind = lz_index_kind(index, _np_integer)   # 1: integers, 2: other basic
+                if kind == 1 and cnp.PyArray_TYPE(<cnp.ndarray>v) != cnp.NPY_VOID:
                     # one element by integers (the commonest index): NumPy's scalar
                     item = _element_ptr(<cnp.ndarray>v, index, t is tuple)
                     if item != NULL:
                         return PyArray_Scalar(item, cnp.PyArray_DESCR(<cnp.ndarray>v), v)
+                    if t is not tuple:
+                        if cnp.PyArray_NDIM(<cnp.ndarray>v) == 1:
+                            return v[index]          # NumPy's scalar (or its IndexError)
+                    elif len(<tuple>index) == cnp.PyArray_NDIM(<cnp.ndarray>v):
+                        return v[index]
                 # (a structured element, a numpy.void viewing the buffer, takes the
                 # Python path, which shares the buffer with the caller)
-                if t is int or isinstance(index, _np_integer):
-                    if cnp.PyArray_NDIM(<cnp.ndarray>v) == 1 and \
-                            cnp.PyArray_TYPE(<cnp.ndarray>v) != cnp.NPY_VOID:
-                        return v[index]              # NumPy's scalar (or its IndexError)
-                elif t is tuple and _all_ints(<tuple>index) and \
-                        len(<tuple>index) == cnp.PyArray_NDIM(<cnp.ndarray>v) and \
-                        cnp.PyArray_TYPE(<cnp.ndarray>v) != cnp.NPY_VOID:
-                    return v[index]
-                if _basic(index):
+                if kind != 0:
                     sh = _shadow_of(self)[index]
                     if type(sh) is _ndarray_np:
                         return _view_handle(self, sh)
@@ -973,6 +972,7 @@ cdef class ndarray:
     def __setitem__(self, index, value):
         cdef Py_ssize_t region
         cdef char *item
+        cdef int kind
         t = type(index)
         if (t is int or t is tuple or isinstance(index, _np_integer)) and self._v is None and \
                 not _record_all:
@@ -989,15 +989,16 @@ cdef class ndarray:
                     PyArray_Pack(cnp.PyArray_DESCR(<cnp.ndarray>target), item, value)
                     _count_inplace()
                     return
-        if not _record_all and _basic(index):
+        kind = 0 if _record_all else lz_index_kind(index, _np_integer)
+        if kind != 0:                       # (a basic index; 1: integers only)
             if type(value) is ndarray and _assign_tree(self, index, <ndarray>value):
                 return
             vv = _eager_arg(value, True)
             if vv is not _NE:
                 t = type(index)
-                if t is int or isinstance(index, _np_integer):
+                if kind == 1 and t is not tuple:
                     region = _size_of(self.shape[1:])   # (one element of a 1-D array)
-                elif t is tuple and _all_ints(<tuple>index):
+                elif kind == 1:
                     region = _size_of(self.shape[len(<tuple>index):])
                 else:
                     region = _region_of(self, index)
@@ -1374,6 +1375,47 @@ cdef inline bint _basic_item(i):
     return isinstance(i, _np_integer)
 
 
+cdef extern from *:
+    """
+    /* lz_index_kind: 1 when `index` is an integer (Python int or instance of `np_integer`)
+       or a tuple of them; 2 when it is another basic index (ints, slices with integer or
+       None bounds, None, Ellipsis, or a tuple of these); 0 otherwise.  Borrowed references
+       only: the small-index path runs it on every a[i, j] / a[i:, j]. */
+    static inline int lz_int_like(PyObject *o, PyTypeObject *np_integer) {
+        return PyLong_CheckExact(o) || PyObject_TypeCheck(o, np_integer);
+    }
+    static inline int lz_bound_ok(PyObject *o, PyTypeObject *np_integer) {
+        return o == Py_None || lz_int_like(o, np_integer);
+    }
+    static inline int lz_item_kind(PyObject *o, PyTypeObject *np_integer) {
+        PyTypeObject *t = Py_TYPE(o);
+        if (t == &PyLong_Type) return 1;
+        if (t == &PySlice_Type) {
+            PySliceObject *s = (PySliceObject *)o;
+            return (lz_bound_ok(s->start, np_integer) && lz_bound_ok(s->stop, np_integer) &&
+                    lz_bound_ok(s->step, np_integer)) ? 2 : 0;
+        }
+        if (o == Py_None || o == Py_Ellipsis) return 2;
+        if (t == &PyTuple_Type) return 0;
+        return PyObject_TypeCheck(o, np_integer) ? 1 : 0;
+    }
+    static inline int lz_index_kind(PyObject *index, PyObject *np_integer) {
+        PyTypeObject *npi = (PyTypeObject *)np_integer;
+        Py_ssize_t n, k;
+        int kind = 1, ik;
+        if (!PyTuple_CheckExact(index)) return lz_item_kind(index, npi);
+        n = PyTuple_GET_SIZE(index);
+        for (k = 0; k < n; k++) {
+            ik = lz_item_kind(PyTuple_GET_ITEM(index, k), npi);
+            if (ik == 0) return 0;
+            if (ik == 2) kind = 2;
+        }
+        return kind;
+    }
+    """
+    int lz_index_kind(object index, object np_integer)
+
+
 cdef inline bint _basic(index):
     """A basic index the fast paths take: ints, slices with int bounds, None, Ellipsis."""
     if type(index) is tuple:
@@ -1716,23 +1758,37 @@ cdef class EagerFirst:
 
     cdef readonly object np_fn, lazy_fn, kind, name
     cdef dict __dict__
+    cdef object _sized_for     # the _sized_kinds that _sized was computed from
+    cdef bint _sized
+    cdef void *_vectorcall     # _eager_first_vectorcall (the type's tp_vectorcall_offset)
 
     def __init__(self, np_fn, lazy_fn, kind):
         self.np_fn = np_fn
         self.lazy_fn = lazy_fn
         self.kind = kind
         self.name = np_fn.__name__
+        self._vectorcall = <void *>_eager_first_vectorcall
 
     def __call__(self, *args, **kwargs):
+        return self._call(args, kwargs)
+
+    cdef object _call(self, tuple args, dict kwargs):
+        """The call, ``kwargs`` None when there are none (a positional vectorcall)."""
         if _device_dispatch is not None and (_device_hook or (kwargs and "device" in kwargs)):
             # (device hook: lazynp.devices, once a device array or default device exists)
-            r = _device_dispatch(self.name, self.np_fn, self.lazy_fn, args, kwargs)
+            r = _device_dispatch(self.name, self.np_fn, self.lazy_fn, args,
+                                 kwargs if kwargs is not None else {})
             if r is not _NOT_EAGER:
                 return r
         if not _record_all:
-            r = _eager_call(self.np_fn, args, kwargs, self.kind)
+            if self._sized_for is not _sized_kinds:
+                self._sized = self.kind in _sized_kinds
+                self._sized_for = _sized_kinds
+            r = _eager_call_sized(self.np_fn, args, kwargs, self.kind, self._sized)
             if r is not _NOT_EAGER:
                 return r
+        if kwargs is None:
+            return self.lazy_fn(*args)
         return self.lazy_fn(*args, **kwargs)
 
     def __repr__(self):
@@ -1741,6 +1797,108 @@ cdef class EagerFirst:
     def __reduce__(self):
         # (by name, as functions pickle)
         return (_namespace_member, (getattr(self, "__module__"), getattr(self, "__name__")))
+
+
+cdef extern from *:
+    """
+    /* EagerFirst takes Python's vectorcall protocol (PEP 590): a positional call skips
+       the argument tuple and keyword dict that tp_call makes, the commonest case in a
+       loop of small calls (np.dot(x, y)). */
+    static void lz_enable_vectorcall(PyObject *type, PyObject *instance, void **slot) {
+        PyTypeObject *t = (PyTypeObject *)type;
+        t->tp_vectorcall_offset = (Py_ssize_t)((char *)slot - (char *)instance);
+        t->tp_flags |= Py_TPFLAGS_HAVE_VECTORCALL;
+    }
+    static PyObject *lz_args_tuple(PyObject *const *args, size_t nargsf) {
+        Py_ssize_t n = PyVectorcall_NARGS(nargsf), i;
+        PyObject *t = PyTuple_New(n);
+        if (t == NULL) return NULL;
+        for (i = 0; i < n; i++) {
+            Py_INCREF(args[i]);
+            PyTuple_SET_ITEM(t, i, args[i]);
+        }
+        return t;
+    }
+    /* The type's tp_call with the tuple and dict a call with keywords gives. */
+    static PyObject *lz_tp_call_kwnames(PyObject *self, PyObject *const *args, size_t nargsf,
+                                        PyObject *kwnames) {
+        Py_ssize_t n = PyVectorcall_NARGS(nargsf), k;
+        Py_ssize_t nk = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+        PyObject *t, *d, *r = NULL;
+        t = lz_args_tuple(args, nargsf);
+        if (t == NULL) return NULL;
+        d = PyDict_New();
+        if (d == NULL) { Py_DECREF(t); return NULL; }
+        for (k = 0; k < nk; k++)
+            if (PyDict_SetItem(d, PyTuple_GET_ITEM(kwnames, k), args[n + k]) < 0) goto done;
+        r = Py_TYPE(self)->tp_call(self, t, d);
+    done:
+        Py_DECREF(t);
+        Py_DECREF(d);
+        return r;
+    }
+    """
+    void lz_enable_vectorcall(object type, object instance, void **slot)
+    tuple lz_args_tuple(PyObject **args, size_t nargsf)
+    object lz_vectorcall "PyObject_Vectorcall" (object fn, PyObject **args, size_t nargsf,
+                                                 PyObject *kwnames)
+    size_t lz_nargs "PyVectorcall_NARGS" (size_t nargsf)
+    object lz_tp_call_kwnames(object self, PyObject **args, size_t nargsf, PyObject *kwnames)
+
+
+DEF _FAST_ARGS = 4      # positional calls up to this many arguments: no tuples (below)
+
+
+cdef object _eager_first_vectorcall(EagerFirst self, PyObject **args, size_t nargsf,
+                                    PyObject *kwnames):
+    cdef size_t n = lz_nargs(nargsf)
+    if kwnames != NULL and PyTuple_GET_SIZE(<object>kwnames) != 0:
+        return lz_tp_call_kwnames(self, args, nargsf, kwnames)
+    if n <= _FAST_ARGS and not _record_all and \
+            (_device_dispatch is None or not _device_hook):
+        r = _eager_positional(self, args, n)
+        if r is not _SLOW:
+            return r
+    return self._call(lz_args_tuple(args, nargsf), None)
+
+
+cdef object _eager_positional(EagerFirst self, PyObject **args, size_t n):
+    """EagerFirst's call of NumPy's function at once for up to _FAST_ARGS positional
+    arguments, the values passed to it by vectorcall (no argument tuples); _SLOW where the
+    general path decides (a pending or large array, another argument kind, a row split)."""
+    cdef PyObject *vals[_FAST_ARGS]
+    cdef Py_ssize_t maxsize = 0, i, held = 0
+    if self._sized_for is not _sized_kinds:
+        self._sized = self.kind in _sized_kinds
+        self._sized_for = _sized_kinds
+    try:
+        for i in range(<Py_ssize_t>n):
+            v = _call_arg(<object>args[i], self._sized, &maxsize)
+            if v is _NE or v is _SLOW:
+                return _SLOW
+            Py_INCREF(v)                # (held in vals until the call returns)
+            vals[i] = <PyObject *>v
+            held += 1
+        if (self._sized and maxsize >= _eager_max) or maxsize >= _split_min_rows:
+            return _SLOW
+        r = lz_vectorcall(self.np_fn, vals, n, NULL)
+        t = type(r)
+        if (t is _ndarray_np and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>r) and
+                cnp.PyArray_BASE(<cnp.ndarray>r) == NULL) or isinstance(r, _np_generic) or \
+                t is float or t is int or t is bool or r is None:
+            return _wrap_result(r, ())  # (these results do not look at the inputs)
+        return _wrap_result(r, lz_args_tuple(vals, n))
+    finally:
+        for i in range(held):
+            Py_XDECREF(vals[i])
+
+
+cdef void _enable_eager_first_vectorcall():
+    cdef EagerFirst probe = EagerFirst.__new__(EagerFirst)
+    lz_enable_vectorcall(EagerFirst, probe, &probe._vectorcall)
+
+
+_enable_eager_first_vectorcall()
 
 
 cdef bint _device_hook = False     # lazynp.devices.HOOK (set_device_hook)
@@ -1767,12 +1925,16 @@ def _namespace_member(module, name):
 
 
 cdef object _eager_call(fn, tuple args, dict kwargs, kind):
+    return _eager_call_sized(fn, args, kwargs, kind, kind in _sized_kinds)
+
+
+cdef object _eager_call_sized(fn, tuple args, dict kwargs, kind, bint sized):
+    """_eager_call with ``kind in _sized_kinds`` given (the caller keeps it)."""
     if _record_all:
         return _NOT_EAGER
-    cdef bint sized = kind in _sized_kinds
-    cdef Py_ssize_t maxsize = 0, i, n = len(args)
+    cdef Py_ssize_t maxsize = 0, i, j, n = len(args)
     cdef tuple vals = args
-    cdef list replaced = None
+    cdef tuple replaced = None
     cdef dict kw
     for i in range(n):
         a = args[i]
@@ -1780,13 +1942,18 @@ cdef object _eager_call(fn, tuple args, dict kwargs, kind):
         if v is _NE:
             return _NOT_EAGER
         if v is _SLOW:
-            return _try_call_py(fn, args, kwargs, kind)
-        if v is not a:                  # (a lazy argument: its value instead)
-            if replaced is None:
-                replaced = list(args)
-            replaced[i] = v
+            return _try_call_py(fn, args, kwargs if kwargs is not None else {}, kind)
+        if v is not a and replaced is None:   # (a lazy argument: its value instead)
+            replaced = PyTuple_New(n)
+            for j in range(i):
+                x = args[j]
+                Py_INCREF(x)
+                PyTuple_SET_ITEM(replaced, j, x)
+        if replaced is not None:
+            Py_INCREF(v)
+            PyTuple_SET_ITEM(replaced, i, v)
     if replaced is not None:
-        vals = tuple(replaced)
+        vals = replaced
     if kwargs:
         kw = {}
         for k, a in kwargs.items():
@@ -1796,7 +1963,7 @@ cdef object _eager_call(fn, tuple args, dict kwargs, kind):
             if v is _NE:
                 return _NOT_EAGER
             if v is _SLOW:
-                return _try_call_py(fn, args, kwargs, kind)
+                return _try_call_py(fn, args, kwargs if kwargs is not None else {}, kind)
             kw[k] = v
         if sized and maxsize >= _eager_max:
             return _NOT_EAGER
@@ -1972,7 +2139,12 @@ cdef object _shadow_of(ndarray a):
     buffer, else an uncommitted array of its shape)."""
     if a._shadow is not None:
         return a._shadow
-    cdef Var v = _attach(a)
+    cdef Var v
+    if a._v is not None:
+        v = <Var>a._v
+        if v.shadow is not None and v.shadow is (<Node>v.head).value:
+            return v.shadow             # (the commonest case: the computed head's buffer)
+    v = _attach(a)
     cdef Node h = <Node>v.head
     if v.shadow is None:
         if h.state == DONE and h.error is None and type(h.value) is _ndarray_np:
@@ -2024,7 +2196,7 @@ cdef object _view_handle(ndarray base, sh):
     """A view of ``base`` with NumPy view ``sh`` of its shadow (geometry computed when
     asked for)."""
     cdef ndarray r = ndarray.__new__(ndarray)
-    r._v = _attach(base)
+    r._v = base._v if base._v is not None else _attach(base)
     r._shadow = sh
     r._isview = True
     r._owner = base._owner if base._isview else base
