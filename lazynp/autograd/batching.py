@@ -28,7 +28,7 @@ from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
 from .._base import counters as _counters
 from .._numpy import namespace as lnp
-from ..array.calls import function_op
+from ..array.calls import _fill_deep as _fill, function_op
 from ..array.indexing import _Slot
 from ..array.ndarray import ndarray
 from ..core import graph
@@ -557,19 +557,6 @@ NAME_RULES = {
 
 
 # --- NumPy functions recorded by lazy_call (op params: a call template) ------------------------
-
-def _fill(tpl, nodes):
-    t = type(tpl)
-    if t is _Slot:
-        return nodes[tpl.k]
-    if t is tuple:
-        return tuple(_fill(x, nodes) for x in tpl)
-    if t is list:
-        return [_fill(x, nodes) for x in tpl]
-    if t is dict:
-        return {k: _fill(v, nodes) for k, v in tpl.items()}
-    return tpl
-
 
 def _template(obj, nodes: list):
     """``obj`` with its nodes replaced by slots (appended to ``nodes``)."""
