@@ -175,16 +175,7 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False):
 
     def wrapped(*args, **kwargs):
         rt = _rt()
-        args = list(args)
-        inputs = {}
-        for i in nums:
-            a = args[i]
-            if not isinstance(a, DeviceArray):
-                raise TypeError(f"lazynp.grad: argument {i} is not a device array (the others "
-                                f"are: every differentiated argument must be on the device)")
-            node = a._node()
-            args[i] = _wrap(node)
-            inputs[i] = node
+        args, inputs = _device_inputs(args, nums, "lazynp.grad")
         rt.KEEP_GRAPH[0] += 1
         try:
             res = fun(*args, **kwargs)
