@@ -19,6 +19,13 @@ On the GPU machine (no internet) lazynp is installed from this checkout without 
 part is missing).  ``--smoke`` runs every section once on tiny sizes: it works under Numba's
 CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``), which CI uses to keep this script working.
 Finishes in well under 5 minutes on one GPU.
+
+``--host-cost`` measures only lazynp's host path (issue 38's targets: <= 15 us per recorded
+device op, <= 50 us per ``evaluate``), with every generated kernel's launch replaced by a
+no-op, so that it runs without a GPU under the simulator (``NUMBA_ENABLE_CUDASIM=1``; it
+sets it) and the simulated kernels' Python threads are not timed.  What a GPU adds on top:
+Numba's launch of each kernel (argument packing, ``cuLaunchKernel``) and CuPy's event
+calls, which the simulator stands in for with its own queues.
 """
 from __future__ import annotations
 
@@ -94,11 +101,76 @@ def _row(name: str, t: float, base: float | None, bytes_moved: float | None, cop
     return (name, fmt_time(t), ratio, bw, pct)
 
 
+def _load_average() -> str:
+    try:
+        one, five, _ = os.getloadavg()
+        return f"load average {one:.2f} (1 min), {five:.2f} (5 min), {os.cpu_count()} CPUs"
+    except OSError:
+        return "load average unknown"
+
+
+def host_cost(args) -> int:
+    """Host time per recorded device op and per ``evaluate`` with no-op kernels (the
+    simulator's host path): W1 ``a*b + c*d - e*0.5`` (5 recorded ops, one fused kernel) on
+    1024 float32 elements, median of many rounds."""
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+    import lazynp as lnp
+    from lazynp.cuda import codegen, memory
+    if not memory.simulated():
+        print("--host-cost runs under the simulator (NUMBA_ENABLE_CUDASIM=1 before numba.cuda "
+              "is imported)")
+        return 2
+    codegen.QuietLaunch.__getitem__ = lambda self, config: _no_op_kernel
+    rounds = args.repeat(3000, 300)
+    rng = numpy.random.default_rng(0)
+    a, b, c, d, e = [lnp.asarray(rng.standard_normal(1024).astype(numpy.float32),
+                                 device="cuda") for _ in range(5)]
+
+    def record():
+        return a * b + c * d - e * 0.5
+
+    for _ in range(50):                     # (kernels generated, caches warm)
+        lnp.evaluate(record())
+    per_op, per_eval = [], []
+    clock = time.perf_counter
+    for _ in range(rounds):
+        t0 = clock()
+        r = record()
+        t1 = clock()
+        lnp.evaluate(r)
+        t2 = clock()
+        per_op.append((t1 - t0) / 5)
+        per_eval.append(t2 - t1)
+    op_us = statistics.median(per_op) * 1e6
+    eval_us = statistics.median(per_eval) * 1e6
+    header("host cost per device op and per evaluate (no-op kernels, Numba CUDA simulator)")
+    print(f"W1 a*b + c*d - e*0.5, 1024 float32, median of {rounds} rounds; "
+          f"{_load_average()}")
+    print_table([("record one device op", f"{op_us:.1f} us", "<= 15 us"),
+                 ("evaluate (flush, fuse, launch, wait)", f"{eval_us:.1f} us", "<= 50 us")],
+                ("host path", "median", "target"))
+    summary = Summary()
+    summary.add("host cost per recorded device op", "<= 15 us", f"{op_us:.1f} us",
+                op_us <= 15, "time")
+    summary.add("host cost per evaluate", "<= 50 us", f"{eval_us:.1f} us", eval_us <= 50,
+                "time")
+    return summary.print(strict=args.strict)
+
+
+def _no_op_kernel(*args) -> None:
+    pass
+
+
 def main() -> int:
     parser = make_parser(__doc__)
     parser.add_argument("--smoke", action="store_true",
                         help="every section once on tiny sizes (works on the simulator)")
+    parser.add_argument("--host-cost", action="store_true",
+                        help="host time per recorded op and per evaluate, no-op kernels, "
+                             "on the simulator (no GPU needed)")
     args = parse_args(__doc__, parser=parser)
+    if args.host_cost:
+        return host_cost(args)
     smoke = args.smoke
     _ensure_installed(smoke)
     import lazynp as lnp
