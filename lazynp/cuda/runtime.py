@@ -153,13 +153,23 @@ def engine_for(dev) -> streams.StreamEngine:
     return eng
 
 
-def _launch_config() -> tuple:
-    """(threads per block, blocks for a grid-stride loop): tiny under the simulator (each
-    simulated thread is a Python thread)."""
-    if memory.simulated():
-        return 4, 2
-    dev = memory.cuda().get_current_device()
-    return 256, dev.MULTIPROCESSOR_COUNT * 16
+_launch_configs: dict = {}
+
+
+def _launch_config(dev) -> tuple:
+    """(threads per block, blocks for a grid-stride loop) on ``dev``: tiny under the
+    simulator (each simulated thread is a Python thread).  Asked once per device (the
+    driver query is host time on every launch otherwise)."""
+    cfg = _launch_configs.get(dev.name)
+    if cfg is None:
+        if memory.simulated():
+            cfg = (4, 2)
+        else:
+            with memory.device_context(dev):
+                props = memory.cuda().get_current_device()
+                cfg = (256, props.MULTIPROCESSOR_COUNT * 16)
+        _launch_configs[dev.name] = cfg
+    return cfg
 
 
 # --- flush ---------------------------------------------------------------------------------
@@ -436,7 +446,12 @@ def _group_work(group, dev, stream, here: set = frozenset()):
     size = math.prod(shape)
     in_bufs = []
     bcast = []
+    flat_bcast = (False,) * ndim
     for a in inputs:
+        if (flat or zero_d) and a.op is not VIEW and len(a.shape) == 1:
+            in_bufs.append(a.value)         # (already the flat buffer: no view to make)
+            bcast.append(flat_bcast)
+            continue
         buf = realize(a)
         ash = tuple(a.shape)
         if flat or zero_d:
@@ -444,7 +459,7 @@ def _group_work(group, dev, stream, here: set = frozenset()):
                 if _contiguous(a) and a.op is not VIEW else \
                 memory.view(_root(a).value, a.params["offset"], (size,), (a.dtype.itemsize,),
                             a.dtype)
-            bcast.append((False,) * ndim)
+            bcast.append(flat_bcast)
         else:
             if len(ash) < ndim:
                 pad = ndim - len(ash)
@@ -457,7 +472,7 @@ def _group_work(group, dev, stream, here: set = frozenset()):
     flat = flat or zero_d
     consts = codegen.const_names(layout)
     cvals = codegen.const_values(layout)
-    block, grid_max = _launch_config()
+    block, grid_max = _launch_config(dev)
     key = (layout.key, flat, ndim, out_idx, bcast, block,
            None if red is None else (red.op.name, red_axes, red.dtype, src_idx))
     srcs = _sources.get(key)
@@ -475,8 +490,8 @@ def _group_work(group, dev, stream, here: set = frozenset()):
                     codegen.finish_source(red.op.name, acc, red.dtype))
         _sources[key] = srcs
     outs = []
-    reusable = _dead_inputs(group, inputs, here) if red is None and not KEEP_GRAPH[0] \
-        else []       # (a gradient being taken may still read the forward's values)
+    reusable = _dead_inputs(group, inputs, here, internal) \
+        if red is None and not KEEP_GRAPH[0] else []  # (a gradient may still read them)
     for k in out_idx:
         m = members[k]
         buf = None
@@ -490,7 +505,7 @@ def _group_work(group, dev, stream, here: set = frozenset()):
             buf = memory.empty(dev, m.shape, m.dtype)
         m.value = buf
         outs.append(memory.view(buf, 0, (size,), (m.dtype.itemsize,), m.dtype)
-                    if flat else buf)
+                    if flat and len(m.shape) != 1 else buf)
     kernel = codegen.compile_source(srcs[0])
     arg = memory.kernel_arg
     if red is None:
@@ -530,15 +545,11 @@ def _group_work(group, dev, stream, here: set = frozenset()):
     return work, in_bufs + outs + [part, r]
 
 
-def _dead_inputs(group, inputs, here: set) -> list:
+def _dead_inputs(group, inputs, here: set, uses: dict) -> list:
     """Inputs of ``group`` whose buffers an output may take (MXNet's in-place rule): made in
     this flush, of the group's shape, read by nothing but this group's members, not kept
-    by an array.  Every thread reads such an element before it writes the same element."""
-    uses: dict = {}
-    for m in group.members:
-        for a in m.args:
-            if type(a) is DeviceNode:
-                uses[id(a)] = uses.get(id(a), 0) + 1
+    by an array.  Every thread reads such an element before it writes the same element.
+    ``uses``: id(node) -> how many reads of it the group's members make."""
     out = []
     for a in inputs:
         if a.op is VIEW or id(a) not in here or a.needed or a.value is None or \
