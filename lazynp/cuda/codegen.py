@@ -11,20 +11,29 @@ table's templates with :mod:`lazynp.kernels.exprs`); only the loop around them d
   element's reduced elements into shared memory (tree), writing one partial; a second
   small kernel combines the partials of each output element (and divides for ``mean``).
 
-Kernels are compiled once per source and argument types and kept (in memory, and on disk
-through Numba's cache where the CUDA target has one).
+Kernels are compiled once per source and argument types and kept in memory and on disk:
+each source is written to the CPU kernels' cache folder (:mod:`lazynp.kernels.cache`, its
+size bound and least-recently-used eviction) as ``lazynp_k_cuda_<digest>.py`` and imported
+from there with ``cuda.jit(cache=True)``, so numba-cuda keeps the compiled code beside it,
+keyed by the source (the digest also covers :mod:`lazynp.cuda.devmath`, whose lowerings the
+kernels inline), the argument types, the compute capability and numba-cuda's version (its
+cache index); a second process loads it instead of compiling (:func:`compile_source`).
 """
 from __future__ import annotations
 
+import hashlib
+import importlib.util
+import os
 import re
+import sys
 import threading
 import warnings
 
 import numpy as np
 
 from .._base import counters as _counters
-from ..kernels import exprs
-from . import devmath
+from ..kernels import cache as _cache, exprs
+from . import devmath, memory
 
 _CONST = re.compile(r"kc_(\w+?)\[(\d+)\]")
 
@@ -235,7 +244,12 @@ def finish_source(kind: str, acc: np.dtype, out: np.dtype) -> str:
 
 
 _kernels: dict = {}
-STATS = {"cuda_kernel_compiles": 0}
+#: ``cuda_kernel_compiles``: kernels compiled in this process, one per (source, argument
+#: types) on a GPU (numba-cuda's disk cache missed); under the simulator, which compiles
+#: nothing, one per source that was not in the disk cache yet.  ``cuda_kernel_cache_hits``:
+#: the same, loaded from the disk cache instead.
+STATS = {"cuda_kernel_compiles": 0, "cuda_kernel_cache_hits": 0}
+CACHE_PREFIX = _cache.PREFIX + "cuda_"
 
 
 class LoweringError(NotImplementedError):
@@ -275,12 +289,16 @@ class QuietLaunch:
     """A kernel whose launch configuration (``kernel[grid, block, stream]``) does not warn
     ``NumbaPerformanceWarning`` for a grid under 128 blocks: lazynp sizes its own grids (a
     small array is a small grid), and under ``-W error`` the warning would be raised as the
-    kernel's error.  The user's own kernels keep the warning; other warnings are untouched."""
+    kernel's error.  The user's own kernels keep the warning; other warnings are untouched.
 
-    __slots__ = ("kernel",)
+    On a GPU the launch also counts numba-cuda's compiles and disk-cache loads (a launch
+    with new argument types does one of them)."""
+
+    __slots__ = ("kernel", "specializations")
 
     def __init__(self, kernel):
         self.kernel = kernel
+        self.specializations = 0
 
     def __getitem__(self, config):
         if not _PERF_WARNINGS:
@@ -288,19 +306,109 @@ class QuietLaunch:
         with _warnings_lock, warnings.catch_warnings():
             for category in _PERF_WARNINGS[0]:
                 warnings.filterwarnings("ignore", category=category)
-            return self.kernel[config]
+            launch = self.kernel[config]
+        if not hasattr(self.kernel, "stats"):       # (the simulator's: nothing compiles)
+            return launch
+        return _CountingLaunch(self, launch, self.kernel.overloads)
+
+
+class _CountingLaunch:
+    """A configured launch that, when the kernel got a new specialization, counts whether
+    numba-cuda compiled it or loaded it from its disk cache."""
+
+    __slots__ = ("owner", "launch", "overloads")
+
+    def __init__(self, owner: QuietLaunch, launch, overloads):
+        self.owner = owner
+        self.launch = launch
+        self.overloads = overloads
+
+    def __call__(self, *args):
+        out = self.launch(*args)
+        owner = self.owner
+        if len(self.overloads) != owner.specializations:
+            owner.specializations = len(self.overloads)
+            stats = owner.kernel.stats
+            misses = sum(stats.cache_misses.values())
+            hits = sum(stats.cache_hits.values())
+            new_misses = misses - STATS_SEEN.get(id(owner), (0, 0))[0]
+            STATS["cuda_kernel_compiles"] += new_misses
+            STATS["cuda_kernel_cache_hits"] += hits - STATS_SEEN.get(id(owner), (0, 0))[1]
+            STATS_SEEN[id(owner)] = (misses, hits)
+            if new_misses:
+                _evict()            # (numba-cuda wrote the new code's files)
+        return out
+
+
+STATS_SEEN: dict = {}          # id(QuietLaunch) -> (cache misses, hits) counted so far
+
+
+def _evict() -> None:
+    try:
+        _cache.evict()
+    except OSError:
+        pass
+
+
+def _devmath_fingerprint() -> str:
+    """A digest of :mod:`lazynp.cuda.devmath`'s source: its lowerings are compiled into
+    every kernel, so a change to them must not load code cached before it."""
+    if not _FINGERPRINT:
+        try:
+            with open(devmath.__file__, "rb") as f:
+                _FINGERPRINT.append(hashlib.sha1(f.read()).hexdigest()[:16])
+        except OSError:
+            _FINGERPRINT.append("unknown")
+    return _FINGERPRINT[0]
+
+
+_FINGERPRINT: list = []
+
+
+def cache_module_source(source: str) -> tuple:
+    """``(module name, module source)`` of a kernel in the disk cache: the source with
+    ``cache=True`` on its ``cuda.jit`` and a first line naming the devmath it was made
+    with; the name's digest covers both."""
+    text = (f"# lazynp CUDA kernel (devmath {_devmath_fingerprint()})\n"
+            + source.replace("\n@cuda.jit\n", "\n@cuda.jit(cache=True)\n"))
+    digest = hashlib.sha1(text.encode()).hexdigest()[:20]
+    return CACHE_PREFIX + digest, text
+
+
+def _load_kernel(source: str):
+    """The dispatcher of ``source``, imported from its file in the disk cache (written
+    unless there); returns ``(dispatcher, found on disk)``.  A folder that cannot be
+    written: compiled in memory, no disk cache."""
+    name, text = cache_module_source(source)
+    try:
+        path = _cache.source_path(name)
+        found = os.path.exists(path)
+        path = _cache.write_source(name, text)
+        _cache.mark_used(name, path)
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod         # (numba-cuda's cache re-imports it by name)
+        spec.loader.exec_module(mod)
+    except OSError:
+        found = False
+        mod = type(sys)(name)
+        exec(compile(text.replace("cache=True", "cache=False"), name, "exec"), mod.__dict__)
+    return mod.kernel, found
 
 
 def compile_source(source: str):
-    """The Numba CUDA dispatcher for ``source`` (each source compiled once per process;
-    Numba specializes it per argument types on first launch)."""
+    """The Numba CUDA dispatcher for ``source`` (each source loaded once per process, from
+    the disk cache when an earlier process made it; numba-cuda specializes it per argument
+    types on first launch, loading the compiled code from its disk cache when it can)."""
     k = _kernels.get(source)
     if k is None:
         check_lowerable(source)
-        namespace: dict = {}
-        exec(compile(source, "<lazynp cuda kernel>", "exec"), namespace)
-        k = _kernels[source] = QuietLaunch(namespace["kernel"])
-        STATS["cuda_kernel_compiles"] += 1
+        kernel, found = _load_kernel(source)
+        k = _kernels[source] = QuietLaunch(kernel)
+        if memory.simulated():
+            STATS["cuda_kernel_cache_hits" if found else "cuda_kernel_compiles"] += 1
+            if not found:
+                _evict()
     return k
 
 
