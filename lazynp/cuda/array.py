@@ -28,7 +28,7 @@ from ..ops import elementwise as ew
 from ..ops import reductions as R
 from ..ops.registry import OPS, Op, register
 from ..ops.core import matmul_meta
-from . import memory, runtime
+from . import codegen, memory, runtime
 
 
 _SCALARS = (bool, int, float, complex)
@@ -507,6 +507,8 @@ def ufunc_call(np_ufunc, args, kwargs=None) -> DeviceArray:
                                isinstance(o, np.generic) else () for o in ops])
     if np_ufunc is np.power and keys[0] != float and isinstance(keys[0], np.dtype):
         ew.check_int_power(keys[0], args[1], shape)
+    codegen.check_op(op, keys, dt,
+                     np_ufunc is np.power and type(ops[1]) is not runtime.DeviceNode)
     res = _record(op, tuple(ops), None, shape, dt, dev)
     if out is not None:
         if isinstance(out, tuple):

@@ -68,6 +68,28 @@ def missing_functions(source: str) -> list:
                    if m not in DEVICE_TABLE and m not in _NUMPY_TYPES})
 
 
+def called_functions(source: str) -> list:
+    """The table's functions that a kernel source (or one expression of it) calls."""
+    return sorted({m for m in _CALL.findall(source) if m in DEVICE_TABLE})
+
+
+_FLOATS = (_np.dtype(float32), _np.dtype(float64))
+
+
+def lowers(name: str, dtypes: tuple) -> bool:
+    """True when :func:`_install_device` lowers ``np.<name>`` for arguments of ``dtypes``
+    (NumPy dtypes): the same rules, asked without numba-cuda's real target (at record
+    time, under the simulator too).  A float function takes all-float32 or all-float64
+    arguments; the others take the dtype kinds of :data:`COMPOSED`."""
+    kinds = DEVICE_TABLE.get(name)
+    if kinds is None:
+        return False
+    dtypes = tuple(_np.dtype(d) for d in dtypes)
+    if kinds == "f":
+        return dtypes[0] in _FLOATS and all(d == dtypes[0] for d in dtypes)
+    return all(d.kind in kinds for d in dtypes)
+
+
 def _simulated() -> bool:
     from numba import cuda
     return cuda.is_available.__module__.endswith("simulator_init")
