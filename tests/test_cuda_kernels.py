@@ -128,6 +128,27 @@ def test_reduction_of_view_and_nan():
     _same(lnp.min(da, axis=0), np.min(a, axis=0))
 
 
+@pytest.mark.parametrize("dt", ["int32", "float32", "float64", "complex128"])
+def test_reductions_keeping_the_last_axis_are_one_thread_per_column(dt):
+    """``x.sum(axis=0)`` and other reductions that keep the last axis: the coalesced
+    kernel (consecutive threads on consecutive columns), with its partial slices."""
+    from lazynp.cuda import runtime
+    a, b = _values((7, 3, 5), dt), _values((5,), dt)
+    da, db = dev(a), dev(b)
+    kinds = ["sum", "mean", "prod"] + ([] if dt == "complex128" else ["max", "min"])
+    for axis in (0, 1, (0, 1), -2):
+        for name in kinds:
+            _same(getattr(lnp, name)(da * 2 + db, axis=axis),
+                  getattr(np, name)(a * 2 + b, axis=axis))
+    t = da - db                           # (a member's value stored by the same kernel)
+    s = t.sum(axis=0, keepdims=True)
+    _same(s, (a - b).sum(axis=0, keepdims=True))
+    _same(t, a - b)
+    _same(da[::2, :, 1:].max(axis=0) if dt != "complex128" else da[::2, :, 1:].sum(axis=0),
+          a[::2, :, 1:].max(axis=0) if dt != "complex128" else a[::2, :, 1:].sum(axis=0))
+    assert any("j += P\n" in src for src, _ in runtime._sources.values())
+
+
 def test_softmax_rows():
     a = _values((3, 10), "float32")
     da = dev(a)

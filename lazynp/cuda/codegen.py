@@ -10,6 +10,9 @@ table's templates with :mod:`lazynp.kernels.exprs`); only the loop around them d
 * a trailing reduction: a block reduction.  Each block reduces a slice of one output
   element's reduced elements into shared memory (tree), writing one partial; a second
   small kernel combines the partials of each output element (and divides for ``mean``).
+  A reduction that keeps the last axis (over outer axes: ``x.sum(axis=0)``) is instead one
+  thread per kept element and slice, consecutive threads on consecutive elements, so that
+  each warp reads contiguous memory (:func:`outer_reduction_source`).
 
 Kernels are compiled once per source and argument types and kept in memory and on disk:
 each source is written to the CPU kernels' cache folder (:mod:`lazynp.kernels.cache`, its
@@ -221,6 +224,45 @@ def reduction_source(lines: list, consts: list, n_in: int, out_idx: tuple, ndim:
     return _PRELUDE + "\n@cuda.jit\n" + "\n".join(b) + "\n"
 
 
+def outer_reduction_source(lines: list, consts: list, n_in: int, out_idx: tuple, ndim: int,
+                           bcast, kind: str, red_axes: tuple, src: int, src_dtype: np.dtype,
+                           acc: np.dtype) -> str:
+    """A reduction that keeps the last axis (``x.sum(axis=0)`` of a matrix): one thread per
+    (kept element ``m``, slice ``p``) accumulates its slice of the reduced elements
+    serially into ``part[m, p]``.  Consecutive threads take consecutive ``m``, so a warp
+    reads contiguous memory (the block reduction would read down columns); the slices
+    (``P`` of them, strided by ``P``) give parallelism when few elements are kept."""
+    lines, _ = scalar_lines(lines)
+    ins = [f"x{k}" for k in range(n_in)]
+    outs = [f"o{j}" for j in range(len(out_idx))]
+    dims = [f"s{d}" for d in range(ndim)]
+    params = ins + consts + outs + ["part", "M", "L", "P"] + dims
+    kept = [d for d in range(ndim) if d not in red_axes]
+    idx = ", ".join(f"i{d}" for d in range(ndim))
+    v = exprs.cast(f"t{src}", src_dtype, acc) if kind not in ("max", "min", "any", "all") \
+        else f"t{src}"
+    b = [f"def kernel({', '.join(params)}):",
+         "    t = cuda.grid(1)",
+         "    step = cuda.gridsize(1)",
+         "    while t < M * P:",
+         "        p = t // M",
+         "        m = t - p * M"]
+    b += _unravel(kept, "m", " " * 8)
+    b += [f"        acc = {_init(kind, acc)}",
+          "        j = p",
+          "        while j < L:"]
+    ind = " " * 12
+    b += _unravel(list(red_axes), "j", ind)
+    b += _loads(n_in, bcast, False, ind, "j", ndim)
+    b += [ind + line for line in lines]
+    b += [f"{ind}o{j}[{idx}] = t{k}" for j, k in enumerate(out_idx)]
+    b += _step(kind, v, ind)
+    b += [f"{ind}j += P",
+          "        part[m, p] = acc",
+          "        t += step"]
+    return _PRELUDE + "\n@cuda.jit\n" + "\n".join(b) + "\n"
+
+
 def finish_source(kind: str, acc: np.dtype, out: np.dtype) -> str:
     """Combine each output element's partials; ``mean`` divides by the count."""
     if kind == "mean":
@@ -265,6 +307,65 @@ def check_lowerable(source: str) -> None:
         raise LoweringError("lazynp: the CUDA code generator cannot lower "
                             + ", ".join(f"np.{m}" for m in missing)
                             + " (no device template in lazynp.cuda.devmath)")
+
+
+class _Probe:
+    """A node's fields that :func:`lazynp.kernels.exprs.node_expr` reads."""
+
+    __slots__ = ("op", "dtype", "params", "args", "shape")
+
+    def __init__(self, op, dtype):
+        self.op, self.dtype, self.params, self.args, self.shape = op, dtype, None, (), (1,)
+
+
+_PY_DTYPES = {bool: np.dtype(bool), int: np.dtype(np.int64), float: np.dtype(np.float64),
+              complex: np.dtype(np.complex128)}
+_op_problems: dict = {}
+
+
+def op_lowering_problem(op, keys: tuple, out: np.dtype, const_exponent: bool = False):
+    """None when a fused kernel can compute elementwise ``op`` on operands of ``keys``
+    (dtypes, or the Python types of scalars) into ``out``, or when the op is not fused
+    (it then runs on CuPy); else why not, naming the op.  The kernel expression is the
+    one the code generator would write (:func:`lazynp.kernels.exprs.node_expr`, the
+    arguments already in NumPy's loop dtypes), and each function it calls is checked with
+    :func:`lazynp.cuda.devmath.lowers`.  Cached per (op, keys, out)."""
+    ck = (op, keys, out, const_exponent)
+    problem = _op_problems.get(ck, False)
+    if problem is not False:
+        return problem
+    problem = None
+    uf = op.ufunc
+    if uf is not None:
+        values = [_PY_DTYPES[k] if type(k) is type else k for k in keys]
+        expr = exprs.node_expr(_Probe(op, out), [f"v{i}" for i in range(len(keys))], values,
+                               list(keys), const_exponent)
+        if expr is not None:
+            try:
+                ins = uf.resolve_dtypes(tuple(keys) + (None,) * uf.nout)[:uf.nin]
+            except Exception:
+                ins = tuple(values)
+            calls = devmath.missing_functions(expr) + devmath.called_functions(expr) + \
+                (["exp"] if "_fexp(" in expr else [])
+            for f in calls:
+                nin = getattr(getattr(np, f, None), "nin", 1)
+                bad = [d for d in dict.fromkeys(ins) if not devmath.lowers(f, (d,) * nin)]
+                if bad:
+                    problem = (f"lazynp: {op.name} of {', '.join(str(v) for v in values)} "
+                               f"cannot run on a CUDA device: the CUDA code generator cannot "
+                               f"lower np.{f} for {bad[0]} (no device template in "
+                               f"lazynp.cuda.devmath)")
+                    break
+    _op_problems[ck] = problem
+    return problem
+
+
+def check_op(op, keys: tuple, out: np.dtype, const_exponent: bool = False) -> None:
+    """Raise :class:`LoweringError` when :func:`op_lowering_problem` finds one: at record
+    time, naming the op, not when a later read compiles the kernel."""
+    problem = op_lowering_problem(op, keys, out, const_exponent)
+    if problem is not None:
+        raise LoweringError(problem)
 
 
 _warnings_lock = threading.Lock()

@@ -473,8 +473,10 @@ def _group_work(group, dev, stream, here: set = frozenset()):
     consts = codegen.const_names(layout)
     cvals = codegen.const_values(layout)
     block, grid_max = _launch_config(dev)
+    # (a reduction keeping the last axis: one thread per kept element, coalesced reads)
+    outer = red is not None and not full_red and (ndim - 1) not in red_axes
     key = (layout.key, flat, ndim, out_idx, bcast, block,
-           None if red is None else (red.op.name, red_axes, red.dtype, src_idx))
+           None if red is None else (red.op.name, red_axes, red.dtype, src_idx, outer))
     srcs = _sources.get(key)
     lines = None
     if srcs is None:
@@ -482,6 +484,12 @@ def _group_work(group, dev, stream, here: set = frozenset()):
         if red is None:
             srcs = (codegen.elementwise_source(lines, consts, len(inputs), out_idx, ndim, flat,
                                                bcast), None)
+        elif outer:
+            acc = codegen.acc_dtype(red.op.name, members[src_idx].dtype, red.dtype)
+            srcs = (codegen.outer_reduction_source(lines, consts, len(inputs), out_idx, ndim,
+                                                   bcast, red.op.name, red_axes, src_idx,
+                                                   members[src_idx].dtype, acc),
+                    codegen.finish_source(red.op.name, acc, red.dtype))
         else:
             acc = codegen.acc_dtype(red.op.name, members[src_idx].dtype, red.dtype)
             srcs = (codegen.reduction_source(lines, consts, len(inputs), out_idx, ndim, flat,
@@ -522,7 +530,11 @@ def _group_work(group, dev, stream, here: set = frozenset()):
     kept = [d for d in range(ndim) if d not in red_axes]
     M = math.prod(shape[d] for d in kept)
     L = math.prod(shape[d] for d in red_axes)
-    if memory.simulated():
+    if outer:
+        # (slices of at least 8 reduced elements per thread, up to a full grid of threads)
+        P = (2 if L > 1 else 1) if memory.simulated() else \
+            max(1, min(-(-L // 8), grid_max * block // max(M, 1)))
+    elif memory.simulated():
         P = 2 if L > block else 1
     else:
         P = 1 if M >= grid_max else max(1, min(-(-L // (block * 8)), grid_max // max(M, 1)))
@@ -534,7 +546,8 @@ def _group_work(group, dev, stream, here: set = frozenset()):
     finish = codegen.compile_source(srcs[1])
     args = [arg(b) for b in in_bufs] + cvals + [arg(o) for o in outs] + \
         [arg(part), M, L, P] + list(shape)
-    grid = max(1, min(M * P, grid_max if not memory.simulated() else 2))
+    grid = max(1, min(-(-M * P // block) if outer else M * P,
+                      grid_max if not memory.simulated() else 2))
     fgrid = max(1, min(-(-M // block), grid_max))
 
     def work():
