@@ -28,7 +28,7 @@ from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
 from lazynp.engine import streams
 
-_state = {"current": None, "executing": None, "null": None}
+_state = {"current": None, "executing": None, "null": None, "backend": None}
 
 
 def _issue(fn) -> None:
@@ -90,9 +90,59 @@ class FakeArray(FakeCUDAArray):
     def reshape(self, *shape):
         return FakeArray(self._ary.reshape(*shape))
 
+    def __getitem__(self, key):
+        """Indexing issued on the current stream; a boolean array index first blocks the
+        host until the current stream has computed it (CuPy must know the result's size,
+        so its boolean indexing synchronizes that stream).  Basic indices (the simulated
+        kernels' element reads) are the simulator's own."""
+        keys = key if isinstance(key, tuple) else (key,)
+        if not any(isinstance(k, (FakeCUDAArray, np.ndarray, list)) for k in keys):
+            return super().__getitem__(key)
+        if _has_bool_array(key):
+            _wait_current()
+            mask = _host(key)
+            shape_of = np.empty(self._ary.shape, np.bool_)[mask]
+            out = FakeArray(np.full(shape_of.shape, np.nan if self._ary.dtype.kind in "fc"
+                                    else -1, self._ary.dtype))
+
+            def work():
+                out._ary[...] = self._ary[mask]
+            _issue(work)
+            return out
+        shape_of = np.empty(self._ary.shape, np.bool_)[_index_probe(key)]
+        out = FakeArray(np.full(shape_of.shape, np.nan if self._ary.dtype.kind in "fc"
+                                else -1, self._ary.dtype))
+
+        def work():
+            out._ary[...] = self._ary[_host(key)]
+        _issue(work)
+        return out
+
     @property
     def flags(self):
         return self._ary.flags
+
+
+def _index_probe(key):
+    """``key`` with its device index arrays replaced by zeros (the result's shape)."""
+    if isinstance(key, tuple):
+        return tuple(_index_probe(k) for k in key)
+    return np.zeros_like(key._ary) if isinstance(key, FakeCUDAArray) else key
+
+
+def _has_bool_array(key) -> bool:
+    keys = key if isinstance(key, tuple) else (key,)
+    return any(isinstance(k, FakeCUDAArray) and k._ary.dtype == np.bool_ for k in keys)
+
+
+def _wait_current() -> None:
+    """Block the host until the current stream's queued work has run (interleaved with
+    the other streams, honouring their events)."""
+    s = _state["current"] or _state["null"]
+    backend = _state["backend"]
+    if _state["executing"] is s:
+        return                      # (inside that stream's work: already in order)
+    backend.synchronize(backend.record(s))
 
 
 def _copyto(dst, src) -> None:
@@ -144,9 +194,11 @@ def installed(monkeypatch):
     import lazynp as lnp
     lnp.zeros(1, device="cuda")
     from lazynp.cuda import memory, runtime
+    memory._load()                  # (before its state is patched: the simulator's)
     runtime.synchronize()
     backend = _Backend()
-    _state.update(current=None, executing=None, null=backend.new_stream("null"))
+    _state.update(current=None, executing=None, null=backend.new_stream("null"),
+                  backend=backend)
     monkeypatch.setitem(runtime._engines, "cuda:0", streams.StreamEngine(backend))
     monkeypatch.setitem(memory._state, "cupy", fake_cupy)
     monkeypatch.setitem(memory._state, "fake", FakeArray)

@@ -280,6 +280,10 @@ class DeviceArray:
             v = self._geometry_op(lambda s: s[k])
             if v is not None:
                 return v
+        if memory.library_arrays():
+            # (CuPy's indexing on the device: the index is uploaded, nothing downloaded)
+            return call_at_once("getitem", _getitem,
+                                (self, _device_key(key, self.shape, self._device)), {})
         return _fallback_call("getitem", lambda x: x[_host_key(key)], (self,))
 
     def __setitem__(self, key, value):
@@ -456,6 +460,60 @@ def _basic_index(key) -> bool:
             continue
         return False
     return True
+
+
+def _getitem(x, key):
+    return x[key]
+
+
+def _device_key(key, shape: tuple, dev: Device):
+    """An advanced index for CuPy: host arrays (NumPy arrays, lists) uploaded to ``dev``,
+    and integer arrays checked against their axis, as NumPy does (CuPy wraps an
+    out-of-bounds index around instead of raising): a host array on the host, a device
+    array by a device reduction whose one boolean is read back."""
+    items = key if isinstance(key, tuple) else (key,)
+    for k in items:
+        if isinstance(k, ndarray):                       # (a CPU lazynp array)
+            raise ValueError(f"lazynp: getitem: operands are on two devices, cpu and "
+                             f"{dev.name}; move one with .to_device(...)")
+    items = [np.asarray(k) if isinstance(k, np.ndarray) or type(k) is list else k
+             for k in items]
+    _check_index_bounds(items, shape)
+    out = tuple(from_host(k, dev) if isinstance(k, np.ndarray) else k for k in items)
+    return out if isinstance(key, tuple) else out[0]
+
+
+def _consumed(k) -> int:
+    """How many axes of the indexed array an index item takes."""
+    if k is None:
+        return 0
+    if isinstance(k, (np.ndarray, DeviceArray)) and k.dtype == np.bool_:
+        return max(k.ndim, 1) if k.ndim else 0
+    return 1
+
+
+def _check_index_bounds(items: list, shape: tuple) -> None:
+    n_ell = sum(1 for k in items if k is Ellipsis)
+    if n_ell > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    used = sum(_consumed(k) for k in items if k is not Ellipsis)
+    if used > len(shape):
+        raise IndexError(f"too many indices for array: array is {len(shape)}-dimensional, "
+                         f"but {used} were indexed")
+    axis = 0
+    for k in items:
+        if k is Ellipsis:
+            axis += len(shape) - used
+            continue
+        if isinstance(k, (np.ndarray, DeviceArray)) and k.dtype.kind in "iu":
+            n = shape[axis]
+            if isinstance(k, np.ndarray):
+                bad = k.size and (k.min() < -n or k.max() >= n)
+            else:
+                bad = bool(((k < -n) | (k >= n)).any())     # (one boolean read back)
+            if bad:
+                raise IndexError(f"index out of bounds for axis {axis} with size {n}")
+        axis += _consumed(k)
 
 
 def _host_key(key):
