@@ -52,11 +52,9 @@ def test_a_cold_second_process_compiles_no_kernel(tmp_path):
     assert second["compiles"] == 0, second
     assert second["hits"] == first["compiles"], (first, second)
     assert second["p"] == first["p"] and second["q"] == first["q"]
-    # (the CPU cache's rules apply: clearing it makes the next process compile again)
+    # (the CPU cache's files: its size bound and clearing cover them)
     _run(tmp_path, "import lazynp; lazynp.clear_kernel_cache()")
     assert not [f for f in os.listdir(tmp_path) if f.startswith(codegen.CACHE_PREFIX)]
-    third = _run(tmp_path)
-    assert third["compiles"] == first["compiles"] and third["hits"] == 0, third
 
 
 def test_the_cache_key_covers_the_source_and_the_device_math():
