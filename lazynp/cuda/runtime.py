@@ -70,7 +70,9 @@ class DeviceNode:
         self.errstate = None         # (the fusion pass compares the errstate of members)
         self.event = None       # recorded after the kernel that wrote ``value``
         self.readers = []       # events of launched kernels that read ``value``
-        self.pending_readers = weakref.WeakSet()
+        # (pending nodes reading this one: id -> weak reference; a dict, as a WeakSet's
+        # creation, add and discard run Python code on every record and launch)
+        self.pending_readers = {}
         self.use_count = 0
         self.flush_epoch = 0
         self.needed = False
@@ -116,11 +118,21 @@ def record(op, args: tuple, params, shape: tuple, dtype, device) -> DeviceNode:
     for a in args:
         if type(a) is DeviceNode:
             a.use_count += 1
-            a.pending_readers.add(n)
+            a.pending_readers[id(n)] = weakref.ref(n)
     _n_pending[0] += 1
     if _n_pending[0] >= MAX_PENDING:
         flush_live()
     return n
+
+
+def pending_readers(a: DeviceNode) -> list:
+    """The pending nodes that read ``a`` (those still alive)."""
+    out = []
+    for ref in a.pending_readers.values():
+        r = ref()
+        if r is not None:
+            out.append(r)
+    return out
 
 
 def leaf(buf, device, exported: bool = False, shape=None) -> DeviceNode:
@@ -350,9 +362,9 @@ def _launch_item(it, continued: set, here: set) -> None:
         here.add(id(n))
         for a in n.args:
             if type(a) is DeviceNode:
-                a.pending_readers.discard(n)
+                a.pending_readers.pop(id(n), None)
                 if a.op is VIEW:
-                    a.args[0].pending_readers.discard(a)
+                    a.args[0].pending_readers.pop(id(a), None)
     for r in inputs:
         r.readers.append(ev)
         if len(r.readers) > 64:
@@ -569,7 +581,7 @@ def _dead_inputs(group, inputs, here: set, uses: dict) -> list:
                 a.error is not None or a.shape != group.shape or \
                 a.use_count != uses.get(id(a), 0) or a.readers:
             continue
-        if any(r not in group.members for r in a.pending_readers):
+        if any(r not in group.members for r in pending_readers(a)):
             continue
         out.append(a)
     return out
@@ -654,7 +666,7 @@ def _write_work(n: DeviceNode, dev, eng, stream):
     old = n.args[0]
     value = n.args[1]
     p = n.params
-    others = [r for r in old.pending_readers if r is not n]
+    others = [r for r in pending_readers(old) if r is not n]
     extra = []
     if not others and old.value is not None and not (type(value) is DeviceNode and
                                                      _root(value) is old):
