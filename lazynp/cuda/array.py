@@ -711,6 +711,8 @@ def call_at_once(name: str, np_fn, args, kwargs):
     collect(args)
     collect(tuple(kwargs.values()))
     dev = names.placement(tuple(flat), name)
+    if runtime.CAPTURE[0] is not None:
+        runtime.CAPTURE[0].opaque.append(f"{name}, run at once")
     sim = not memory.library_arrays()
     if sim:
         runtime.STATS["device_host_fallbacks"] += 1
@@ -768,6 +770,8 @@ def _fallback_call(name: str, fn, arrays) -> DeviceArray:
     result back on the device (counted in ``stats()['device_host_fallbacks']``)."""
     runtime.STATS["device_host_fallbacks"] += 1
     dev = names.placement(arrays, name)
+    if runtime.CAPTURE[0] is not None:
+        runtime.CAPTURE[0].opaque.append(f"{name}, run on the host")
     res = np.asarray(fn(*[x._host() for x in arrays]))
     return _mark_opaque(from_host(res, dev), name, arrays)
 

@@ -47,6 +47,9 @@ _lock = threading.RLock()
 MAX_PENDING = 2000
 #: > 0 while a gradient is taken: launched nodes keep their arguments (the backward walk)
 KEEP_GRAPH = [0]
+#: the capture of a device jit plan under way (:mod:`lazynp.cuda.jit_plan`), or None: each
+#: launch of a flush is kept as a step; what cannot be replayed is noted in ``opaque``
+CAPTURE: list = [None]
 
 
 class DeviceNode:
@@ -142,6 +145,8 @@ def leaf(buf, device, exported: bool = False, shape=None) -> DeviceNode:
     n.value = buf
     n.state = LAUNCHED
     n.needed = exported
+    if CAPTURE[0] is not None:
+        CAPTURE[0].leaves.append(n)         # (made while a jit plan is captured: its own)
     return n
 
 
@@ -249,6 +254,8 @@ def flush(targets) -> None:
 
 def wait(n: DeviceNode) -> None:
     """Block the host until ``n``'s value is ready (flushing it first); raise its error."""
+    if CAPTURE[0] is not None:
+        CAPTURE[0].opaque.append("a wait for a value")
     if n.state == PENDING or (n.op is VIEW and _root(n).state == PENDING):
         flush([n])
     r = _root(n)
@@ -356,6 +363,9 @@ def _launch_item(it, continued: set, here: set) -> None:
             _fail(nodes, exc)
 
     ev = eng.launch(stream, run, waits, keep)
+    cap = CAPTURE[0]
+    if cap is not None:              # (a device jit plan is being made: keep the step)
+        cap.steps.append((stream, run, tuple(waits), keep, ev, nodes, inputs))
     for n in nodes:
         n.event = ev
         n.state = LAUNCHED
@@ -721,6 +731,8 @@ def upload(host: np.ndarray, dev) -> DeviceNode:
 
 def download(a: DeviceNode) -> np.ndarray:
     """The value of ``a`` (a node or view) on the host: a forcing point."""
+    if CAPTURE[0] is not None:
+        CAPTURE[0].opaque.append("a read of a value")
     if a.state == PENDING or _root(a).state == PENDING:
         flush([a])
     r = _root(a)

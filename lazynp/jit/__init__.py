@@ -141,9 +141,9 @@ class jit:
             # function's ops are recorded instead (the enclosing grad replays them)
             return self._fun(*args, **kwargs)
         if _devices.ACTIVE and _devices.any_on_device(args, tuple(kwargs.values())):
-            # (device hook) device arrays: the function records on the device graph, whose
-            # fused kernels are cached; no compiled plan (yet)
-            return self._fun(*args, **kwargs)
+            # (device hook) device arrays: a plan of the device's launches, per signature
+            from ..cuda import jit_plan
+            return jit_plan.call(self, args, kwargs)
         if kwargs:
             args = self._positional(args, kwargs)
         plan, leaves = self._lookup(args)
