@@ -15,7 +15,8 @@ A function the plan cannot replay runs as it is on every call (its signature is
 remembered): one that reads a value on the host (``float(x)``, printing), calls a function
 run at once (``sort``, fancy indexing...), writes into an argument, reads device arrays it
 did not receive as arguments (closed over), or returns something other than device arrays
-(one, or a tuple or list of them).  ``stats()``: ``device_jit_plans``,
+(one, or a tuple or list of them).  (One that writes into an argument runs twice on its
+first call: on the copies, then on the arguments.)  ``stats()``: ``device_jit_plans``,
 ``device_jit_replays``, ``device_jit_steps``, ``device_jit_unplanned``.
 """
 from __future__ import annotations
