@@ -358,12 +358,21 @@ def _wrap(arr, client=None) -> DaskArray:
     return DaskArray._from_node(lower.leaf(arr, client))
 
 
+def chunks_for(ndim: int, chunks=None):
+    """The ``chunks`` of the open ``default_device("dask", chunks=...)`` block for an
+    array of ``ndim`` dimensions: a per-axis tuple of another length is cut to its first
+    ``ndim`` entries, or filled with ``"auto"``."""
+    if chunks is None:
+        chunks = dask_options()["chunks"]
+    if isinstance(chunks, (tuple, list)) and len(chunks) != ndim:
+        chunks = tuple(chunks[:ndim]) + ("auto",) * (ndim - len(chunks))
+    return chunks
+
+
 def _from_host(value, client=None, chunks=None) -> DaskArray:
     import dask.array as da
     value = np.asarray(value)
-    if chunks is None:
-        chunks = dask_options()["chunks"]
-    return _wrap(da.from_array(value, chunks=chunks), client)
+    return _wrap(da.from_array(value, chunks=chunks_for(value.ndim, chunks)), client)
 
 
 def _operand(x, client):
@@ -569,7 +578,7 @@ def create(kind: str, dev: Device, shape: tuple, dtype, fill_value=None) -> Dask
     import dask.array as da
     opts = dask_options()
     dtype = np.dtype(dtype)
-    ch = opts["chunks"]
+    ch = chunks_for(len(shape))
     if kind == "full":
         with np.errstate(all="ignore"):
             np.copyto(np.empty((), dtype), fill_value, casting="unsafe")
@@ -587,7 +596,7 @@ def create_range(name: str, args, kwargs) -> DaskArray:
     if name == "arange":
         ref = np.arange(*args, **kwargs)[:0]          # NumPy's dtype and errors
         kwargs.setdefault("dtype", ref.dtype)
-    arr = getattr(da, name)(*args, chunks=opts["chunks"], **kwargs)
+    arr = getattr(da, name)(*args, chunks=chunks_for(1), **kwargs)
     return _wrap(arr, opts["client"])
 
 
@@ -605,7 +614,19 @@ def random_call(np_method, args, kwargs) -> DaskArray:
     if fn is None:
         raise NotImplementedError(f"lazynp: random {name} is not implemented on chunked "
                                   f"(dask) arrays")
-    return _wrap(fn(*args, chunks=opts["chunks"], **kwargs), opts["client"])
+    size = kwargs.get("size", args[-1] if args else None)
+    nd = 0 if size is None else 1 if isinstance(size, (int, np.integer)) else len(size)
+    return _wrap(fn(*args, chunks=chunks_for(nd), **kwargs), opts["client"])
+
+
+def to_zarr(x: DaskArray, path, **kwargs) -> None:
+    """Write ``x`` to a zarr store on its client's workers (:func:`lazynp.dask.io.to_zarr`)."""
+    io.to_zarr(x, path, x.client, **kwargs)
+
+
+def from_zarr(path, **kwargs) -> DaskArray:
+    """A zarr store as a chunked array (:func:`lazynp.dask.io.from_zarr`)."""
+    return _wrap(io.from_zarr(path, **kwargs), dask_options()["client"])
 
 
 def shutdown() -> bool:
@@ -617,4 +638,5 @@ register_backend("dask", Backend(create=create, asarray=asarray, ufunc_call=ufun
                                  reduce=reduce, matmul=matmul, where=where,
                                  call_at_once=call_at_once, evaluate=evaluate,
                                  create_range=create_range, random=random_call,
-                                 load=io.load, shutdown=shutdown))
+                                 load=io.load, to_zarr=to_zarr, from_zarr=from_zarr,
+                                 shutdown=shutdown))

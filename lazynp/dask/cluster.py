@@ -32,7 +32,7 @@ def embedded_client():
             processes = os.environ.get("LAZYNP_DASK_PROCESSES", "1") != "0"
             n = max(1, os.cpu_count() or 1)
             kw = dict(n_workers=n, threads_per_worker=1, processes=processes,
-                      dashboard_address=None)
+                      dashboard_address=":0")
             if processes:
                 kw["env"] = {"NUMBA_NUM_THREADS": "1", "LAZYNP_DASK_WORKER": "1"}
             cluster = LocalCluster(**kw)

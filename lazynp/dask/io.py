@@ -47,13 +47,12 @@ def load(name: str, args: tuple, kwargs: dict, chunks):
         with open(path, "rb") as f:
             if f.read(6) != b"\x93NUMPY":
                 return None                  # (not a .npy file: NumPy's load)
-            f.seek(0)
-            version = np.lib.format.read_magic(f)
-            shape, fortran, dtype = np.lib.format._read_array_header(f, version)
-            offset = f.tell()
-        if fortran or dtype.hasobject:
+        m = np.load(path, mmap_mode="r")     # (the header only: no data is read)
+        shape, dtype, offset = m.shape, m.dtype, m.offset
+        if not m.flags.c_contiguous or dtype.hasobject:
             raise NotImplementedError("lazynp: load into a chunked (dask) array: Fortran-"
                                       "ordered or object .npy files are not supported")
+        del m
     elif name == "fromfile":
         dtype = np.dtype(args[1] if len(args) > 1 else kwargs.get("dtype", float))
         if kwargs.get("sep", ""):
@@ -80,6 +79,8 @@ def load(name: str, args: tuple, kwargs: dict, chunks):
             shape = ((os.path.getsize(path) - offset) // dtype.itemsize,)
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
     src = FileSource(path, offset, shape, dtype)
+    if isinstance(chunks, (tuple, list)) and len(chunks) != len(shape):
+        chunks = tuple(chunks[:len(shape)]) + ("auto",) * (len(shape) - len(chunks))
     return da.from_array(src, chunks=chunks, asarray=False, fancy=False,
                          name=f"lazynp-{name}-{path}-{offset}-{shape}-{dtype.str}")
 
