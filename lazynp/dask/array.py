@@ -353,8 +353,11 @@ def _wrap(arr, client=None) -> DaskArray:
     """A chunked array holding the dask array ``arr`` (unknown chunk sizes, as after a
     boolean mask, are computed now: lazynp's shapes are known)."""
     if any(isinstance(s, float) and s != s for s in arr.shape):
-        arr = cluster.client_for(client).persist(arr)
-        arr.compute_chunk_sizes()
+        import dask
+        c = cluster.client_for(client)
+        arr = c.persist(arr)
+        with dask.config.set(scheduler=c.get):
+            arr.compute_chunk_sizes()
     return DaskArray._from_node(lower.leaf(arr, client))
 
 
@@ -505,6 +508,26 @@ def _dask_function(name: str, np_fn):
     return getattr(da, name, None)
 
 
+def _sort_along(np_sort):
+    def f(a, axis=-1, kind=None, order=None, **kw):
+        if order is not None or kw:
+            raise NotImplementedError(f"lazynp: {np_sort.__name__}(order=...) is not "
+                                      f"implemented on chunked (dask) arrays")
+        if axis is None:
+            a, axis = a.ravel(), 0
+        axis = axis % a.ndim if a.ndim else 0
+        # (one chunk along the sorted axis, the others stay chunked: each task sorts its
+        # block, on a worker)
+        a = a.rechunk({axis: -1})
+        dt = np.dtype(np.intp) if np_sort is np.argsort else a.dtype
+        return a.map_blocks(np_sort, axis=axis, kind=kind, dtype=dt)
+    return f
+
+
+#: sorting: dask.array has no sort; each block holds the whole sorted axis
+_SORTS = {"sort": _sort_along(np.sort), "argsort": _sort_along(np.argsort)}
+
+
 def call_at_once(name: str, np_fn, args, kwargs):
     """NumPy's ``np_fn`` on chunked arrays: dask.array's function of the same name, built
     lazily (``linalg.qr``/``svd`` are dask's tall-skinny ones: the columns are put in one
@@ -515,7 +538,7 @@ def call_at_once(name: str, np_fn, args, kwargs):
     NotImplementedError
         When dask.array has no such function (nothing is gathered).
     """
-    fn = _dask_function(name, np_fn)
+    fn = _SORTS.get(name) or _dask_function(name, np_fn)
     if fn is None:
         raise NotImplementedError(f"lazynp: {name} is not implemented on chunked (dask) "
                                   f"arrays (dask.array has no {name}); gather with "
