@@ -27,6 +27,24 @@ def progress_enabled() -> bool:
     return os.environ.get("LAZYNP_DASK_PROGRESS", "1") != "0"
 
 
+def _result(fut, client, limit: float):
+    """``fut``'s value; dask's progress bar once it has run ``LAZYNP_DASK_PROGRESS_AFTER``
+    seconds (in a console the bar returns when ``fut`` is done; in a notebook it is a
+    widget)."""
+    if progress_enabled():
+        after = min(limit, float(os.environ.get("LAZYNP_DASK_PROGRESS_AFTER", "3")))
+        try:
+            return fut.result(timeout=after)
+        except TimeoutError:
+            pass
+        from distributed import progress
+        try:
+            progress(fut, scheduler=client.scheduler.address)
+        except Exception:           # (a bar that cannot be drawn never fails the read)
+            pass
+    return fut.result(timeout=limit)
+
+
 def gather(arr, client, dtype) -> np.ndarray:
     """The values of the dask array ``arr``, computed on ``client``.
 
@@ -35,7 +53,6 @@ def gather(arr, client, dtype) -> np.ndarray:
     RuntimeError
         When the value cannot be computed or does not come within :func:`timeout`.
     """
-    from distributed import wait
     try:
         fut = client.compute(arr)
     except Exception as e:
@@ -43,13 +60,7 @@ def gather(arr, client, dtype) -> np.ndarray:
                            f"{type(e).__name__}: {e}") from e
     limit = timeout()
     try:
-        if progress_enabled():
-            after = float(os.environ.get("LAZYNP_DASK_PROGRESS_AFTER", "3"))
-            done = wait(fut, timeout=min(after, limit), return_when="ALL_COMPLETED")
-            if not done.done and fut.status == "pending":
-                from distributed import progress
-                progress(fut)
-        value = fut.result(timeout=limit)
+        value = _result(fut, client, limit)
     except TimeoutError as e:
         fut.cancel()
         raise RuntimeError(f"lazynp: a chunked (dask) array's value did not come within "
