@@ -96,7 +96,9 @@ def lower(target: DaskNode):
     if target.value is not None:
         return target.value
     order = _pending_order(target)
-    items = fusion.fuse([(n, False) for n in order], DaskNode, simd_check=False)
+    # (the CPU path's rules: a math function NumPy runs with SIMD loops, exp on a large
+    # array, stays NumPy's -- in a fused loop its scalar form costs several times more)
+    items = fusion.fuse([(n, False) for n in order], DaskNode, simd_check=True)
     # which nodes later items (or the caller) read: only those leave their task
     read = {id(target)}
     for it in items:
@@ -114,7 +116,7 @@ def lower(target: DaskNode):
             if n.op.kind == "reduction":
                 n.value = _dask_reduction(n, lower(n.args[0]))
             else:
-                _lower_group([n], None, read | {id(n)}, fusible=fusion.fusible(n, False))
+                _lower_group([n], None, read | {id(n)}, fusible=fusion.fusible(n, True))
     return target.value
 
 
