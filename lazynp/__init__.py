@@ -33,7 +33,7 @@ from ._numpy.fallback import FallbackError  # noqa: E402
 from ._numpy.namespace import *  # noqa: E402,F401,F403
 from ._numpy.composite import *  # noqa: E402,F401,F403
 from ._numpy.ufunc import ufunc  # noqa: E402
-from ._numpy.conversion import load  # noqa: E402
+from ._numpy.conversion import load, fromfile  # noqa: E402
 from . import linalg, fft, random, lib, testing  # noqa: E402
 from . import symbol  # noqa: E402
 from .symbol import Symbol  # noqa: E402

@@ -380,3 +380,22 @@ def test_default_device_options_only_for_dask():
     with pytest.raises(TypeError, match="dask"):
         with lnp.default_device("cpu", chunks=3):
             pass
+
+
+def test_fromfile_and_memmap_read_chunks_on_the_workers(client, tmp_path):
+    a = _data((40,), 3)
+    p = tmp_path / "a.bin"
+    a.tofile(p)
+    with lnp.default_device("dask", chunks=(16,), client=client):
+        x = lnp.fromfile(str(p), dtype=np.float64)
+        assert x.device == "dask" and x.chunks == ((16, 16, 8),)
+        _check(x + 1, a + 1)
+        m = np.memmap(p, dtype=np.float64, mode="r", shape=(10, 4))
+        y = lnp.asarray(m)
+        assert y.device == "dask" and y.chunks == ((10,), (4,))
+        # (the graph holds the file's name, not its data)
+        assert all(not isinstance(v, np.ndarray) for v in dict(y.to_dask().dask).values())
+        _check(y * 2, a.reshape(10, 4) * 2)
+    with lnp.default_device("dask", chunks=(4, 2), client=client):
+        _check(lnp.asarray(np.memmap(p, dtype=np.float64, mode="r", shape=(10, 4))).sum(axis=0),
+               a.reshape(10, 4).sum(axis=0))

@@ -577,8 +577,9 @@ def evaluate(arrays) -> None:
 
 
 def asarray(a, dev: Device, dtype=None, copy=None) -> DaskArray:
-    """``lazynp.asarray(a, device="dask")``: a dask array is wrapped (no copy), anything
-    else is chunked (``chunks`` of the open ``default_device("dask", ...)`` block)."""
+    """``lazynp.asarray(a, device="dask")``: a dask array is wrapped (no copy), a
+    ``numpy.memmap`` of a whole file is read chunk by chunk by the workers, anything else
+    is chunked (``chunks`` of the open ``default_device("dask", ...)`` block)."""
     import dask.array as da
     client = dask_options()["client"]
     if isinstance(a, DaskArray):
@@ -587,6 +588,8 @@ def asarray(a, dev: Device, dtype=None, copy=None) -> DaskArray:
         out = _wrap(a, client)
     elif names.is_device_array(a):
         out = _from_host(a.to_device("cpu")._value(), client)
+    elif isinstance(a, np.memmap) and io.whole_file_map(a):
+        out = _wrap(io.memmap_array(a, chunks_for(a.ndim)), client)     # (read by workers)
     else:
         if copy is False:
             raise ValueError("lazynp.asarray(copy=False): chunking a host array copies it")

@@ -1,5 +1,5 @@
-"""Files as chunked arrays: ``load``/``fromfile``/``memmap`` inside
-``default_device("dask")``, and ``to_zarr``/``from_zarr`` (zarr is optional).
+"""Files as chunked arrays: ``load``/``fromfile`` inside ``default_device("dask")``,
+``asarray(numpy.memmap(...))`` there, and ``to_zarr``/``from_zarr`` (zarr is optional).
 
 A file is read chunk by chunk on the workers (:class:`FileSource` pickles as its path and
 layout, not its data): nothing is loaded on the client.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["FileSource", "load", "to_zarr", "from_zarr"]
+__all__ = ["FileSource", "load", "memmap_array", "whole_file_map", "to_zarr", "from_zarr"]
 
 
 class FileSource:
@@ -83,6 +83,22 @@ def load(name: str, args: tuple, kwargs: dict, chunks):
         chunks = tuple(chunks[:len(shape)]) + ("auto",) * (len(shape) - len(chunks))
     return da.from_array(src, chunks=chunks, asarray=False, fancy=False,
                          name=f"lazynp-{name}-{path}-{offset}-{shape}-{dtype.str}")
+
+
+def whole_file_map(m: np.memmap) -> bool:
+    """True for a C-ordered ``numpy.memmap`` of a file (not a view of one)."""
+    import mmap
+    return bool(getattr(m, "filename", None)) and isinstance(m.base, mmap.mmap) and \
+        m.flags.c_contiguous and not m.dtype.hasobject
+
+
+def memmap_array(m: np.memmap, chunks):
+    """A dask array reading the file behind the memmap ``m`` chunk by chunk."""
+    import dask.array as da
+    src = FileSource(m.filename, m.offset, m.shape, m.dtype)
+    return da.from_array(src, chunks=chunks, asarray=False, fancy=False,
+                         name=f"lazynp-memmap-{m.filename}-{m.offset}-{m.shape}-"
+                              f"{m.dtype.str}")
 
 
 def _zarr():
