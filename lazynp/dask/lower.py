@@ -116,7 +116,8 @@ def lower(target: DaskNode):
             if n.op.kind == "reduction":
                 n.value = _dask_reduction(n, lower(n.args[0]))
             else:
-                _lower_group([n], None, read | {id(n)}, fusible=fusion.fusible(n, True))
+                # (one op: a kernel saves no temporary; NumPy's loop, as the CPU path)
+                _lower_group([n], None, read | {id(n)}, fusible=False)
     return target.value
 
 
