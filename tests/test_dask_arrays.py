@@ -399,3 +399,19 @@ def test_fromfile_and_memmap_read_chunks_on_the_workers(client, tmp_path):
     with lnp.default_device("dask", chunks=(4, 2), client=client):
         _check(lnp.asarray(np.memmap(p, dtype=np.float64, mode="r", shape=(10, 4))).sum(axis=0),
                a.reshape(10, 4).sum(axis=0))
+
+
+def test_reads_keep_small_values_here_and_persist_large_ones(on_dask, monkeypatch):
+    a = _data((12, 4), 5)
+    x = _chunked(a, 3)
+    small = (x * 2).sum(axis=0)
+    np.asarray(small)
+    assert small._n.host is not None                # (a second read: no cluster)
+    _check(small, (a * 2).sum(axis=0))
+    monkeypatch.setenv("LAZYNP_DASK_SMALL_BYTES", "64")
+    big = x * 3 + 1
+    _check(big, a * 3 + 1)
+    assert big._n.host is None
+    graph = dict(big.to_dask().__dask_graph__())
+    assert all(type(v).__name__ == "Future" for v in graph.values())   # (persisted)
+    _check(big - 1, a * 3)

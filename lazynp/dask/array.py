@@ -11,8 +11,10 @@ the call (dask is lazy too).  A function dask.array lacks raises ``NotImplemente
 naming it: nothing is gathered silently.
 
 Values are gathered only where asked: ``x.to_device("cpu")``, ``numpy.asarray(x)``,
-``float(x)``, ``x.item()``, ``x.tolist()``, printing.  :func:`lazynp.evaluate` persists
-them on the cluster (``client.persist``).  ``x.device == "dask"``.
+``float(x)``, ``x.item()``, ``x.tolist()``, printing.  A small value (a scalar, a reduced
+vector) is then kept here; a large one stays persisted on the cluster
+(:func:`lazynp.dask.reads.read`).  :func:`lazynp.evaluate` persists values on the cluster
+(``client.persist``) without gathering.  ``x.device == "dask"``.
 """
 from __future__ import annotations
 
@@ -122,7 +124,7 @@ class DaskArray:
 
     # --- reads (the only gathers) ------------------------------------------------------
     def _host(self) -> np.ndarray:
-        return reads.gather(self._dask(), self.client, self.dtype)
+        return reads.read(self._n, self._dask(), self.client)
 
     def to_device(self, device, /, *, stream=None) -> "DaskArray":
         """``"cpu"``: the values gathered into a ``lazynp.ndarray``; ``"dask"``: self."""

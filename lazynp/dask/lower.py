@@ -36,10 +36,11 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 class DaskNode:
     """One recorded value of a chunked array: pending (``value`` None) or lowered
-    (``value``: a ``dask.array.Array``)."""
+    (``value``: a ``dask.array.Array``); ``host``: its NumPy value once a read gathered
+    it, for small values (:mod:`lazynp.dask.reads`)."""
 
     __slots__ = ("op", "args", "params", "shape", "dtype", "value", "client", "errstate",
-                 "__weakref__")
+                 "host", "__weakref__")
 
     def __init__(self, op, args: tuple, params, shape: tuple, dtype, client=None):
         self.op = op
@@ -50,6 +51,7 @@ class DaskNode:
         self.value = None
         self.client = client
         self.errstate = None
+        self.host = None            # (a small value once read: kept on this side)
 
     def __repr__(self) -> str:
         st = "pending" if self.value is None else "lowered"

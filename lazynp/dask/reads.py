@@ -1,7 +1,8 @@
 """Gathering a chunked array's values: the reads (``numpy.asarray``, ``float``, printing,
 ``to_device("cpu")``).
 
-A read computes the lowered dask graph on the array's client and waits at most
+A read (:func:`read`) computes the lowered dask graph on the array's client (a large
+value is persisted there first, a small one kept here afterwards) and waits at most
 ``LAZYNP_DASK_TIMEOUT`` seconds (default 3600): a value that cannot be computed (a lost
 worker's chunks that dask could not recompute, a closed cluster, a task that raised)
 raises ``RuntimeError`` naming the cause instead of hanging.  A flush still running after
@@ -14,7 +15,33 @@ import os
 
 import numpy as np
 
-__all__ = ["gather", "timeout", "progress_enabled"]
+__all__ = ["gather", "read", "timeout", "progress_enabled", "small_bytes"]
+
+
+def small_bytes() -> int:
+    """Values up to this many bytes (``LAZYNP_DASK_SMALL_BYTES``, default 16 MiB) are kept
+    on this side once read; larger ones stay persisted on the cluster."""
+    return int(os.environ.get("LAZYNP_DASK_SMALL_BYTES", str(16 << 20)))
+
+
+def read(node, arr, client) -> np.ndarray:
+    """The value of a chunked array's ``node`` (lowered to ``arr``) as a NumPy array.
+
+    A small value (a scalar, a reduced vector: :func:`small_bytes`) is gathered and kept in
+    ``node.host``: later reads do not reach the cluster.  A large one is first persisted
+    on the cluster (``node.value`` becomes the persisted array: later reads and later work
+    on it do not recompute it), then gathered."""
+    if node.host is not None:
+        return node.host.copy()
+    nbytes = node.dtype.itemsize
+    for s in node.shape:
+        nbytes *= s
+    if nbytes <= small_bytes():
+        v = gather(arr, client, node.dtype)
+        node.host = v
+        return v.copy()
+    node.value = arr = client.persist(arr)
+    return gather(arr, client, node.dtype)
 
 
 def timeout() -> float:
