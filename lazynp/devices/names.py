@@ -22,8 +22,8 @@ __all__ = ["Device", "CPU", "device", "get_default_device", "set_default_device"
 
 class Device(str):
     """A device: ``kind`` (``"cpu"``, ``"cuda"`` or ``"dask"``) and ``index``.  It is the
-    string of its name, so ``a.device == "cuda:0"`` holds and NumPy's functions take ``device('cpu')``
-    where they take ``"cpu"`` (``numpy.zeros(3, device=a.device)``)."""
+    string of its name, so ``a.device == "cuda:0"`` holds and NumPy's functions take
+    ``device('cpu')`` where they take ``"cpu"`` (``numpy.zeros(3, device=a.device)``)."""
 
     def __new__(cls, kind: str, index: int = 0):
         name = kind if kind in ("cpu", "dask") else f"cuda:{index}"
