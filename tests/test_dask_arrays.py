@@ -415,3 +415,28 @@ def test_reads_keep_small_values_here_and_persist_large_ones(on_dask, monkeypatc
     graph = dict(big.to_dask().__dask_graph__())
     assert all(type(v).__name__ == "Future" for v in graph.values())   # (persisted)
     _check(big - 1, a * 3)
+
+
+def test_numpy_functions_on_chunked_arrays_stay_chunked(on_dask):
+    a = _data((9, 4), 6)
+    x = _chunked(a, 4)
+    for got, want in [(np.exp(x) + 1, np.exp(a) + 1), (np.add(x, 2), np.add(a, 2)),
+                      (np.sum(x * 2, axis=0), np.sum(a * 2, axis=0)),
+                      (np.add.reduce(x, axis=1), np.add.reduce(a, axis=1)),
+                      (np.concatenate([x, x]), np.concatenate([a, a])),
+                      (np.mean(x), np.mean(a)), (np.matmul(x.T, x), np.matmul(a.T, a))]:
+        assert type(got).__name__ == "DaskArray"
+        _check(got, want)
+    with pytest.raises((NotImplementedError, TypeError)):
+        np.linalg.det(x[:4])
+
+
+def test_embedded_cluster_starts_lazily_and_shuts_down(monkeypatch):
+    monkeypatch.setenv("LAZYNP_DASK_PROCESSES", "0")       # (threads: quick to start)
+    lnp.dask_shutdown()
+    a = _data((10, 3), 7)
+    x = lnp.asarray(da.from_array(a, chunks=4))         # (no client: the embedded one)
+    assert x.device == "dask"
+    _check((x * 2).sum(axis=0), (a * 2).sum(axis=0))
+    assert lnp.dask_shutdown() is True
+    assert lnp.dask_shutdown() is False

@@ -143,6 +143,28 @@ class DaskArray:
     def __array_namespace__(self, /, *, api_version=None):
         return importlib.import_module("lazynp")
 
+    def __array_ufunc__(self, np_ufunc, method, *inputs, **kwargs):
+        """NumPy's ufuncs on a chunked array: lazynp's (recorded, fused), never a gather."""
+        if method == "__call__":
+            return ufunc_call(np_ufunc, inputs, kwargs)
+        if method == "reduce" and len(inputs) == 1 and np_ufunc.__name__ in _UFUNC_REDUCE:
+            kw = {k: v for k, v in kwargs.items() if v is not None}
+            return reduce(_UFUNC_REDUCE[np_ufunc.__name__], inputs[0], kw.pop("axis", 0),
+                          kw.pop("dtype", None), kw.pop("out", None),
+                          kw.pop("keepdims", False), kw or None)
+        return NotImplemented
+
+    def __array_function__(self, func, types, args, kwargs):
+        """NumPy's functions on a chunked array: lazynp's function of the same name (its
+        device path: dask.array's function, or an error naming it), never a gather."""
+        target = importlib.import_module("lazynp")
+        for part in (func.__module__ or "numpy").split(".")[1:]:
+            target = getattr(target, part, None)
+        fn = getattr(target, func.__name__, None) if target is not None else None
+        if fn is None or fn is func:
+            return NotImplemented
+        return fn(*args, **kwargs)
+
     def block_until_ready(self) -> "DaskArray":
         """Compute and persist the value on the cluster (JAX's name)."""
         evaluate([self])
@@ -303,6 +325,11 @@ class DaskArray:
 
     def cumprod(self, axis=None, dtype=None, out=None):
         return call_at_once("cumprod", np.cumprod, (self,), {"axis": axis, "dtype": dtype})
+
+
+#: ``ufunc.reduce`` methods a chunked array takes, as the reduction of the same meaning
+_UFUNC_REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min",
+                 "logical_or": "any", "logical_and": "all"}
 
 
 def _binary(np_ufunc, reflected: bool = False):
