@@ -150,7 +150,10 @@ def test_python_and_numpy_scalars_keep_numpy_dtypes(on_dask):
     k = _chunked(i, (2, 3))
     for got, want in [(x * 2, a * 2), (x * 2.5, a * 2.5), (x * np.float64(2), a * np.float64(2)),
                       (k + 1, i + 1), (k * 1.5, i * 1.5), (k // 3, i // 3), (k > 4, i > 4),
-                      (x.astype(np.int64) + k, a.astype(np.int64) + i), (k ** 2, i ** 2)]:
+                      (x.astype(np.int64) + k, a.astype(np.int64) + i), (k ** 2, i ** 2),
+                      # host arrays (NumPy's, lazynp's CPU ones) broadcast to the chunks
+                      (x + np.arange(4, dtype=np.float32), a + np.arange(4, dtype=np.float32)),
+                      (x * lnp.ones(4), a * np.ones(4)), (np.float64(2) - k, np.float64(2) - i)]:
         _check(got, want)
 
 

@@ -38,6 +38,9 @@ def embedded_client():
             cluster = LocalCluster(**kw)
             _embedded["cluster"] = cluster
             _embedded["client"] = Client(cluster, set_as_default=False)
+            # (registered after distributed's own exit handlers, so it runs before them:
+            # the workers are closed while the cluster's event loop still runs)
+            atexit.register(shutdown)
         return _embedded["client"]
 
 
@@ -63,5 +66,3 @@ def shutdown() -> bool:
         cluster.close()
     return True
 
-
-atexit.register(shutdown)
