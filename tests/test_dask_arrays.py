@@ -257,6 +257,7 @@ def test_indexing(client, sc, data, seed):
         _check(x[x > 0], a[a > 0])
         _check((x + 1)[..., None], (a + 1)[..., None])
         _check(x.T.reshape(-1), a.T.reshape(-1))
+        _check((x * 2).reshape(shape[1], shape[0]), (a * 2).reshape(shape[1], shape[0]))
 
 
 @_FEW
@@ -443,3 +444,16 @@ def test_embedded_cluster_starts_lazily_and_shuts_down(monkeypatch):
     _check((x * 2).sum(axis=0), (a * 2).sum(axis=0))
     assert lnp.dask_shutdown() is True
     assert lnp.dask_shutdown() is False
+
+
+@pytest.mark.parametrize("name,fn,value", [
+    ("empty", lambda m, x: (x * 2).sum(axis=0), np.zeros((0, 3))),
+    ("0-d chain", lambda m, x: (x.sum() * 2 + 1) / 3, np.arange(6.0).reshape(2, 3)),
+    ("complex", lambda m, x: (x * x + 1).sum(axis=1), (np.arange(6) + 1j).reshape(2, 3)),
+    ("nan max", lambda m, x: (x / (x - 2)).max(axis=0), np.arange(6.0).reshape(2, 3)),
+    ("int16 mean", lambda m, x: x.astype(np.int16).mean(axis=1), np.arange(6.0).reshape(2, 3)),
+    ("nansum", lambda m, x: m.nansum(x / (x - 2), axis=0), np.arange(6.0).reshape(2, 3)),
+])
+def test_edge_values(on_dask, name, fn, value):
+    with np.errstate(all="ignore"):
+        _check(fn(lnp, _chunked(value, 2)), fn(np, value))

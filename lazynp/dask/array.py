@@ -241,7 +241,7 @@ class DaskArray:
             shape = tuple(shape[0])
         if order != "C":
             raise NotImplementedError("lazynp: chunked arrays reshape in C order only")
-        return self._call(lambda a: a.reshape(shape))
+        return self._call(_reshape, shape)
 
     def ravel(self) -> "DaskArray":
         return self.reshape(-1)
@@ -330,6 +330,19 @@ class DaskArray:
 #: ``ufunc.reduce`` methods a chunked array takes, as the reduction of the same meaning
 _UFUNC_REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min",
                  "logical_or": "any", "logical_and": "all"}
+
+
+def _reshape(a, shape):
+    """dask's reshape; where it cannot split or merge the chunks as they are, the trailing
+    axes are first put in one chunk each (on the workers), then every axis."""
+    try:
+        return a.reshape(shape)
+    except NotImplementedError:
+        pass
+    try:
+        return a.rechunk({d: -1 for d in range(1, a.ndim)}).reshape(shape)
+    except NotImplementedError:
+        return a.rechunk(-1).reshape(shape)
 
 
 def _binary(np_ufunc, reflected: bool = False):
