@@ -173,8 +173,8 @@ def _lower_group(members: list, red, read: set, fusible: bool = True) -> None:
     nd = len(shape)
     out_ind = _LETTERS[:nd]
     pairs = []
-    for a in inputs:
-        pairs += [lower(a), out_ind[nd - len(a.shape):]]
+    for arr in _aligned([lower(a) for a in inputs], shape):
+        pairs += [arr, out_ind[nd - arr.ndim:]]
     n_out = len(out_idx) + (red is not None)
     if n_out == 1 and red is None:
         m = members[out_idx[0]]
@@ -204,6 +204,28 @@ def _lower_group(members: list, red, read: set, fusible: bool = True) -> None:
         part = base.map_blocks(operator.getitem, len(out_idx), dtype=pdt, chunks=ch,
                                meta=np.empty((0,) * nd, pdt))
         red.value = _combine(red, part, axes)
+
+
+def _aligned(arrays: list, shape: tuple) -> list:
+    """``arrays`` (a group's inputs, broadcasting to ``shape``) with the chunks of the first
+    one along each axis they span in full.  (dask's own alignment cuts every chunk where
+    any input has a boundary: a stencil's shifted slices, ``u[2:] + u[:-2]``, would split
+    each chunk in three, and again at every time step.)"""
+    nd = len(shape)
+    target: dict = {}
+    for arr in arrays:
+        lead = nd - arr.ndim
+        for d in range(arr.ndim):
+            if arr.shape[d] == shape[lead + d] and arr.shape[d] != 1:
+                target.setdefault(lead + d, arr.chunks[d])
+    out = []
+    for arr in arrays:
+        lead = nd - arr.ndim
+        want = {d: target[lead + d] for d in range(arr.ndim)
+                if lead + d in target and arr.shape[d] == shape[lead + d] and
+                arr.shape[d] != 1 and arr.chunks[d] != target[lead + d]}
+        out.append(arr.rechunk(want) if want else arr)
+    return out
 
 
 def _combine(red, part, axes: tuple):
