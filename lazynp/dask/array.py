@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import importlib
 import operator
-import os
+import threading
 
 import numpy as np
 
@@ -163,7 +163,14 @@ class DaskArray:
         fn = getattr(target, func.__name__, None) if target is not None else None
         if fn is None or fn is func:
             return NotImplemented
-        return fn(*args, **kwargs)
+        if getattr(_array_function, "active", False):
+            # (lazynp's version called NumPy's again: dask.array's function, or an error)
+            return call_at_once(func.__name__, func, args, kwargs)
+        _array_function.active = True
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _array_function.active = False
 
     def block_until_ready(self) -> "DaskArray":
         """Compute and persist the value on the cluster (JAX's name)."""
@@ -327,6 +334,7 @@ class DaskArray:
         return call_at_once("cumprod", np.cumprod, (self,), {"axis": axis, "dtype": dtype})
 
 
+_array_function = threading.local()
 #: ``ufunc.reduce`` methods a chunked array takes, as the reduction of the same meaning
 _UFUNC_REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min",
                  "logical_or": "any", "logical_and": "all"}
