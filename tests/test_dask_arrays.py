@@ -348,13 +348,18 @@ def test_evaluate_persists_on_the_cluster(on_dask):
     a = _data((12, 4), 0)
     x = _chunked(a, 3)
     y = x * 2 + 1
+    z = y - 1                                       # (pending: reads y's node)
     lnp.evaluate(y)
-    assert y._n.value is not None and y._n.op.name == "dask_leaf"
     # persisted: the graph holds only the computed chunks (futures), one per chunk
     graph = dict(y.to_dask().__dask_graph__())
     assert len(graph) == y.to_dask().npartitions == 8
     assert all(type(v).__name__ == "Future" for v in graph.values())
     _check(y, a * 2 + 1)
+    # the pending work reads the persisted chunks: no task recomputes y
+    zg = dict(z.to_dask().__dask_graph__())
+    y_keys = [k for k in zg if "lazynp-add" in str(k)]
+    assert len(y_keys) == 8 and all(type(zg[k]).__name__ == "Future" for k in y_keys)
+    _check(z, a * 2)
 
 
 def test_inplace_and_setitem(on_dask):
