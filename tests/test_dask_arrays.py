@@ -462,3 +462,37 @@ def test_embedded_cluster_starts_lazily_and_shuts_down(monkeypatch):
 def test_edge_values(on_dask, name, fn, value):
     with np.errstate(all="ignore"):
         _check(fn(lnp, _chunked(value, 2)), fn(np, value))
+
+
+def test_writes_that_numpy_shares_with_views_raise(on_dask):
+    a = _data((6, 4), 8)
+    x = _chunked(a, 3)
+    row = x[1]
+    with pytest.raises(NotImplementedError, match="views"):
+        x[1] = 0.0                                  # (NumPy's row would change)
+    with pytest.raises(NotImplementedError, match="views"):
+        x += 1
+    with pytest.raises(NotImplementedError, match="view"):
+        row[...] = 5.0                              # (NumPy's x would change)
+    _check(row, a[1])
+    del row
+    x[1] = 0.0                                      # (no view left: allowed)
+    want = a.copy()
+    want[1] = 0.0
+    _check(x, want)
+    fancy = x[[0, 2]]                               # (a copy in NumPy too)
+    x += 1
+    _check(fancy, want[[0, 2]])
+    _check(x, want + 1)
+
+
+def test_stencil_time_loop(on_dask):
+    def run(m, u, steps):
+        for _ in range(steps):
+            u[1:-1, 1:-1] = u[1:-1, 1:-1] + 0.1 * (u[2:, 1:-1] + u[:-2, 1:-1] + u[1:-1, 2:]
+                                                   + u[1:-1, :-2] - 4 * u[1:-1, 1:-1])
+        return u
+    a = _data((12, 10), 9)
+    got = run(lnp, _chunked(a, (5, 4)), 3)
+    assert got.chunks == ((5, 5, 2), (4, 4, 2))       # (no chunk cut by the shifted slices)
+    _check(got, run(np, a.copy(), 3))
