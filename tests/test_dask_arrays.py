@@ -495,7 +495,7 @@ def test_stencil_time_loop(on_dask):
     a = _data((12, 10), 9)
     x = _chunked(a, (5, 4))
     # the shifted slices' sum keeps the first operand's chunks (dask's own alignment cuts
-    # each chunk at every operand's boundary: (4, 1, 3, 1, 1) instead of (4, 5, 1))
+    # each chunk at every operand's boundary: (3, 2, 3, 2) instead of (3, 5, 2))
     assert (x[2:] + x[:-2]).chunks == x[2:].chunks == ((3, 5, 2), (4, 4, 2))
     got = run(lnp, x, 3)
     _check(got, run(np, a.copy(), 3))
