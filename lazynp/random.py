@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy.random as _npr
 
+from . import devices as _devices
 from ._numpy.fallback import wrap_result
 from .array.operands import to_numpy
 from .array.ndarray import ndarray
@@ -25,6 +26,10 @@ def _plain(x) -> bool:
 
 
 def _call(fn, args, kwargs):
+    if _devices.DEFAULTS_OPEN:                                   # (device hook)
+        res = _devices.random_call(fn, args, kwargs)
+        if res is not None:
+            return res
     if all(_plain(a) for a in args) and all(_plain(v) for v in kwargs.values()):
         return wrap_result(fn(*args, **kwargs))        # (the common call: sizes, scalars)
     if fn.__name__ in _INPLACE and args and isinstance(args[0], ndarray):

@@ -93,6 +93,8 @@ def asarray(a, dtype=None, order=None, *, device=None, copy=None, like=None):
         return ndarray._from_shared(a)    # (recording everything: a snapshot, below)
     if type(a) is not np.ndarray and _devices.is_foreign_gpu_array(a):
         return _devices.asarray(a, None, dtype, copy)       # (device hook: CuPy, torch...)
+    if type(a) is not np.ndarray and _devices.is_dask_array(a):
+        return _devices.asarray(a, None, dtype, copy)       # (device hook: dask.array)
     if recording(a):       # a list holding lazy arrays: a lazy stack
         return nested_array(a, dtype)
     if copy is False:
@@ -115,6 +117,8 @@ def values_now(np_fn, recorded=None):
         if device is not None or _devices.DEFAULTS_OPEN:     # (device hook)
             d = _devices.creation_target(device)
             if d is not None:
+                if d.kind == "dask" and np_fn.__name__ in ("arange", "linspace"):
+                    return _devices.create_range(np_fn.__name__, args, kwargs, d)
                 return _devices.asarray(np_fn(*to_numpy(args), **to_numpy(kwargs)), d)
         if lazy is not None and recording(args[:2]):
             return lazy(*args, **kwargs)        # lazy endpoints: recorded (differentiable)
@@ -247,6 +251,10 @@ def load(file, mmap_mode=None, allow_pickle=False, fix_imports=True, encoding="A
          max_header_size=10000):
     """``numpy.load``: a lazynp array for a ``.npy`` file, an ``NpzFile`` of lazynp arrays
     for a ``.npz`` file (NumPy's reading, its errors; counted as a fallback)."""
+    if _devices.DEFAULTS_OPEN and mmap_mode in (None, "r"):       # (device hook)
+        res = _devices.load_call("load", (file,), {})
+        if res is not None:
+            return res
     res = _fallback.call_numpy(np.load, "load", (file,),
                                {"mmap_mode": mmap_mode, "allow_pickle": allow_pickle,
                                 "fix_imports": fix_imports, "encoding": encoding,

@@ -1,7 +1,7 @@
 """Device names, the default device, and the one placement rule.
 
-A device is ``"cpu"`` or ``"cuda:N"`` (the array API's names; ``"cuda"`` means
-``"cuda:0"``).  :func:`placement` is the one place that decides *which device runs a node*:
+A device is ``"cpu"``, ``"cuda:N"`` (the array API's names; ``"cuda"`` means
+``"cuda:0"``) or ``"dask"`` (chunked arrays on a dask cluster).  :func:`placement` is the one place that decides *which device runs a node*:
 it looks at an op's operands and answers with a device, or raises the ``ValueError``
 (naming both devices) that CuPy and PyTorch raise for operands on two devices.  Python
 scalars and NumPy scalars belong to no device.
@@ -20,12 +20,12 @@ __all__ = ["Device", "CPU", "device", "get_default_device", "set_default_device"
 
 
 class Device(str):
-    """A device: ``kind`` (``"cpu"`` or ``"cuda"``) and ``index``.  It is the string of its
+    """A device: ``kind`` (``"cpu"``, ``"cuda"`` or ``"dask"``) and ``index``.  It is the string of its
     name, so ``a.device == "cuda:0"`` holds and NumPy's functions take ``device('cpu')``
     where they take ``"cpu"`` (``numpy.zeros(3, device=a.device)``)."""
 
     def __new__(cls, kind: str, index: int = 0):
-        name = "cpu" if kind == "cpu" else f"cuda:{index}"
+        name = kind if kind in ("cpu", "dask") else f"cuda:{index}"
         self = super().__new__(cls, name)
         self.kind = kind
         self.index = index
@@ -68,7 +68,7 @@ _cache: dict = {"cpu": CPU}
 
 
 def device(spec) -> Device:
-    """The :class:`Device` named by ``spec``: ``"cpu"``, ``"cuda"``, ``"cuda:N"``, an int
+    """The :class:`Device` named by ``spec``: ``"cpu"``, ``"cuda"``, ``"cuda:N"``, ``"dask"``, an int
     (a CUDA device number) or a :class:`Device`.
 
     Raises
@@ -91,13 +91,15 @@ def device(spec) -> Device:
         s = spec.strip().lower()
         if s == "cpu":
             d = CPU
+        elif s == "dask":
+            d = Device("dask")
         elif s in ("cuda", "gpu"):
             d = Device("cuda", 0)
         elif s.startswith(("cuda:", "gpu:")) and s.split(":", 1)[1].isdigit():
             d = Device("cuda", int(s.split(":", 1)[1]))
         else:
-            raise ValueError(f"lazynp: unknown device {spec!r} (use 'cpu', 'cuda' or "
-                             f"'cuda:N')")
+            raise ValueError(f"lazynp: unknown device {spec!r} (use 'cpu', 'cuda', "
+                             f"'cuda:N' or 'dask')")
     else:
         dev = getattr(spec, "id", None)      # a CuPy Device object
         if isinstance(dev, int):

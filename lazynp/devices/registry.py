@@ -38,6 +38,11 @@ class Backend:
         device's values.
     evaluate : callable
         ``evaluate(arrays)``: run what the device arrays need and wait for them.
+    create_range, random, load, shutdown : callable or None
+        Chunked backends only (``"dask"``): ``create_range(name, args, kwargs)``
+        (``arange``/``linspace``), ``random(np_method, args, kwargs)`` (a NumPy
+        ``Generator`` method), ``load(name, args, kwargs, chunks)`` (``load``/``fromfile``/
+        ``memmap`` of a file), ``shutdown()`` (close what the backend started).
     """
 
     create: Callable[..., Any]
@@ -48,13 +53,17 @@ class Backend:
     where: Callable[..., Any]
     call_at_once: Callable[..., Any]
     evaluate: Callable[..., None]
+    create_range: Callable[..., Any] | None = None
+    random: Callable[..., Any] | None = None
+    load: Callable[..., Any] | None = None
+    shutdown: Callable[[], bool] | None = None
 
 
 _backends: dict = {}
 
 
 def register_backend(kind: str, backend: Backend) -> None:
-    """Register the backend of the devices of ``kind`` (``"cuda"``); called once, by the
+    """Register the backend of the devices of ``kind`` (``"cuda"``, ``"dask"``); called once, by the
     backend at its import."""
     _backends[kind] = backend
 

@@ -1,0 +1,620 @@
+"""Chunked arrays on dask.distributed: ``lazynp.asarray(dask_array)`` and creation
+functions inside ``lazynp.default_device("dask", chunks=..., client=...)``.
+
+A :class:`DaskArray` holds a :class:`lazynp.dask.lower.DaskNode`.  Operators, lazynp's
+ufuncs, ``where``, ``astype`` and the reductions *record* nodes; at a flush (a read,
+:func:`lazynp.evaluate`, or an op that needs a dask array) the pending nodes become one
+dask graph whose fused elementwise groups and reduction chunk steps run the CPU path's
+Numba kernels (:mod:`lazynp.dask.lower`).  Everything else (matmul, indexing, reshaping,
+concatenate/stack, sort, ``linalg.qr``/``svd``...) is dask.array's own function, built at
+the call (dask is lazy too).  A function dask.array lacks raises ``NotImplementedError``
+naming it: nothing is gathered silently.
+
+Values are gathered only where asked: ``x.to_device("cpu")``, ``numpy.asarray(x)``,
+``float(x)``, ``x.item()``, ``x.tolist()``, printing.  :func:`lazynp.evaluate` persists
+them on the cluster (``client.persist``).  ``x.device == "dask"``.
+"""
+from __future__ import annotations
+
+import importlib
+import operator
+import os
+
+import numpy as np
+
+from ..array.ndarray import ndarray
+from ..array.operands import broadcast_shapes
+from ..core.graph import leaf as cpu_leaf
+from ..devices import names
+from ..devices.names import Device
+from ..devices.options import dask_options
+from ..devices.registry import Backend, register_backend
+from ..ops import elementwise as ew
+from ..ops import reductions as R
+from ..ops.registry import OPS
+from . import cluster, io, lower, reads
+from .lower import DaskNode
+
+__all__ = ["DaskArray", "DASK"]
+
+DASK = Device("dask")
+_SCALARS = (bool, int, float, complex)
+#: the reductions a chunked array takes (dask.array has each)
+_REDUCTIONS = lower._DASK_REDUCTIONS
+
+
+class DaskArray:
+    """A lazy chunked array whose chunks live on a dask cluster (``device``: ``"dask"``)."""
+
+    _lazynp_device_array = True
+    __array_priority__ = 200.0
+
+    __slots__ = ("_n", "__weakref__")
+
+    def __init__(self, *a, **k):
+        raise TypeError("lazynp: make chunked arrays with lazynp.asarray(dask_array) or a "
+                        "creation function inside lazynp.default_device('dask')")
+
+    @classmethod
+    def _from_node(cls, node: DaskNode) -> "DaskArray":
+        self = object.__new__(cls)
+        self._n = node
+        return self
+
+    @property
+    def _device(self) -> Device:
+        return DASK
+
+    def _dask(self):
+        """This array's ``dask.array.Array`` (lowering its pending work; nothing runs)."""
+        return lower.lower(self._n)
+
+    def to_dask(self):
+        """This array as a ``dask.array.Array`` (lazy: the lowered graph, nothing runs)."""
+        return self._dask()
+
+    @property
+    def client(self):
+        """The ``distributed.Client`` its reads and :func:`lazynp.evaluate` use."""
+        return cluster.client_for(self._n.client)
+
+    # --- metadata ----------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        return self._n.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._n.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self._n.shape)
+
+    @property
+    def size(self) -> int:
+        s = 1
+        for d in self.shape:
+            s *= d
+        return s
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.itemsize
+
+    @property
+    def chunks(self) -> tuple:
+        """dask's chunk sizes along each axis."""
+        return self._dask().chunks
+
+    @property
+    def device(self) -> Device:
+        return DASK
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    # --- reads (the only gathers) ------------------------------------------------------
+    def _host(self) -> np.ndarray:
+        return reads.gather(self._dask(), self.client, self.dtype)
+
+    def to_device(self, device, /, *, stream=None) -> "DaskArray":
+        """``"cpu"``: the values gathered into a ``lazynp.ndarray``; ``"dask"``: self."""
+        d = names.device(device)
+        if d.kind == "dask":
+            return self
+        if d.kind == "cpu":
+            return ndarray._from_node(cpu_leaf(self._host()))
+        raise ValueError(f"lazynp: to_device({d.name!r}): a chunked array moves to 'cpu' "
+                         f"(then to {d.name})")
+
+    def __array__(self, dtype=None, copy=None):
+        v = self._host()
+        return v if dtype is None else v.astype(dtype, copy=False)
+
+    def __array_namespace__(self, /, *, api_version=None):
+        return importlib.import_module("lazynp")
+
+    def block_until_ready(self) -> "DaskArray":
+        """Compute and persist the value on the cluster (JAX's name)."""
+        evaluate([self])
+        return self
+
+    def __repr__(self) -> str:
+        r = repr(self._host())
+        return r[:-1] + ", device='dask')"
+
+    def __str__(self) -> str:
+        return str(self._host())
+
+    def __format__(self, spec: str) -> str:
+        return format(self._host(), spec) if self.ndim == 0 else format(str(self), spec)
+
+    def __float__(self) -> float:
+        return float(self._host())
+
+    def __int__(self) -> int:
+        return int(self._host())
+
+    def __complex__(self) -> complex:
+        return complex(self._host())
+
+    def __index__(self) -> int:
+        return operator.index(self._host()[()])
+
+    def __bool__(self) -> bool:
+        return bool(self._host())
+
+    def item(self, *args):
+        return self._host().item(*args)
+
+    def tolist(self):
+        return self._host().tolist()
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        for i in range(self.shape[0]):
+            yield self[i]
+
+    # --- dask.array's own (views, indexing) ----------------------------------------------
+    def _call(self, fn, *args, **kwargs) -> "DaskArray":
+        return _wrap(fn(self._dask(), *args, **kwargs), self._n.client)
+
+    def __getitem__(self, key):
+        return self._call(operator.getitem, _index_key(key))
+
+    def __setitem__(self, key, value):
+        arr = self._dask().copy()
+        v = _lowered(value)
+        arr[_index_key(key)] = v
+        self._n = lower.leaf(arr, self._n.client)
+
+    @property
+    def T(self) -> "DaskArray":
+        return self.transpose()
+
+    @property
+    def mT(self) -> "DaskArray":
+        return self.swapaxes(-1, -2)
+
+    def transpose(self, *axes) -> "DaskArray":
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+            axes = axes[0]
+        return self._call(lambda a: a.transpose(tuple(axes)) if axes else a.transpose())
+
+    def swapaxes(self, a1: int, a2: int) -> "DaskArray":
+        return self._call(lambda a: a.swapaxes(a1, a2))
+
+    def reshape(self, *shape, order="C") -> "DaskArray":
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        if order != "C":
+            raise NotImplementedError("lazynp: chunked arrays reshape in C order only")
+        return self._call(lambda a: a.reshape(shape))
+
+    def ravel(self) -> "DaskArray":
+        return self.reshape(-1)
+
+    def flatten(self) -> "DaskArray":
+        return self.reshape(-1)
+
+    def squeeze(self, axis=None) -> "DaskArray":
+        return self._call(lambda a: a.squeeze(axis))
+
+    def rechunk(self, chunks) -> "DaskArray":
+        """The same values in other chunks (dask's ``rechunk``)."""
+        return self._call(lambda a: a.rechunk(chunks))
+
+    def dot(self, other) -> "DaskArray":
+        return call_at_once("dot", np.dot, (self, other), {})
+
+    def __matmul__(self, other):
+        return matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return matmul(other, self)
+
+    # --- recorded (fused) ------------------------------------------------------------------
+    def copy(self) -> "DaskArray":
+        return _record(OPS["copy"], (self._n,), None, self.shape, self.dtype)
+
+    def astype(self, dtype, copy: bool = True) -> "DaskArray":
+        dtype = np.dtype(dtype)
+        if dtype == self.dtype and not copy:
+            return self
+        return _record(OPS["astype"], (self._n,), {"dtype": dtype}, self.shape, dtype)
+
+    def __neg__(self):
+        return ufunc_call(np.negative, (self,))
+
+    def __pos__(self):
+        return ufunc_call(np.positive, (self,))
+
+    def __abs__(self):
+        return ufunc_call(np.absolute, (self,))
+
+    def __invert__(self):
+        return ufunc_call(np.invert, (self,))
+
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False):
+        return reduce("sum", self, axis, dtype, out, keepdims)
+
+    def prod(self, axis=None, dtype=None, out=None, keepdims=False):
+        return reduce("prod", self, axis, dtype, out, keepdims)
+
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False):
+        return reduce("mean", self, axis, dtype, out, keepdims)
+
+    def max(self, axis=None, out=None, keepdims=False):
+        return reduce("max", self, axis, None, out, keepdims)
+
+    def min(self, axis=None, out=None, keepdims=False):
+        return reduce("min", self, axis, None, out, keepdims)
+
+    def any(self, axis=None, out=None, keepdims=False):
+        return reduce("any", self, axis, None, out, keepdims)
+
+    def all(self, axis=None, out=None, keepdims=False):
+        return reduce("all", self, axis, None, out, keepdims)
+
+    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        return reduce("std", self, axis, dtype, out, keepdims, {"ddof": ddof} if ddof else None)
+
+    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        return reduce("var", self, axis, dtype, out, keepdims, {"ddof": ddof} if ddof else None)
+
+    def argmax(self, axis=None, out=None, keepdims=False):
+        return reduce("argmax", self, axis, None, out, keepdims)
+
+    def argmin(self, axis=None, out=None, keepdims=False):
+        return reduce("argmin", self, axis, None, out, keepdims)
+
+    def cumsum(self, axis=None, dtype=None, out=None):
+        return call_at_once("cumsum", np.cumsum, (self,), {"axis": axis, "dtype": dtype})
+
+    def cumprod(self, axis=None, dtype=None, out=None):
+        return call_at_once("cumprod", np.cumprod, (self,), {"axis": axis, "dtype": dtype})
+
+
+def _binary(np_ufunc, reflected: bool = False):
+    def f(self, other):
+        if not isinstance(other, (DaskArray, np.ndarray, np.generic, ndarray, list) +
+                          _SCALARS):
+            return NotImplemented
+        return ufunc_call(np_ufunc, (other, self) if reflected else (self, other))
+    return f
+
+
+def _inplace(np_ufunc):
+    def f(self, other):
+        res = ufunc_call(np_ufunc, (self, other))
+        if res.dtype != self.dtype:
+            if not np.can_cast(res.dtype, self.dtype, "same_kind"):
+                probe = [np.empty(0, self.dtype),
+                         other if type(other) in _SCALARS else np.empty(0, other.dtype)]
+                np_ufunc(*probe, out=np.empty(0, self.dtype))   # NumPy's UFuncTypeError
+            res = res.astype(self.dtype)
+        self._n = res._n          # (dask arrays are immutable: the handle takes the result)
+        return self
+    return f
+
+
+_DUNDERS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
+            "floordiv": np.floor_divide, "mod": np.remainder, "pow": np.power,
+            "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
+            "lshift": np.left_shift, "rshift": np.right_shift}
+for _n, _u in _DUNDERS.items():
+    setattr(DaskArray, f"__{_n}__", _binary(_u))
+    setattr(DaskArray, f"__r{_n}__", _binary(_u, True))
+    setattr(DaskArray, f"__i{_n}__", _inplace(_u))
+for _n, _u in {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+               "gt": np.greater, "ge": np.greater_equal}.items():
+    setattr(DaskArray, f"__{_n}__", _binary(_u))
+DaskArray.__hash__ = None
+
+
+# --- operands ------------------------------------------------------------------------------
+
+def _client_of(items):
+    for a in items:
+        if isinstance(a, DaskArray) and a._n.client is not None:
+            return a._n.client
+    return None
+
+
+def _wrap(arr, client=None) -> DaskArray:
+    """A chunked array holding the dask array ``arr`` (unknown chunk sizes, as after a
+    boolean mask, are computed now: lazynp's shapes are known)."""
+    if any(isinstance(s, float) and s != s for s in arr.shape):
+        arr = cluster.client_for(client).persist(arr)
+        arr.compute_chunk_sizes()
+    return DaskArray._from_node(lower.leaf(arr, client))
+
+
+def _from_host(value, client=None, chunks=None) -> DaskArray:
+    import dask.array as da
+    value = np.asarray(value)
+    if chunks is None:
+        chunks = dask_options()["chunks"]
+    return _wrap(da.from_array(value, chunks=chunks), client)
+
+
+def _operand(x, client):
+    """A node argument: a chunked array's node, a scalar, or a host array as a chunked
+    leaf (host arrays broadcast to the chunks)."""
+    if isinstance(x, DaskArray):
+        return x._n
+    if type(x) in _SCALARS or isinstance(x, np.generic):
+        return x
+    if names.is_device_array(x) or names.is_foreign_gpu_array(x):
+        raise ValueError(f"lazynp: operands are on two devices, dask and "
+                         f"{names.device_of(x).name}; move one with .to_device(...)")
+    if isinstance(x, ndarray):
+        x = x._value()
+    v = np.asarray(x)
+    if v.ndim == 0:
+        return v[()]
+    return _from_host(v, client, chunks=-1)._n
+
+
+def _lowered(x):
+    """``x`` for a dask.array function: chunked arrays as dask arrays, lazynp's CPU arrays
+    as NumPy's, nested lists and tuples walked."""
+    if isinstance(x, DaskArray):
+        return x._dask()
+    if isinstance(x, ndarray):
+        return x._value()
+    if type(x) in (list, tuple):
+        return type(x)(_lowered(v) for v in x)
+    return x
+
+
+def _index_key(key):
+    return _lowered(key) if isinstance(key, (tuple, list, DaskArray, ndarray)) else key
+
+
+def _record(op, args: tuple, params, shape: tuple, dtype, client=None) -> DaskArray:
+    if client is None:
+        client = next((a.client for a in args if type(a) is DaskNode and a.client), None)
+    return DaskArray._from_node(DaskNode(op, args, params, shape, dtype, client))
+
+
+# --- the backend's entry points --------------------------------------------------------------
+
+def ufunc_call(np_ufunc, args, kwargs=None) -> DaskArray:
+    """``np_ufunc(*args)`` with a chunked operand (recorded: it fuses at the flush)."""
+    name = np_ufunc.__name__
+    kwargs = {k: v for k, v in (kwargs or {}).items() if v is not None}
+    out = kwargs.pop("out", None)
+    if kwargs:
+        raise NotImplementedError(f"lazynp: {name} on chunked (dask) arrays takes no "
+                                  f"keyword arguments {sorted(kwargs)}")
+    client = _client_of(args)
+    op = ew.UFUNC_OPS.get(name)
+    if op is None or np_ufunc.nout != 1:
+        res = np_ufunc(*_lowered(tuple(args)))         # (dask.array's ufunc)
+        res = tuple(_wrap(r, client) for r in res) if isinstance(res, tuple) else \
+            _wrap(res, client)
+    else:
+        if len(args) != np_ufunc.nin:
+            raise TypeError(f"{name}() takes {np_ufunc.nin} positional arguments but "
+                            f"{len(args)} were given")
+        ops = [_operand(a, client) for a in args]
+        keys = tuple(type(o) if type(o) in _SCALARS else o.dtype for o in ops)
+        ew.check_python_int(np_ufunc, args, keys)
+        dt = ew.result_dtypes(np_ufunc, keys)[0]
+        shape = broadcast_shapes(*[o.shape if type(o) is DaskNode else () for o in ops])
+        if np_ufunc is np.power and keys[0] != float and isinstance(keys[0], np.dtype):
+            ew.check_int_power(keys[0], args[1], shape)
+        res = _record(op, tuple(ops), None, shape, dt, client)
+    if out is not None:
+        if isinstance(out, tuple):
+            out = out[0]
+        if not isinstance(out, DaskArray):
+            raise ValueError(f"lazynp: {name}: out= must be a chunked (dask) array")
+        out[...] = res
+        return out
+    return res
+
+
+def reduce(name: str, a: DaskArray, axis=None, dtype=None, out=None, keepdims=False,
+           kw=None, where=True) -> DaskArray:
+    """``numpy.<name>(a, axis, dtype, keepdims)`` of a chunked array (recorded: a trailing
+    reduction of a fused group is its chunk step)."""
+    if name not in _REDUCTIONS:
+        raise NotImplementedError(f"lazynp: {name} is not implemented on chunked (dask) "
+                                  f"arrays")
+    if where is not True:
+        raise NotImplementedError(f"lazynp: {name}(where=...) is not implemented on chunked "
+                                  f"(dask) arrays")
+    if out is not None:
+        raise NotImplementedError(f"lazynp: {name}(out=...) is not implemented on chunked "
+                                  f"(dask) arrays")
+    fn = getattr(np, name)
+    args_kw = dict(kw or {})
+    if axis is not None:
+        args_kw["axis"] = axis if not isinstance(axis, list) else tuple(axis)
+    if dtype is not None:
+        args_kw["dtype"] = np.dtype(dtype)
+    if keepdims:
+        args_kw["keepdims"] = True
+    dt = R.probe_dtype(name, fn, a.shape, a.dtype, args_kw)      # NumPy's errors
+    shape = R.reduced_shape(a.shape, args_kw.get("axis"), keepdims)
+    return _record(R.generic_op(name, fn), (a._n,), args_kw or None, shape, dt, a._n.client)
+
+
+def matmul(a, b) -> DaskArray:
+    """``a @ b`` (dask.array's matmul)."""
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        raise ValueError("matmul: Input operand 1 does not have enough dimensions")
+    return _wrap(_lowered(a) @ _lowered(b), _client_of((a, b)))
+
+
+def where(condition, x, y) -> DaskArray:
+    """``numpy.where(condition, x, y)`` (an elementwise op: it fuses)."""
+    client = _client_of((condition, x, y))
+    ops = [_operand(v, client) for v in (condition, x, y)]
+    shape = broadcast_shapes(*[o.shape if type(o) is DaskNode else () for o in ops])
+    dt = np.result_type(*[o.dtype if type(o) is DaskNode else o for o in ops[1:]])
+    return _record(OPS["where"], tuple(ops), None, shape, dt, client)
+
+
+def _dask_function(name: str, np_fn):
+    import dask.array as da
+    mod = getattr(np_fn, "__module__", "") or ""
+    if "linalg" in mod or name.startswith("linalg."):
+        return getattr(da.linalg, name.rsplit(".", 1)[-1], None)
+    if "fft" in mod or name.startswith("fft."):
+        return getattr(da.fft, name.rsplit(".", 1)[-1], None)
+    return getattr(da, name, None)
+
+
+def call_at_once(name: str, np_fn, args, kwargs):
+    """NumPy's ``np_fn`` on chunked arrays: dask.array's function of the same name, built
+    lazily (``linalg.qr``/``svd`` are dask's tall-skinny ones: the columns are put in one
+    chunk).
+
+    Raises
+    ------
+    NotImplementedError
+        When dask.array has no such function (nothing is gathered).
+    """
+    fn = _dask_function(name, np_fn)
+    if fn is None:
+        raise NotImplementedError(f"lazynp: {name} is not implemented on chunked (dask) "
+                                  f"arrays (dask.array has no {name}); gather with "
+                                  f"x.to_device('cpu') first if it fits in memory")
+    client = _client_of(tuple(args) + tuple(kwargs.values()))
+    largs = _lowered(tuple(args))
+    if name.rsplit(".", 1)[-1] in ("qr", "svd") and largs and hasattr(largs[0], "rechunk"):
+        largs = (largs[0].rechunk({0: "auto", 1: -1}),) + largs[1:]
+    kw = {k: _lowered(v) for k, v in kwargs.items() if v is not None or k != "dtype"}
+    return _wrap_result(fn(*largs, **kw), client)
+
+
+def _wrap_result(res, client):
+    import dask.array as da
+    if isinstance(res, da.Array):
+        return _wrap(res, client)
+    if isinstance(res, tuple):
+        parts = [_wrap_result(r, client) for r in res]
+        return type(res)(*parts) if hasattr(res, "_fields") else tuple(parts)
+    if isinstance(res, list):
+        return [_wrap_result(r, client) for r in res]
+    return res
+
+
+def evaluate(arrays) -> None:
+    """Compute the chunked arrays and keep their values on the cluster (one
+    ``client.persist`` per client)."""
+    by_client: dict = {}
+    for a in arrays:
+        c = a.client
+        by_client.setdefault(id(c), (c, []))[1].append(a)
+    for c, arrs in by_client.values():
+        persisted = c.persist([a._dask() for a in arrs])
+        for a, p in zip(arrs, persisted):
+            a._n = lower.leaf(p, a._n.client)
+
+
+def asarray(a, dev: Device, dtype=None, copy=None) -> DaskArray:
+    """``lazynp.asarray(a, device="dask")``: a dask array is wrapped (no copy), anything
+    else is chunked (``chunks`` of the open ``default_device("dask", ...)`` block)."""
+    import dask.array as da
+    client = dask_options()["client"]
+    if isinstance(a, DaskArray):
+        out = a.copy() if copy else a
+    elif isinstance(a, da.Array):
+        out = _wrap(a, client)
+    elif names.is_device_array(a):
+        out = _from_host(a.to_device("cpu")._value(), client)
+    else:
+        if copy is False:
+            raise ValueError("lazynp.asarray(copy=False): chunking a host array copies it")
+        out = _from_host(a._value() if isinstance(a, ndarray) else a, client)
+    if dtype is not None and np.dtype(dtype) != out.dtype:
+        out = out.astype(dtype)
+    return out
+
+
+def create(kind: str, dev: Device, shape: tuple, dtype, fill_value=None) -> DaskArray:
+    """``zeros``/``ones``/``empty``/``full`` (``kind``) in chunks, made on the workers."""
+    import dask.array as da
+    opts = dask_options()
+    dtype = np.dtype(dtype)
+    ch = opts["chunks"]
+    if kind == "full":
+        with np.errstate(all="ignore"):
+            np.copyto(np.empty((), dtype), fill_value, casting="unsafe")
+        arr = da.full(shape, fill_value, dtype=dtype, chunks=ch)
+    else:
+        arr = getattr(da, kind)(shape, dtype=dtype, chunks=ch)
+    return _wrap(arr, opts["client"])
+
+
+def create_range(name: str, args, kwargs) -> DaskArray:
+    """``arange``/``linspace`` in chunks (dask.array's, made on the workers)."""
+    import dask.array as da
+    opts = dask_options()
+    kwargs = {k: v for k, v in kwargs.items() if k not in ("device", "like")}
+    if name == "arange":
+        ref = np.arange(*args, **kwargs)[:0]          # NumPy's dtype and errors
+        kwargs.setdefault("dtype", ref.dtype)
+    arr = getattr(da, name)(*args, chunks=opts["chunks"], **kwargs)
+    return _wrap(arr, opts["client"])
+
+
+def random_call(np_method, args, kwargs) -> DaskArray:
+    """``default_rng(seed).<method>(..., size=...)`` in chunks: dask's generator seeded
+    from the NumPy one (deterministic for a seed; the numbers are not NumPy's stream)."""
+    import dask.array as da
+    opts = dask_options()
+    name = np_method.__name__
+    gen = np_method.__self__
+    seed = int(gen.integers(0, 2**63 - 1)) if hasattr(gen, "integers") else \
+        int(gen.randint(0, 2**31 - 1))
+    drng = da.random.default_rng(seed)
+    fn = getattr(drng, name, None)
+    if fn is None:
+        raise NotImplementedError(f"lazynp: random {name} is not implemented on chunked "
+                                  f"(dask) arrays")
+    return _wrap(fn(*args, chunks=opts["chunks"], **kwargs), opts["client"])
+
+
+def shutdown() -> bool:
+    """Close the embedded cluster (see :func:`lazynp.dask.cluster.shutdown`)."""
+    return cluster.shutdown()
+
+
+register_backend("dask", Backend(create=create, asarray=asarray, ufunc_call=ufunc_call,
+                                 reduce=reduce, matmul=matmul, where=where,
+                                 call_at_once=call_at_once, evaluate=evaluate,
+                                 create_range=create_range, random=random_call,
+                                 load=io.load, shutdown=shutdown))

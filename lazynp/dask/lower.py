@@ -1,0 +1,249 @@
+"""Lowering: the pending graph over chunked arrays becomes one dask graph.
+
+Chunked arrays record their elementwise ops and reductions as :class:`DaskNode` s; every
+other op (matmul, indexing, concatenate, linalg...) is built at once with dask.array's own
+function on the lowered inputs (dask is lazy itself: nothing runs until a read).  When a
+pending node is needed as a dask array (:func:`lower`), the pending nodes behind it go
+through the CPU path's fusion pass (:func:`lazynp.core.fusion.fuse`) and each item becomes
+dask collections:
+
+* a fused group: one ``dask.array.blockwise`` task per chunk running
+  :func:`lazynp.dask.chunks.run_block` (the fused Numba kernel), inputs broadcast by dask's
+  block alignment; several returned members: one tuple-valued task per chunk, split by
+  ``getitem`` tasks;
+* a group closed by a reduction (sum, prod, mean, max, min, any, all): the same task
+  returns the chunk's partial (reduced axes kept, size 1), then dask's tree reduction
+  (``dask.array.sum``/``max``/...) combines the partials; ``mean`` divides the sum by the
+  count;
+* a reduction on its own (std, var, argmax, argmin, a ``dtype=``...): dask.array's.
+
+A lowered node keeps its dask array (``value``): lowering it again reuses it.
+"""
+from __future__ import annotations
+
+import math
+import operator
+
+import numpy as np
+
+from ..core import fusion
+from . import chunks
+
+__all__ = ["DaskNode", "lower", "leaf"]
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+class DaskNode:
+    """One recorded value of a chunked array: pending (``value`` None) or lowered
+    (``value``: a ``dask.array.Array``)."""
+
+    __slots__ = ("op", "args", "params", "shape", "dtype", "value", "client", "errstate",
+                 "__weakref__")
+
+    def __init__(self, op, args: tuple, params, shape: tuple, dtype, client=None):
+        self.op = op
+        self.args = args
+        self.params = params
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.value = None
+        self.client = client
+        self.errstate = None
+
+    def __repr__(self) -> str:
+        st = "pending" if self.value is None else "lowered"
+        return f"<DaskNode {self.op.name} {self.shape} {self.dtype} {st}>"
+
+
+class _Leaf:
+    """The op of a node that holds a dask array."""
+
+    name = "dask_leaf"
+    kind = "creation"
+
+
+_LEAF = _Leaf()
+
+
+def leaf(arr, client=None) -> DaskNode:
+    """A lowered node holding the dask array ``arr``."""
+    n = DaskNode(_LEAF, (), None, arr.shape, arr.dtype, client)
+    n.value = arr
+    return n
+
+
+def _pending_order(target: DaskNode) -> list:
+    """The pending nodes behind ``target``, producers first."""
+    order, seen, stack = [], set(), [(target, False)]
+    while stack:
+        n, done = stack.pop()
+        if done:
+            order.append(n)
+            continue
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        stack.append((n, True))
+        for a in reversed(n.args):
+            if type(a) is DaskNode and a.value is None and id(a) not in seen:
+                stack.append((a, False))
+    return order
+
+
+def lower(target: DaskNode):
+    """The dask array of ``target``, lowering the pending nodes behind it."""
+    if target.value is not None:
+        return target.value
+    order = _pending_order(target)
+    items = fusion.fuse([(n, False) for n in order], DaskNode, simd_check=False)
+    # which nodes later items (or the caller) read: only those leave their task
+    read = {id(target)}
+    for it in items:
+        nodes = it.nodes() if type(it) is fusion.FusedGroup else [it[0]]
+        inside = {id(n) for n in nodes}
+        for n in nodes:
+            for a in n.args:
+                if type(a) is DaskNode and id(a) not in inside:
+                    read.add(id(a))
+    for it in items:
+        if type(it) is fusion.FusedGroup:
+            _lower_group(it.members, it.reduction, read)
+        else:
+            n = it[0]
+            if n.op.kind == "reduction":
+                n.value = _dask_reduction(n, lower(n.args[0]))
+            else:
+                _lower_group([n], None, read | {id(n)}, fusible=fusion.fusible(n, False))
+    return target.value
+
+
+def _recipe(members: list, red, out_idx: tuple, can_fuse: bool):
+    """(recipe, the group's external input nodes) for :func:`chunks.run_block`."""
+    index = {id(m): k for k, m in enumerate(members)}
+    inputs, in_index, specs = [], {}, []
+    for m in members:
+        refs = []
+        for a in m.args:
+            if type(a) is DaskNode:
+                k = index.get(id(a))
+                if k is not None:
+                    refs.append(("m", k))
+                    continue
+                i = in_index.get(id(a))
+                if i is None:
+                    i = in_index[id(a)] = len(inputs)
+                    inputs.append(a)
+                refs.append(("x", i))
+            else:
+                refs.append(("c", a))
+        specs.append((m.op.name, tuple(refs), m.params, m.dtype))
+    red_spec = None
+    if red is not None:
+        nd = len(members[-1].shape)
+        red_spec = (_partial_name(red), _axes(red, nd),
+                    chunks.partial_dtype(red.op.name, red.dtype))
+    return (tuple(specs), red_spec, out_idx, can_fuse), inputs
+
+
+def _partial_name(red) -> str:
+    return "sum" if red.op.name == "mean" else red.op.name
+
+
+def _axes(red, nd: int) -> tuple:
+    axis = (red.params or {}).get("axis")
+    if axis is None:
+        return tuple(range(nd))
+    if not isinstance(axis, tuple):
+        axis = (axis,)
+    return tuple(sorted(a % nd for a in axis))
+
+
+def _lower_group(members: list, red, read: set, fusible: bool = True) -> None:
+    """Lower one fused group (its returned members and reduction get ``value``)."""
+    import dask.array as da
+    out_idx = tuple(k for k, m in enumerate(members) if id(m) in read)
+    recipe, inputs = _recipe(members, red, out_idx, fusible)
+    shape = members[-1].shape
+    nd = len(shape)
+    out_ind = _LETTERS[:nd]
+    pairs = []
+    for a in inputs:
+        pairs += [lower(a), out_ind[nd - len(a.shape):]]
+    n_out = len(out_idx) + (red is not None)
+    if n_out == 1 and red is None:
+        m = members[out_idx[0]]
+        m.value = da.blockwise(chunks.run_block, out_ind, *pairs, recipe=recipe,
+                               dtype=m.dtype, meta=np.empty((0,) * nd, m.dtype),
+                               name=f"lazynp-{m.op.name}")
+        return
+    if n_out == 1:
+        axes = recipe[1][1]
+        part = da.blockwise(chunks.run_block, out_ind, *pairs, recipe=recipe,
+                            dtype=recipe[1][2], meta=np.empty((0,) * nd, recipe[1][2]),
+                            adjust_chunks={out_ind[d]: 1 for d in axes},
+                            name=f"lazynp-{red.op.name}-chunk")
+        red.value = _combine(red, part, axes)
+        return
+    base = da.blockwise(chunks.run_block, out_ind, *pairs, recipe=recipe,
+                        dtype=object, meta=np.empty((0,) * nd, object),
+                        name="lazynp-fused")
+    for j, k in enumerate(out_idx):
+        m = members[k]
+        m.value = base.map_blocks(operator.getitem, j, dtype=m.dtype,
+                                  meta=np.empty((0,) * nd, m.dtype))
+    if red is not None:
+        axes = recipe[1][1]
+        pdt = recipe[1][2]
+        ch = tuple((1,) * len(c) if d in axes else c for d, c in enumerate(base.chunks))
+        part = base.map_blocks(operator.getitem, len(out_idx), dtype=pdt, chunks=ch,
+                               meta=np.empty((0,) * nd, pdt))
+        red.value = _combine(red, part, axes)
+
+
+def _combine(red, part, axes: tuple):
+    """The tree reduction of the chunks' partials ``part`` (reduced axes of size 1 per
+    chunk) into ``red``'s result."""
+    import dask.array as da
+    name = red.op.name
+    keep = bool((red.params or {}).get("keepdims"))
+    fn = {"sum": da.sum, "mean": da.sum, "prod": da.prod, "max": da.max, "min": da.min,
+          "any": da.any, "all": da.all}[name]
+    kw = {"dtype": part.dtype} if name in ("sum", "mean", "prod") else {}
+    out = fn(part, axis=axes, keepdims=keep, **kw)
+    if name == "mean":
+        count = math.prod(red.args[0].shape[d] for d in axes)
+        with np.errstate(all="ignore"):
+            out = out / count if count else out * np.nan
+    if out.dtype != red.dtype:
+        out = out.astype(red.dtype)
+    return out
+
+
+_DASK_REDUCTIONS = frozenset("""sum prod mean std var max min amax amin any all argmax argmin
+    nansum nanprod nanmean nanstd nanvar nanmax nanmin nanargmax nanargmin cumsum cumprod
+    nancumsum nancumprod""".split())
+
+
+def _dask_reduction(n: DaskNode, x):
+    """A reduction node on its own: dask.array's function of the same name."""
+    import dask.array as da
+    name = n.op.name
+    if name not in _DASK_REDUCTIONS:
+        raise NotImplementedError(f"lazynp: {name} is not implemented on chunked (dask) "
+                                  f"arrays")
+    kw = dict(n.params or {})
+    fn = getattr(da, {"amax": "max", "amin": "min"}.get(name, name))
+    if name in ("argmax", "argmin", "nanargmax", "nanargmin") and kw.get("axis") is None:
+        keep = kw.pop("keepdims", False)
+        kw.pop("axis", None)
+        out = fn(x.ravel(), axis=0)
+        if keep:
+            out = out.reshape((1,) * x.ndim)
+    else:
+        out = fn(x, **kw)
+    if out.dtype != n.dtype:
+        out = out.astype(n.dtype)
+    if out.shape != n.shape:
+        out = out.reshape(n.shape)
+    return out
