@@ -352,6 +352,7 @@ class LazynpLarge:
     def run(self) -> Any:
         self.kept = self.fn()
         lazynp.evaluate(self.kept)
+        wait(self.kept.to_dask())    # evaluate persists: the futures are awaited here
         return self.kept
 
     def release(self) -> None:

@@ -175,19 +175,19 @@ def _lower_group(members: list, red, read: set, fusible: bool = True) -> None:
         m = members[out_idx[0]]
         m.value = da.blockwise(chunks.run_block, out_ind, *pairs, recipe=recipe,
                                dtype=m.dtype, meta=np.empty((0,) * nd, m.dtype),
-                               name=f"lazynp-{m.op.name}")
+                               token=f"lazynp-{m.op.name}")
         return
     if n_out == 1:
         axes = recipe[1][1]
         part = da.blockwise(chunks.run_block, out_ind, *pairs, recipe=recipe,
                             dtype=recipe[1][2], meta=np.empty((0,) * nd, recipe[1][2]),
                             adjust_chunks={out_ind[d]: 1 for d in axes},
-                            name=f"lazynp-{red.op.name}-chunk")
+                            token=f"lazynp-{red.op.name}-chunk")
         red.value = _combine(red, part, axes)
         return
     base = da.blockwise(chunks.run_block, out_ind, *pairs, recipe=recipe,
                         dtype=object, meta=np.empty((0,) * nd, object),
-                        name="lazynp-fused")
+                        token="lazynp-fused")
     for j, k in enumerate(out_idx):
         m = members[k]
         m.value = base.map_blocks(operator.getitem, j, dtype=m.dtype,
