@@ -34,6 +34,7 @@ import contextlib
 import dataclasses
 import gc
 import math
+import os
 import statistics
 import sys
 import time
@@ -45,6 +46,8 @@ import numpy
 from _common import (Summary, fmt_time, header, make_parser, parse_args, print_table,
                      write_table)
 import _common
+
+os.environ.setdefault("LAZYNP_DASK_PROGRESS", "0")      # no progress bars in the timings
 
 import dask
 import dask.array as da

@@ -45,8 +45,9 @@ def gather(arr, client, dtype) -> np.ndarray:
     try:
         if progress_enabled():
             after = float(os.environ.get("LAZYNP_DASK_PROGRESS_AFTER", "3"))
-            done = wait(fut, timeout=min(after, limit), return_when="ALL_COMPLETED")
-            if not done.done and fut.status == "pending":
+            try:    # (distributed's wait raises TimeoutError when the time is up)
+                wait(fut, timeout=min(after, limit), return_when="ALL_COMPLETED")
+            except TimeoutError:
                 from distributed import progress
                 progress(fut)
         value = fut.result(timeout=limit)
