@@ -156,7 +156,7 @@ class Sizes:
 
 
 FULL = Sizes(n=20_000_000, n_chunk=2_000_000, rows=20_000, cols=1_000, row_chunk=2_000,
-             grid=4_000, grid_chunk=1_000, steps=10, fit_rows=200_000, features=100,
+             grid=4_000, grid_chunk=1_000, steps=5, fit_rows=200_000, features=100,
              fit_chunk=20_000, fit_steps=10, worker_memory=3 * GiB, ooc_worker_memory=1 * GiB,
              ooc_chunk=8_000_000, repeat=5)
 QUICK = Sizes(n=5_000_000, n_chunk=500_000, rows=5_000, cols=1_000, row_chunk=500,
@@ -229,7 +229,21 @@ class Probe:
     tasks: int
 
 
+def _held(dask_worker) -> int:
+    return len(dask_worker.data)
+
+
+def settle(client: Client, held: int, limit_s: float = 10.0) -> None:
+    """Wait until the workers hold no more chunks than ``held`` (the persisted inputs): a
+    released result is deleted asynchronously, and its memory would otherwise be counted
+    in the next call's idle level (and reused by it)."""
+    end = time.monotonic() + limit_s
+    while sum(client.run(_held).values()) > held and time.monotonic() < end:
+        time.sleep(0.02)
+
+
 def probe(client: Client, fn: Callable[[], Any]) -> Probe:
+    settle(client, client.inputs_held)
     client.run(_trim_memory)
     _trim_memory()
     before = client.run_on_scheduler(_tasks_done)
@@ -451,6 +465,7 @@ def build_rows(client: Client, s: Sizes) -> list[Row]:
                            math.ceil(s.grid / s.grid_chunk) ** 2, stencil, [grid["u"]],
                            extra=(s.steps,), dask_program=stencil_dask))
     rows.append(_linreg_row(client, s))
+    client.inputs_held = sum(client.run(_held).values())
     return rows
 
 
@@ -643,6 +658,7 @@ def main(argv: list[str] | None = None) -> int:
             check_against_numpy(ooc)
     if not args.smoke and not args.no_out_of_core:
         with cluster(s.ooc_worker_memory, True) as client:
+            client.inputs_held = 0
             ooc = measure_once(client, out_of_core_row(client, s, 2 * s.ooc_worker_memory))
     shown = rows + ([ooc] if ooc else [])
     print_table(table_rows(shown), HEADERS)
