@@ -19,7 +19,7 @@ import lazynp
 @pytest.fixture(scope="module")
 def client():
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster, \
+                                  dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as c:
         yield c
 
@@ -108,3 +108,17 @@ def test_the_gradient_of_the_gathered_data_still_equals_numpy(dask_device):
     x, y = _chunked(xn, (8, 3)).to_device("cpu"), _chunked(yn, 8).to_device("cpu")
     got = numpy.asarray(lazynp.grad(_loss)(w, x, y))
     numpy.testing.assert_allclose(got, 2.0 / len(yn) * xn.T @ (xn @ w - yn), rtol=1e-10)
+
+
+def test_a_vmap_result_read_after_the_block_uses_the_blocks_client(client, monkeypatch):
+    # vmap stacks its per-example results: the stacked array keeps the block's client (it
+    # had none, and its read started an embedded LocalCluster)
+    import lazynp.dask.cluster as dask_cluster
+
+    def no_embedded():
+        raise AssertionError("an embedded LocalCluster was started")
+    monkeypatch.setattr(dask_cluster, "embedded_client", no_embedded)
+    xn, _ = _data(8, rows=6)
+    with lazynp.default_device("dask", client=client):
+        got = lazynp.vmap(lambda r: (r * r).sum())(_chunked(xn, (4, 3)))
+    numpy.testing.assert_allclose(numpy.asarray(got), (xn * xn).sum(axis=1), rtol=1e-12)
