@@ -48,6 +48,9 @@ from _common import (Summary, fmt_time, header, make_parser, parse_args, print_t
 import _common
 
 os.environ.setdefault("LAZYNP_DASK_PROGRESS", "0")      # no progress bars in the timings
+# the workers run as lazynp's embedded cluster's do: no buffer pool (a chunk's result leaves
+# the task; pooled buffers would stay in the worker, hiding the next call's memory)
+os.environ.setdefault("LAZYNP_DASK_WORKER", "1")
 
 import dask
 import dask.array as da
