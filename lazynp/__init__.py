@@ -25,7 +25,7 @@ from ._base import native as _native, split as _split  # noqa: E402
 from .core import lifecycle as _lifecycle  # noqa: E402
 from .core.policy import get_policy, policy, set_policy  # noqa: E402
 from .array.ndarray import ndarray  # noqa: E402
-from .devices import default_device  # noqa: E402
+from .devices import default_device, dask_shutdown, to_zarr, from_zarr  # noqa: E402
 from ._numpy import composite as _composite, fallback as _fallback  # noqa: E402
 from ._numpy import methods as _methods, namespace as _namespace  # noqa: E402
 from ._numpy import binding as _binding  # noqa: E402
@@ -33,7 +33,7 @@ from ._numpy.fallback import FallbackError  # noqa: E402
 from ._numpy.namespace import *  # noqa: E402,F401,F403
 from ._numpy.composite import *  # noqa: E402,F401,F403
 from ._numpy.ufunc import ufunc  # noqa: E402
-from ._numpy.conversion import load  # noqa: E402
+from ._numpy.conversion import load, fromfile  # noqa: E402
 from . import linalg, fft, random, lib, testing  # noqa: E402
 from . import symbol  # noqa: E402
 from .symbol import Symbol  # noqa: E402

@@ -265,6 +265,19 @@ def load(file, mmap_mode=None, allow_pickle=False, fix_imports=True, encoding="A
 
 
 load.__doc__ = (load.__doc__ or "") + "\n" + (np.load.__doc__ or "")
+
+
+def fromfile(file, dtype=float, count=-1, sep="", offset=0, *, like=None):
+    """``numpy.fromfile`` (NumPy's reading, counted as a fallback); inside
+    ``default_device("dask")`` a raw binary file is read chunk by chunk on the workers."""
+    if _devices.DEFAULTS_OPEN and not sep:                          # (device hook)
+        res = _devices.load_call("fromfile", (file, dtype),
+                                 {"count": count, "offset": offset})
+        if res is not None:
+            return res
+    return _fallback.call_numpy(np.fromfile, "fromfile", (file,),
+                                {"dtype": dtype, "count": count, "sep": sep,
+                                 "offset": offset})
 _concatenate_eager_first = concatenate
 
 

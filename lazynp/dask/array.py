@@ -11,14 +11,16 @@ the call (dask is lazy too).  A function dask.array lacks raises ``NotImplemente
 naming it: nothing is gathered silently.
 
 Values are gathered only where asked: ``x.to_device("cpu")``, ``numpy.asarray(x)``,
-``float(x)``, ``x.item()``, ``x.tolist()``, printing.  :func:`lazynp.evaluate` persists
-them on the cluster (``client.persist``).  ``x.device == "dask"``.
+``float(x)``, ``x.item()``, ``x.tolist()``, printing.  A small value (a scalar, a reduced
+vector) is then kept here; a large one stays persisted on the cluster
+(:func:`lazynp.dask.reads.read`).  :func:`lazynp.evaluate` persists values on the cluster
+(``client.persist``) without gathering.  ``x.device == "dask"``.
 """
 from __future__ import annotations
 
 import importlib
 import operator
-import os
+import threading
 
 import numpy as np
 
@@ -122,7 +124,7 @@ class DaskArray:
 
     # --- reads (the only gathers) ------------------------------------------------------
     def _host(self) -> np.ndarray:
-        return reads.gather(self._dask(), self.client, self.dtype)
+        return reads.read(self._n, self._dask(), self.client)
 
     def to_device(self, device, /, *, stream=None) -> "DaskArray":
         """``"cpu"``: the values gathered into a ``lazynp.ndarray``; ``"dask"``: self."""
@@ -140,6 +142,35 @@ class DaskArray:
 
     def __array_namespace__(self, /, *, api_version=None):
         return importlib.import_module("lazynp")
+
+    def __array_ufunc__(self, np_ufunc, method, *inputs, **kwargs):
+        """NumPy's ufuncs on a chunked array: lazynp's (recorded, fused), never a gather."""
+        if method == "__call__":
+            return ufunc_call(np_ufunc, inputs, kwargs)
+        if method == "reduce" and len(inputs) == 1 and np_ufunc.__name__ in _UFUNC_REDUCE:
+            kw = {k: v for k, v in kwargs.items() if v is not None}
+            return reduce(_UFUNC_REDUCE[np_ufunc.__name__], inputs[0], kw.pop("axis", 0),
+                          kw.pop("dtype", None), kw.pop("out", None),
+                          kw.pop("keepdims", False), kw or None)
+        return NotImplemented
+
+    def __array_function__(self, func, types, args, kwargs):
+        """NumPy's functions on a chunked array: lazynp's function of the same name (its
+        device path: dask.array's function, or an error naming it), never a gather."""
+        target = importlib.import_module("lazynp")
+        for part in (func.__module__ or "numpy").split(".")[1:]:
+            target = getattr(target, part, None)
+        fn = getattr(target, func.__name__, None) if target is not None else None
+        if fn is None or fn is func:
+            return NotImplemented
+        if getattr(_array_function, "active", False):
+            # (lazynp's version called NumPy's again: dask.array's function, or an error)
+            return call_at_once(func.__name__, func, args, kwargs)
+        _array_function.active = True
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _array_function.active = False
 
     def block_until_ready(self) -> "DaskArray":
         """Compute and persist the value on the cluster (JAX's name)."""
@@ -217,7 +248,7 @@ class DaskArray:
             shape = tuple(shape[0])
         if order != "C":
             raise NotImplementedError("lazynp: chunked arrays reshape in C order only")
-        return self._call(lambda a: a.reshape(shape))
+        return self._call(_reshape, shape)
 
     def ravel(self) -> "DaskArray":
         return self.reshape(-1)
@@ -303,6 +334,25 @@ class DaskArray:
         return call_at_once("cumprod", np.cumprod, (self,), {"axis": axis, "dtype": dtype})
 
 
+_array_function = threading.local()
+#: ``ufunc.reduce`` methods a chunked array takes, as the reduction of the same meaning
+_UFUNC_REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min",
+                 "logical_or": "any", "logical_and": "all"}
+
+
+def _reshape(a, shape):
+    """dask's reshape; where it cannot split or merge the chunks as they are, the trailing
+    axes are first put in one chunk each (on the workers), then every axis."""
+    try:
+        return a.reshape(shape)
+    except NotImplementedError:
+        pass
+    try:
+        return a.rechunk({d: -1 for d in range(1, a.ndim)}).reshape(shape)
+    except NotImplementedError:
+        return a.rechunk(-1).reshape(shape)
+
+
 def _binary(np_ufunc, reflected: bool = False):
     def f(self, other):
         if not isinstance(other, (DaskArray, np.ndarray, np.generic, ndarray, list) +
@@ -359,17 +409,29 @@ def _wrap(arr, client=None) -> DaskArray:
     """A chunked array holding the dask array ``arr`` (unknown chunk sizes, as after a
     boolean mask, are computed now: lazynp's shapes are known)."""
     if any(isinstance(s, float) and s != s for s in arr.shape):
-        arr = cluster.client_for(client).persist(arr)
-        arr.compute_chunk_sizes()
+        import dask
+        c = cluster.client_for(client)
+        arr = c.persist(arr)
+        with dask.config.set(scheduler=c.get):
+            arr.compute_chunk_sizes()
     return DaskArray._from_node(lower.leaf(arr, client))
+
+
+def chunks_for(ndim: int, chunks=None):
+    """The ``chunks`` of the open ``default_device("dask", chunks=...)`` block for an
+    array of ``ndim`` dimensions: a per-axis tuple of another length is cut to its first
+    ``ndim`` entries, or filled with ``"auto"``."""
+    if chunks is None:
+        chunks = dask_options()["chunks"]
+    if isinstance(chunks, (tuple, list)) and len(chunks) != ndim:
+        chunks = tuple(chunks[:ndim]) + ("auto",) * (ndim - len(chunks))
+    return chunks
 
 
 def _from_host(value, client=None, chunks=None) -> DaskArray:
     import dask.array as da
     value = np.asarray(value)
-    if chunks is None:
-        chunks = dask_options()["chunks"]
-    return _wrap(da.from_array(value, chunks=chunks), client)
+    return _wrap(da.from_array(value, chunks=chunks_for(value.ndim, chunks)), client)
 
 
 def _operand(x, client):
@@ -502,6 +564,26 @@ def _dask_function(name: str, np_fn):
     return getattr(da, name, None)
 
 
+def _sort_along(np_sort):
+    def f(a, axis=-1, kind=None, order=None, **kw):
+        if order is not None or kw:
+            raise NotImplementedError(f"lazynp: {np_sort.__name__}(order=...) is not "
+                                      f"implemented on chunked (dask) arrays")
+        if axis is None:
+            a, axis = a.ravel(), 0
+        axis = axis % a.ndim if a.ndim else 0
+        # (one chunk along the sorted axis, the others stay chunked: each task sorts its
+        # block, on a worker)
+        a = a.rechunk({axis: -1})
+        dt = np.dtype(np.intp) if np_sort is np.argsort else a.dtype
+        return a.map_blocks(np_sort, axis=axis, kind=kind, dtype=dt)
+    return f
+
+
+#: sorting: dask.array has no sort; each block holds the whole sorted axis
+_SORTS = {"sort": _sort_along(np.sort), "argsort": _sort_along(np.argsort)}
+
+
 def call_at_once(name: str, np_fn, args, kwargs):
     """NumPy's ``np_fn`` on chunked arrays: dask.array's function of the same name, built
     lazily (``linalg.qr``/``svd`` are dask's tall-skinny ones: the columns are put in one
@@ -512,7 +594,7 @@ def call_at_once(name: str, np_fn, args, kwargs):
     NotImplementedError
         When dask.array has no such function (nothing is gathered).
     """
-    fn = _dask_function(name, np_fn)
+    fn = _SORTS.get(name) or _dask_function(name, np_fn)
     if fn is None:
         raise NotImplementedError(f"lazynp: {name} is not implemented on chunked (dask) "
                                   f"arrays (dask.array has no {name}); gather with "
@@ -551,8 +633,9 @@ def evaluate(arrays) -> None:
 
 
 def asarray(a, dev: Device, dtype=None, copy=None) -> DaskArray:
-    """``lazynp.asarray(a, device="dask")``: a dask array is wrapped (no copy), anything
-    else is chunked (``chunks`` of the open ``default_device("dask", ...)`` block)."""
+    """``lazynp.asarray(a, device="dask")``: a dask array is wrapped (no copy), a
+    ``numpy.memmap`` of a whole file is read chunk by chunk by the workers, anything else
+    is chunked (``chunks`` of the open ``default_device("dask", ...)`` block)."""
     import dask.array as da
     client = dask_options()["client"]
     if isinstance(a, DaskArray):
@@ -561,6 +644,8 @@ def asarray(a, dev: Device, dtype=None, copy=None) -> DaskArray:
         out = _wrap(a, client)
     elif names.is_device_array(a):
         out = _from_host(a.to_device("cpu")._value(), client)
+    elif isinstance(a, np.memmap) and io.whole_file_map(a):
+        out = _wrap(io.memmap_array(a, chunks_for(a.ndim)), client)     # (read by workers)
     else:
         if copy is False:
             raise ValueError("lazynp.asarray(copy=False): chunking a host array copies it")
@@ -575,7 +660,7 @@ def create(kind: str, dev: Device, shape: tuple, dtype, fill_value=None) -> Dask
     import dask.array as da
     opts = dask_options()
     dtype = np.dtype(dtype)
-    ch = opts["chunks"]
+    ch = chunks_for(len(shape))
     if kind == "full":
         with np.errstate(all="ignore"):
             np.copyto(np.empty((), dtype), fill_value, casting="unsafe")
@@ -593,7 +678,7 @@ def create_range(name: str, args, kwargs) -> DaskArray:
     if name == "arange":
         ref = np.arange(*args, **kwargs)[:0]          # NumPy's dtype and errors
         kwargs.setdefault("dtype", ref.dtype)
-    arr = getattr(da, name)(*args, chunks=opts["chunks"], **kwargs)
+    arr = getattr(da, name)(*args, chunks=chunks_for(1), **kwargs)
     return _wrap(arr, opts["client"])
 
 
@@ -611,7 +696,19 @@ def random_call(np_method, args, kwargs) -> DaskArray:
     if fn is None:
         raise NotImplementedError(f"lazynp: random {name} is not implemented on chunked "
                                   f"(dask) arrays")
-    return _wrap(fn(*args, chunks=opts["chunks"], **kwargs), opts["client"])
+    size = kwargs.get("size", args[-1] if args else None)
+    nd = 0 if size is None else 1 if isinstance(size, (int, np.integer)) else len(size)
+    return _wrap(fn(*args, chunks=chunks_for(nd), **kwargs), opts["client"])
+
+
+def to_zarr(x: DaskArray, path, **kwargs) -> None:
+    """Write ``x`` to a zarr store on its client's workers (:func:`lazynp.dask.io.to_zarr`)."""
+    io.to_zarr(x, path, x.client, **kwargs)
+
+
+def from_zarr(path, **kwargs) -> DaskArray:
+    """A zarr store as a chunked array (:func:`lazynp.dask.io.from_zarr`)."""
+    return _wrap(io.from_zarr(path, **kwargs), dask_options()["client"])
 
 
 def shutdown() -> bool:
@@ -623,4 +720,5 @@ register_backend("dask", Backend(create=create, asarray=asarray, ufunc_call=ufun
                                  reduce=reduce, matmul=matmul, where=where,
                                  call_at_once=call_at_once, evaluate=evaluate,
                                  create_range=create_range, random=random_call,
-                                 load=io.load, shutdown=shutdown))
+                                 load=io.load, to_zarr=to_zarr, from_zarr=from_zarr,
+                                 shutdown=shutdown))

@@ -79,12 +79,14 @@ def partial_dtype(name: str, dtype: np.dtype) -> np.dtype:
 
 
 def _worker_setup() -> None:
-    """Once per process: in the embedded cluster's worker processes, no pooled buffers
-    (a chunk's result leaves the task; a pool would only raise the worker's memory)."""
+    """Once per process: in the embedded cluster's worker processes (one thread each, one
+    Numba thread) no pooled buffers (a chunk's result leaves the task; a pool would only
+    raise the worker's memory) and serial kernels (the cluster keeps the cores busy)."""
     if not _set_up[0]:
         _set_up[0] = True
         if os.environ.get("LAZYNP_DASK_WORKER") == "1":
             pool.MAX_BYTES = 0
+            fused.PARALLEL_MIN = fused.PARALLEL_MIN_WORK = 1 << 62
 
 
 def run_block(*blocks, recipe: tuple):

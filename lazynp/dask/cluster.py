@@ -32,12 +32,15 @@ def embedded_client():
             processes = os.environ.get("LAZYNP_DASK_PROCESSES", "1") != "0"
             n = max(1, os.cpu_count() or 1)
             kw = dict(n_workers=n, threads_per_worker=1, processes=processes,
-                      dashboard_address=None)
+                      dashboard_address=":0")
             if processes:
                 kw["env"] = {"NUMBA_NUM_THREADS": "1", "LAZYNP_DASK_WORKER": "1"}
             cluster = LocalCluster(**kw)
             _embedded["cluster"] = cluster
             _embedded["client"] = Client(cluster, set_as_default=False)
+            # (registered after distributed's own exit handlers, so it runs before them:
+            # the workers are closed while the cluster's event loop still runs)
+            atexit.register(shutdown)
         return _embedded["client"]
 
 
@@ -63,5 +66,3 @@ def shutdown() -> bool:
         cluster.close()
     return True
 
-
-atexit.register(shutdown)

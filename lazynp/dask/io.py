@@ -1,5 +1,5 @@
-"""Files as chunked arrays: ``load``/``fromfile``/``memmap`` inside
-``default_device("dask")``, and ``to_zarr``/``from_zarr`` (zarr is optional).
+"""Files as chunked arrays: ``load``/``fromfile`` inside ``default_device("dask")``,
+``asarray(numpy.memmap(...))`` there, and ``to_zarr``/``from_zarr`` (zarr is optional).
 
 A file is read chunk by chunk on the workers (:class:`FileSource` pickles as its path and
 layout, not its data): nothing is loaded on the client.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["FileSource", "load", "to_zarr", "from_zarr"]
+__all__ = ["FileSource", "load", "memmap_array", "whole_file_map", "to_zarr", "from_zarr"]
 
 
 class FileSource:
@@ -47,13 +47,12 @@ def load(name: str, args: tuple, kwargs: dict, chunks):
         with open(path, "rb") as f:
             if f.read(6) != b"\x93NUMPY":
                 return None                  # (not a .npy file: NumPy's load)
-            f.seek(0)
-            version = np.lib.format.read_magic(f)
-            shape, fortran, dtype = np.lib.format._read_array_header(f, version)
-            offset = f.tell()
-        if fortran or dtype.hasobject:
+        m = np.load(path, mmap_mode="r")     # (the header only: no data is read)
+        shape, dtype, offset = m.shape, m.dtype, m.offset
+        if not m.flags.c_contiguous or dtype.hasobject:
             raise NotImplementedError("lazynp: load into a chunked (dask) array: Fortran-"
                                       "ordered or object .npy files are not supported")
+        del m
     elif name == "fromfile":
         dtype = np.dtype(args[1] if len(args) > 1 else kwargs.get("dtype", float))
         if kwargs.get("sep", ""):
@@ -80,8 +79,26 @@ def load(name: str, args: tuple, kwargs: dict, chunks):
             shape = ((os.path.getsize(path) - offset) // dtype.itemsize,)
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
     src = FileSource(path, offset, shape, dtype)
+    if isinstance(chunks, (tuple, list)) and len(chunks) != len(shape):
+        chunks = tuple(chunks[:len(shape)]) + ("auto",) * (len(shape) - len(chunks))
     return da.from_array(src, chunks=chunks, asarray=False, fancy=False,
                          name=f"lazynp-{name}-{path}-{offset}-{shape}-{dtype.str}")
+
+
+def whole_file_map(m: np.memmap) -> bool:
+    """True for a C-ordered ``numpy.memmap`` of a file (not a view of one)."""
+    import mmap
+    return bool(getattr(m, "filename", None)) and isinstance(m.base, mmap.mmap) and \
+        m.flags.c_contiguous and not m.dtype.hasobject
+
+
+def memmap_array(m: np.memmap, chunks):
+    """A dask array reading the file behind the memmap ``m`` chunk by chunk."""
+    import dask.array as da
+    src = FileSource(m.filename, m.offset, m.shape, m.dtype)
+    return da.from_array(src, chunks=chunks, asarray=False, fancy=False,
+                         name=f"lazynp-memmap-{m.filename}-{m.offset}-{m.shape}-"
+                              f"{m.dtype.str}")
 
 
 def _zarr():

@@ -36,10 +36,11 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 class DaskNode:
     """One recorded value of a chunked array: pending (``value`` None) or lowered
-    (``value``: a ``dask.array.Array``)."""
+    (``value``: a ``dask.array.Array``); ``host``: its NumPy value once a read gathered
+    it, for small values (:mod:`lazynp.dask.reads`)."""
 
     __slots__ = ("op", "args", "params", "shape", "dtype", "value", "client", "errstate",
-                 "__weakref__")
+                 "host", "__weakref__")
 
     def __init__(self, op, args: tuple, params, shape: tuple, dtype, client=None):
         self.op = op
@@ -50,6 +51,7 @@ class DaskNode:
         self.value = None
         self.client = client
         self.errstate = None
+        self.host = None            # (a small value once read: kept on this side)
 
     def __repr__(self) -> str:
         st = "pending" if self.value is None else "lowered"
@@ -96,7 +98,9 @@ def lower(target: DaskNode):
     if target.value is not None:
         return target.value
     order = _pending_order(target)
-    items = fusion.fuse([(n, False) for n in order], DaskNode, simd_check=False)
+    # (the CPU path's rules: a math function NumPy runs with SIMD loops, exp on a large
+    # array, stays NumPy's -- in a fused loop its scalar form costs several times more)
+    items = fusion.fuse([(n, False) for n in order], DaskNode, simd_check=True)
     # which nodes later items (or the caller) read: only those leave their task
     read = {id(target)}
     for it in items:
@@ -114,7 +118,8 @@ def lower(target: DaskNode):
             if n.op.kind == "reduction":
                 n.value = _dask_reduction(n, lower(n.args[0]))
             else:
-                _lower_group([n], None, read | {id(n)}, fusible=fusion.fusible(n, False))
+                # (one op: a kernel saves no temporary; NumPy's loop, as the CPU path)
+                _lower_group([n], None, read | {id(n)}, fusible=False)
     return target.value
 
 
@@ -168,8 +173,8 @@ def _lower_group(members: list, red, read: set, fusible: bool = True) -> None:
     nd = len(shape)
     out_ind = _LETTERS[:nd]
     pairs = []
-    for a in inputs:
-        pairs += [lower(a), out_ind[nd - len(a.shape):]]
+    for arr in _aligned([lower(a) for a in inputs], shape):
+        pairs += [arr, out_ind[nd - arr.ndim:]]
     n_out = len(out_idx) + (red is not None)
     if n_out == 1 and red is None:
         m = members[out_idx[0]]
@@ -199,6 +204,28 @@ def _lower_group(members: list, red, read: set, fusible: bool = True) -> None:
         part = base.map_blocks(operator.getitem, len(out_idx), dtype=pdt, chunks=ch,
                                meta=np.empty((0,) * nd, pdt))
         red.value = _combine(red, part, axes)
+
+
+def _aligned(arrays: list, shape: tuple) -> list:
+    """``arrays`` (a group's inputs, broadcasting to ``shape``) with the chunks of the first
+    one along each axis they span in full.  (dask's own alignment cuts every chunk where
+    any input has a boundary: a stencil's shifted slices, ``u[2:] + u[:-2]``, would split
+    each chunk in three, and again at every time step.)"""
+    nd = len(shape)
+    target: dict = {}
+    for arr in arrays:
+        lead = nd - arr.ndim
+        for d in range(arr.ndim):
+            if arr.shape[d] == shape[lead + d] and arr.shape[d] != 1:
+                target.setdefault(lead + d, arr.chunks[d])
+    out = []
+    for arr in arrays:
+        lead = nd - arr.ndim
+        want = {d: target[lead + d] for d in range(arr.ndim)
+                if lead + d in target and arr.shape[d] == shape[lead + d] and
+                arr.shape[d] != 1 and arr.chunks[d] != target[lead + d]}
+        out.append(arr.rechunk(want) if want else arr)
+    return out
 
 
 def _combine(red, part, axes: tuple):

@@ -1,7 +1,8 @@
 """Gathering a chunked array's values: the reads (``numpy.asarray``, ``float``, printing,
 ``to_device("cpu")``).
 
-A read computes the lowered dask graph on the array's client and waits at most
+A read (:func:`read`) computes the lowered dask graph on the array's client (a large
+value is persisted there first, a small one kept here afterwards) and waits at most
 ``LAZYNP_DASK_TIMEOUT`` seconds (default 3600): a value that cannot be computed (a lost
 worker's chunks that dask could not recompute, a closed cluster, a task that raised)
 raises ``RuntimeError`` naming the cause instead of hanging.  A flush still running after
@@ -14,7 +15,33 @@ import os
 
 import numpy as np
 
-__all__ = ["gather", "timeout", "progress_enabled"]
+__all__ = ["gather", "read", "timeout", "progress_enabled", "small_bytes"]
+
+
+def small_bytes() -> int:
+    """Values up to this many bytes (``LAZYNP_DASK_SMALL_BYTES``, default 16 MiB) are kept
+    on this side once read; larger ones stay persisted on the cluster."""
+    return int(os.environ.get("LAZYNP_DASK_SMALL_BYTES", str(16 << 20)))
+
+
+def read(node, arr, client) -> np.ndarray:
+    """The value of a chunked array's ``node`` (lowered to ``arr``) as a NumPy array.
+
+    A small value (a scalar, a reduced vector: :func:`small_bytes`) is gathered and kept in
+    ``node.host``: later reads do not reach the cluster.  A large one is first persisted
+    on the cluster (``node.value`` becomes the persisted array: later reads and later work
+    on it do not recompute it), then gathered."""
+    if node.host is not None:
+        return node.host.copy()
+    nbytes = node.dtype.itemsize
+    for s in node.shape:
+        nbytes *= s
+    if nbytes <= small_bytes():
+        v = gather(arr, client, node.dtype)
+        node.host = v
+        return v.copy()
+    node.value = arr = client.persist(arr)
+    return gather(arr, client, node.dtype)
 
 
 def timeout() -> float:
@@ -27,6 +54,24 @@ def progress_enabled() -> bool:
     return os.environ.get("LAZYNP_DASK_PROGRESS", "1") != "0"
 
 
+def _result(fut, client, limit: float):
+    """``fut``'s value; dask's progress bar once it has run ``LAZYNP_DASK_PROGRESS_AFTER``
+    seconds (in a console the bar returns when ``fut`` is done; in a notebook it is a
+    widget)."""
+    if progress_enabled():
+        after = min(limit, float(os.environ.get("LAZYNP_DASK_PROGRESS_AFTER", "3")))
+        try:
+            return fut.result(timeout=after)
+        except TimeoutError:
+            pass
+        from distributed import progress
+        try:
+            progress(fut, scheduler=client.scheduler.address)
+        except Exception:           # (a bar that cannot be drawn never fails the read)
+            pass
+    return fut.result(timeout=limit)
+
+
 def gather(arr, client, dtype) -> np.ndarray:
     """The values of the dask array ``arr``, computed on ``client``.
 
@@ -35,7 +80,6 @@ def gather(arr, client, dtype) -> np.ndarray:
     RuntimeError
         When the value cannot be computed or does not come within :func:`timeout`.
     """
-    from distributed import wait
     try:
         fut = client.compute(arr)
     except Exception as e:
@@ -43,14 +87,7 @@ def gather(arr, client, dtype) -> np.ndarray:
                            f"{type(e).__name__}: {e}") from e
     limit = timeout()
     try:
-        if progress_enabled():
-            after = float(os.environ.get("LAZYNP_DASK_PROGRESS_AFTER", "3"))
-            try:    # (distributed's wait raises TimeoutError when the time is up)
-                wait(fut, timeout=min(after, limit), return_when="ALL_COMPLETED")
-            except TimeoutError:
-                from distributed import progress
-                progress(fut)
-        value = fut.result(timeout=limit)
+        value = _result(fut, client, limit)
     except TimeoutError as e:
         fut.cancel()
         raise RuntimeError(f"lazynp: a chunked (dask) array's value did not come within "

@@ -27,7 +27,7 @@ from .options import dask_options, pop_dask_options, push_dask_options
 from .registry import Backend, registered_backend
 
 __all__ = ["Device", "device", "default_device", "get_default_device", "placement",
-           "dask_shutdown"]
+           "dask_shutdown", "to_zarr", "from_zarr"]
 
 
 # --- the flags the CPU paths test before anything else -----------------------------------
@@ -120,6 +120,36 @@ def _kind_of(items) -> str:
             if k is not None:
                 return k
     return None
+
+
+def to_zarr(x, path, **kwargs) -> None:
+    """Write the chunked (``"dask"``) array ``x`` to a zarr store at ``path``, chunk by
+    chunk on the workers (nothing is gathered; ``kwargs``: dask's ``to_zarr``'s).
+
+    Raises
+    ------
+    ImportError
+        When zarr is not installed.
+    TypeError
+        When ``x`` is not a chunked array.
+    """
+    backend = activate("dask")
+    if not is_device_array(x) or x._device.kind != "dask":
+        raise TypeError(f"lazynp.to_zarr: a chunked (dask) array is needed, not "
+                        f"{type(x).__name__}; make one with lazynp.asarray(x, device='dask')")
+    backend.to_zarr(x, path, **kwargs)
+
+
+def from_zarr(path, **kwargs):
+    """The zarr store at ``path`` as a chunked (``"dask"``) array, read chunk by chunk on
+    the workers.
+
+    Raises
+    ------
+    ImportError
+        When zarr is not installed.
+    """
+    return activate("dask").from_zarr(path, **kwargs)
 
 
 def dask_shutdown() -> bool:

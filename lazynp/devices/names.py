@@ -1,8 +1,9 @@
 """Device names, the default device, and the one placement rule.
 
 A device is ``"cpu"``, ``"cuda:N"`` (the array API's names; ``"cuda"`` means
-``"cuda:0"``) or ``"dask"`` (chunked arrays on a dask cluster).  :func:`placement` is the one place that decides *which device runs a node*:
-it looks at an op's operands and answers with a device, or raises the ``ValueError``
+``"cuda:0"``) or ``"dask"`` (chunked arrays on a dask cluster).  :func:`placement` is the
+one place that decides *which device runs a node*: it looks at an op's operands and
+answers with a device, or raises the ``ValueError``
 (naming both devices) that CuPy and PyTorch raise for operands on two devices.  Python
 scalars and NumPy scalars belong to no device.
 
@@ -20,9 +21,9 @@ __all__ = ["Device", "CPU", "device", "get_default_device", "set_default_device"
 
 
 class Device(str):
-    """A device: ``kind`` (``"cpu"``, ``"cuda"`` or ``"dask"``) and ``index``.  It is the string of its
-    name, so ``a.device == "cuda:0"`` holds and NumPy's functions take ``device('cpu')``
-    where they take ``"cpu"`` (``numpy.zeros(3, device=a.device)``)."""
+    """A device: ``kind`` (``"cpu"``, ``"cuda"`` or ``"dask"``) and ``index``.  It is the
+    string of its name, so ``a.device == "cuda:0"`` holds and NumPy's functions take
+    ``device('cpu')`` where they take ``"cpu"`` (``numpy.zeros(3, device=a.device)``)."""
 
     def __new__(cls, kind: str, index: int = 0):
         name = kind if kind in ("cpu", "dask") else f"cuda:{index}"
@@ -68,8 +69,8 @@ _cache: dict = {"cpu": CPU}
 
 
 def device(spec) -> Device:
-    """The :class:`Device` named by ``spec``: ``"cpu"``, ``"cuda"``, ``"cuda:N"``, ``"dask"``, an int
-    (a CUDA device number) or a :class:`Device`.
+    """The :class:`Device` named by ``spec``: ``"cpu"``, ``"cuda"``, ``"cuda:N"``,
+    ``"dask"``, an int (a CUDA device number) or a :class:`Device`.
 
     Raises
     ------

@@ -38,11 +38,12 @@ class Backend:
         device's values.
     evaluate : callable
         ``evaluate(arrays)``: run what the device arrays need and wait for them.
-    create_range, random, load, shutdown : callable or None
+    create_range, random, load, to_zarr, from_zarr, shutdown : callable or None
         Chunked backends only (``"dask"``): ``create_range(name, args, kwargs)``
         (``arange``/``linspace``), ``random(np_method, args, kwargs)`` (a NumPy
         ``Generator`` method), ``load(name, args, kwargs, chunks)`` (``load``/``fromfile``/
-        ``memmap`` of a file), ``shutdown()`` (close what the backend started).
+        ``memmap`` of a file), ``to_zarr(x, path, **kw)``, ``from_zarr(path, **kw)``,
+        ``shutdown()`` (close what the backend started).
     """
 
     create: Callable[..., Any]
@@ -56,6 +57,8 @@ class Backend:
     create_range: Callable[..., Any] | None = None
     random: Callable[..., Any] | None = None
     load: Callable[..., Any] | None = None
+    to_zarr: Callable[..., None] | None = None
+    from_zarr: Callable[..., Any] | None = None
     shutdown: Callable[[], bool] | None = None
 
 
