@@ -10,7 +10,8 @@ of this machine (2 worker processes, one thread each, a memory limit per worker)
 * softmax of each row of a matrix,
 * a 2-D stencil (Jacobi) time loop,
 * standardizing the columns of a matrix,
-* a linear-regression fit by gradient descent (lazynp: ``lazynp.grad`` of the loss; dask:
+* a linear-regression fit by gradient descent (lazynp: ``lazynp.grad`` of the loss, which
+  raises ``NotImplementedError`` on chunked arrays for now: the row shows the error; dask:
   the hand-written gradient ``2/m X.T (X w - y)``),
 * out of core: ``sum(a*b + c)`` over inputs 4x the cluster's memory limit, generated
   chunk-wise (a seed per chunk) on a cluster of its own, run once per side.
@@ -562,7 +563,7 @@ def cluster(memory_limit: int, processes: bool):
 # --- output ----------------------------------------------------------------------------------
 
 HEADERS = ("workload", "size", "chunks", "lazynp first", "lazynp median", "dask first",
-           "dask median", "dask / lazynp", "lazynp peak MiB", "dask peak MiB",
+           "dask median", "dask / lazynp", "result MiB", "lazynp peak MiB", "dask peak MiB",
            "memory lazynp / dask", "tasks/chunk lazynp", "tasks/chunk dask", "agree")
 
 
@@ -573,6 +574,12 @@ def _t(x: float) -> str:
 def _median(side: Side) -> str:
     cached = f" ({side.cached_calls} call(s) ran no task)" if side.cached_calls else ""
     return _t(side.median) + cached
+
+
+def _result_mib(r: Row) -> str:
+    """The size of the answer (what a call keeps on the cluster, for the large results)."""
+    answer = r.dask.answer if r.dask.error is None else r.lazynp.answer
+    return "-" if answer is None else f"{numpy.asarray(answer).nbytes / MiB:.0f}"
 
 
 def table_rows(rows: list[Row]) -> list[tuple]:
@@ -592,7 +599,8 @@ def table_rows(rows: list[Row]) -> list[tuple]:
         out.append((r.name, r.size, r.chunks,
                     _t(lz.first) if lz.error is None else f"error: {lz.error}", _median(lz),
                     _t(dk.first) if dk.error is None else f"error: {dk.error}", _median(dk),
-                    "-" if math.isnan(speed) else f"{speed:.2f}x", peak(lz), peak(dk),
+                    "-" if math.isnan(speed) else f"{speed:.2f}x", _result_mib(r), peak(lz),
+                    peak(dk),
                     "-" if math.isnan(mem) else f"{mem:.2f}x", tasks(lz), tasks(dk),
                     _agreement(r)))
     return out
@@ -686,7 +694,8 @@ def main(argv: list[str] | None = None) -> int:
                  "`dask / lazynp` the ratio of the medians (above 1: lazynp faster); `peak "
                  "MiB` the workers' RSS above their idle level during one call, sampled every "
                  "5 ms on each worker and summed over both (the inputs are persisted on the "
-                 "workers before, so they are not counted; a result kept on the cluster is); "
+                 "workers before, so they are not counted; a result kept on the cluster is: "
+                 "`result MiB` is its size); "
                  "`tasks/chunk` the tasks the scheduler ran in that call over the input's "
                  "chunks.",
                  "Summary:\n\n| benchmark | target | measured | result |\n|---|---|---|---|\n"
