@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 import operator
 import threading
+import weakref
 
 import numpy as np
 
@@ -51,7 +52,7 @@ class DaskArray:
     _lazynp_device_array = True
     __array_priority__ = 200.0
 
-    __slots__ = ("_n", "__weakref__")
+    __slots__ = ("_n", "_base", "_views", "__weakref__")
 
     def __init__(self, *a, **k):
         raise TypeError("lazynp: make chunked arrays with lazynp.asarray(dask_array) or a "
@@ -61,6 +62,8 @@ class DaskArray:
     def _from_node(cls, node: DaskNode) -> "DaskArray":
         self = object.__new__(cls)
         self._n = node
+        self._base = None           # (a view: the array it views, as NumPy's ``base``)
+        self._views = None          # (weak references to the views of this array)
         return self
 
     @property
@@ -218,10 +221,37 @@ class DaskArray:
     def _call(self, fn, *args, **kwargs) -> "DaskArray":
         return _wrap(fn(self._dask(), *args, **kwargs), self._n.client)
 
+    def _view_call(self, fn, *args) -> "DaskArray":
+        """A result NumPy gives as a view: recorded as one, so that a later write to either
+        raises instead of silently missing the other (dask's arrays are values)."""
+        out = self._call(fn, *args)
+        out._base = self
+        live = [r for r in self._views or () if r() is not None]
+        live.append(weakref.ref(out))
+        self._views = live
+        return out
+
+    def _check_write(self, what: str) -> None:
+        """Raise where NumPy's write would reach another array (a view's base, a live
+        view): chunked arrays are values, so it would not."""
+        if self._base is not None:
+            raise NotImplementedError(
+                f"lazynp: {what} into a view of a chunked (dask) array is not implemented "
+                f"(the array it views would not see it); write into that array itself, "
+                f"e.g. x[1:3] = v")
+        if self._views and any(r() is not None for r in self._views):
+            raise NotImplementedError(
+                f"lazynp: {what} on a chunked (dask) array that has live views is not "
+                f"implemented (the views would not see it); delete the views or take "
+                f"copies (x[1:3].copy())")
+
     def __getitem__(self, key):
+        if _basic_key(key):
+            return self._view_call(operator.getitem, key)
         return self._call(operator.getitem, _index_key(key))
 
     def __setitem__(self, key, value):
+        self._check_write("an assignment")
         arr = self._dask().copy()
         v = _lowered(value)
         arr[_index_key(key)] = v
@@ -238,26 +268,26 @@ class DaskArray:
     def transpose(self, *axes) -> "DaskArray":
         if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
             axes = axes[0]
-        return self._call(lambda a: a.transpose(tuple(axes)) if axes else a.transpose())
+        return self._view_call(lambda a: a.transpose(tuple(axes)) if axes else a.transpose())
 
     def swapaxes(self, a1: int, a2: int) -> "DaskArray":
-        return self._call(lambda a: a.swapaxes(a1, a2))
+        return self._view_call(lambda a: a.swapaxes(a1, a2))
 
     def reshape(self, *shape, order="C") -> "DaskArray":
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         if order != "C":
             raise NotImplementedError("lazynp: chunked arrays reshape in C order only")
-        return self._call(_reshape, shape)
+        return self._view_call(_reshape, shape)
 
     def ravel(self) -> "DaskArray":
         return self.reshape(-1)
 
     def flatten(self) -> "DaskArray":
-        return self.reshape(-1)
+        return self._call(_reshape, (-1,))
 
     def squeeze(self, axis=None) -> "DaskArray":
-        return self._call(lambda a: a.squeeze(axis))
+        return self._view_call(lambda a: a.squeeze(axis))
 
     def rechunk(self, chunks) -> "DaskArray":
         """The same values in other chunks (dask's ``rechunk``)."""
@@ -364,6 +394,7 @@ def _binary(np_ufunc, reflected: bool = False):
 
 def _inplace(np_ufunc):
     def f(self, other):
+        self._check_write(f"an in-place {np_ufunc.__name__}")
         res = ufunc_call(np_ufunc, (self, other))
         if res.dtype != self.dtype:
             if not np.can_cast(res.dtype, self.dtype, "same_kind"):
@@ -462,6 +493,15 @@ def _lowered(x):
     if type(x) in (list, tuple):
         return type(x)(_lowered(v) for v in x)
     return x
+
+
+def _basic_key(key) -> bool:
+    """True for an index NumPy answers with a view (integers, slices, None, ...)."""
+    for k in key if type(key) is tuple else (key,):
+        if not (k is None or k is Ellipsis or type(k) in (int, slice, bool) and
+                type(k) is not bool or isinstance(k, np.integer)):
+            return False
+    return True
 
 
 def _index_key(key):
@@ -629,7 +669,7 @@ def evaluate(arrays) -> None:
     for c, arrs in by_client.values():
         persisted = c.persist([a._dask() for a in arrs])
         for a, p in zip(arrs, persisted):
-            a._n = lower.leaf(p, a._n.client)
+            a._n.value = p          # (pending work that reads it reads the persisted one)
 
 
 def asarray(a, dev: Device, dtype=None, copy=None) -> DaskArray:
