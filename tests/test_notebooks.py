@@ -62,7 +62,7 @@ def _execute(name: str):
 
 def test_the_notebooks_are_there():
     assert NAMES == ["01-drop-in", "02-autodiff", "03-symbol-and-jit", "04-distributed",
-                     "05-gpu"]
+                     "05-gpu", "06-beyond-one-machine"]
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -239,7 +239,13 @@ def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True, *, argnum=No
             from .device import value_and_grad as on_device
             return on_device(fun, argnums, has_aux)(*args, **kwargs)
         watch: list = []
-        r = call(args, kwargs, watch)
+        if devices.DEFAULTS_OPEN:
+            # CPU arguments inside a default_device block: the tape, its seed and the
+            # backward pass's arrays stay on the CPU
+            with devices.default_device("cpu"):
+                r = call(args, kwargs, watch)
+        else:
+            r = call(args, kwargs, watch)
         if watch:       # call's frame is gone: the trace's nodes nobody kept are dead now
             _replay.release_dead(watch)
         return r

@@ -236,7 +236,22 @@ def _backward(out, inputs: dict, seed=None) -> dict:
 
 # --- vjp, elementwise_grad, jacobian, jvp (one recording, one backward pass per cotangent) ----
 
+def _refuse_chunked(args, who: str) -> None:
+    """Chunked (dask) arguments: no backward pass yet, raise naming ``who``.
+
+    The dask device records elementwise ops and reductions, but builds ``matmul``,
+    indexing and the rest with dask.array at the call: a backward pass over its nodes would
+    miss them and return wrong gradients."""
+    for i, a in enumerate(args):
+        if getattr(getattr(a, "_device", None), "kind", None) == "dask":
+            raise NotImplementedError(
+                f"{who}: argument {i} is a chunked (dask) array: gradients of functions of "
+                f"chunked arrays are not implemented (jit and vmap of them are); gather it "
+                f"with x.to_device('cpu') where it fits in memory")
+
+
 def _device_inputs(args, nums, who: str):
+    _refuse_chunked(args, who)
     args = list(args)
     inputs = {}
     for i in nums:

@@ -424,10 +424,16 @@ DaskArray.__hash__ = None
 # --- operands ------------------------------------------------------------------------------
 
 def _client_of(items):
+    """The client of the first chunked array among ``items`` (lists and tuples looked
+    into: ``stack([x, y])``), else the open ``default_device`` block's."""
     for a in items:
-        if isinstance(a, DaskArray) and a._n.client is not None:
+        if isinstance(a, (list, tuple)):
+            c = _client_of(a)
+            if c is not None:
+                return c
+        elif isinstance(a, DaskArray) and a._n.client is not None:
             return a._n.client
-    return None
+    return dask_options()["client"]
 
 
 def _wrap(arr, client=None) -> DaskArray:
