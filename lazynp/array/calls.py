@@ -36,7 +36,10 @@ def _call_impl_out_for(fn):
 
     def impl_out(out, *vals, tpl):
         a, k = _fill_deep(tpl, vals)
-        fn(*a, out=out, **k)
+        if fn is np.einsum:
+            _split.einsum_into(a, k, out)     # (a large stack of outer products: two threads)
+        else:
+            fn(*a, out=out, **k)
     impl_out.__name__ = fn.__name__
     return impl_out
 
