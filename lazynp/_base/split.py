@@ -280,6 +280,12 @@ def _plain_operands(uf, args, out):
 # of one call, whatever the loop NumPy picks for each.
 
 
+#: Chunks of the first axis that the two threads take in turn (a thread that gets the CPU
+#: late, on a loaded machine, takes fewer of them instead of holding up the other with a
+#: whole half).
+EINSUM_CHUNKS = 16
+
+
 def _einsum_rows(args: tuple, kwargs: dict, out: np.ndarray) -> bool:
     """True when ``np.einsum(*args, out=out, **kwargs)`` may be cut along the first axis."""
     subs = args[0] if args else None
@@ -308,17 +314,23 @@ def _einsum_rows(args: tuple, kwargs: dict, out: np.ndarray) -> bool:
 
 
 def einsum_into(args: tuple, kwargs: dict, out: np.ndarray) -> None:
-    """``np.einsum(*args, out=out, **kwargs)``: on two threads, half of the output's first
-    axis each, when it is a product without a sum (``"...ik,...kj->...ij"`` with ``k`` of
-    length 1: a stack of outer products) of operands whose first axis is the output's, none
-    sharing memory with ``out``, of at least :data:`SPLIT_MIN` elements; else as one call.
-    A half that raised or met a floating-point flag makes the whole call again on this
-    thread, so NumPy's errors and warnings come as NumPy gives them."""
+    """``np.einsum(*args, out=out, **kwargs)``: on two threads, which take chunks of the
+    output's first axis in turn (:data:`EINSUM_CHUNKS`), when it is a product without a sum
+    (``"...ik,...kj->...ij"`` with ``k`` of length 1: a stack of outer products) of operands
+    whose first axis is the output's, none sharing memory with ``out``, of at least
+    :data:`SPLIT_MIN` elements; else as one call.  A thread that raised or met a
+    floating-point flag makes the whole call again on this thread, so NumPy's errors and
+    warnings come as NumPy gives them."""
     if enabled and out.size >= SPLIT_MIN and _einsum_rows(args, kwargs, out):
-        h = out.shape[0] // 2
-        lo = (args[0],) + tuple(a[:h] for a in args[1:])
-        hi = (args[0],) + tuple(a[h:] for a in args[1:])
-        if _both(np.einsum, lo, {"out": out[:h]}, hi, {"out": out[h:]}) is not None:
+        n = out.shape[0]
+        step = -(-n // min(n, EINSUM_CHUNKS))
+        starts = iter(range(0, n, step))    # (shared: each start is taken by one thread)
+        subs, ops = args[0], args[1:]
+
+        def take_chunks():
+            for i in starts:
+                np.einsum(subs, *[a[i:i + step] for a in ops], out=out[i:i + step])
+        if _both(take_chunks, (), {}, (), {}) is not None:
             return
     np.einsum(*args, out=out, **kwargs)
 
