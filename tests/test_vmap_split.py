@@ -122,3 +122,81 @@ def test_vmap_grad_weight_gradient_split_equals_loop(splits):
     loop = [g(params, X[i], Y[i]) for i in range(B)]
     for k in range(4):
         _same(got[k], numpy.stack([numpy.asarray(one[k]) for one in loop]))
+
+
+def _ready_writer(args, out):
+    """The one-pass kernel's row writer, once its background compile is done."""
+    from lazynp.array import outer_products
+    from lazynp.kernels import cpu
+    w = outer_products.row_writer(args, {}, out)
+    if w is None:
+        cpu.wait_compiles()
+        w = outer_products.row_writer(args, {}, out)
+    return w
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_one_pass_kernel_is_einsums_bits(dtype):
+    """``a * b + 0.0`` in one pass: einsum's ``0.0 + a * b`` (signed zeros, NaN, inf)."""
+    a, b = _operands(B=5, m=40, n=30)
+    a[1, 4, 0], b[1, 0, 3] = numpy.inf, 0.0        # inf * 0: NaN
+    a[2, 5, 0], b[2, 0, 6] = numpy.nan, -1.0
+    a[3, 6, 0], b[3, 0, 7] = -numpy.inf, -2.0
+    a, b = a.astype(dtype), b.astype(dtype)
+    out = numpy.full((5, 40, 30), 7.0, dtype)
+    w = _ready_writer(("...ik,...kj->...ij", a, b), out)
+    assert w is not None
+    w(0, 5)
+    _same(out, numpy.einsum("...ik,...kj->...ij", a, b))
+    assert numpy.signbit(out).any() and not numpy.signbit(out[out == 0]).any()
+
+
+@pytest.mark.parametrize("why", ["sum over k", "other dtype", "not C-ordered", "overlap"])
+def test_one_pass_kernel_declines(why):
+    from lazynp.array import outer_products
+    a, b = _operands(B=3, m=8, n=6)
+    out = numpy.empty((3, 8, 6))
+    args = ("...ik,...kj->...ij", a, b)
+    if why == "sum over k":
+        args = ("...ik,...kj->...ij", numpy.ones((3, 8, 2)), numpy.ones((3, 2, 6)))
+    elif why == "other dtype":
+        out = out.astype(numpy.float32)
+    elif why == "not C-ordered":
+        out = numpy.empty((3, 6, 8)).transpose(0, 2, 1)
+    else:
+        big = numpy.empty(3 * 8 * 6 + 24)
+        args = ("...ik,...kj->...ij", big[:24].reshape(3, 8, 1), b)
+        out = big[:144].reshape(3, 8, 6)
+    assert outer_products.row_writer(args, {}, out) is None
+
+
+def test_vmap_grad_one_pass_kernel_equals_loop(splits):
+    """Once the kernel is compiled, vmap's per-example weight gradient goes through it (on
+    two threads), with the loop's values bit for bit."""
+    from lazynp.array import outer_products
+    from lazynp.kernels import cpu
+    rng = numpy.random.default_rng(3)
+    B, D, H, C = 9, 400, 300, 3
+    params = [lazynp.asarray(rng.standard_normal(s) * 0.05) for s in ((D, H), (H,), (H, C), (C,))]
+    X = lazynp.asarray(rng.standard_normal((B, D)))
+    Y = lazynp.asarray(rng.standard_normal((B, C)))
+    g = lazynp.grad(_example_loss(lazynp))
+    per_example = lazynp.vmap(g, in_axes=(None, 0, 0))
+    [numpy.asarray(x) for x in per_example(params, X, Y)]
+    cpu.wait_compiles()
+    written = []
+    real = outer_products.row_writer
+
+    def counted(*args):
+        w = real(*args)
+        written.append(w is not None)
+        return w
+    outer_products.row_writer = counted
+    try:
+        got = [numpy.asarray(x) for x in per_example(params, X, Y)]
+    finally:
+        outer_products.row_writer = real
+    assert True in written and splits[0] >= 1
+    loop = [g(params, X[i], Y[i]) for i in range(B)]
+    for k in range(4):
+        _same(got[k], numpy.stack([numpy.asarray(one[k]) for one in loop]))

@@ -313,14 +313,15 @@ def _einsum_rows(args: tuple, kwargs: dict, out: np.ndarray) -> bool:
     return "." not in res[3:] and all(n == 1 for c, n in sizes.items() if c not in res)
 
 
-def einsum_into(args: tuple, kwargs: dict, out: np.ndarray) -> None:
+def einsum_into(args: tuple, kwargs: dict, out: np.ndarray, rows=None) -> None:
     """``np.einsum(*args, out=out, **kwargs)``: on two threads, which take chunks of the
     output's first axis in turn (:data:`EINSUM_CHUNKS`), when it is a product without a sum
     (``"...ik,...kj->...ij"`` with ``k`` of length 1: a stack of outer products) of operands
     whose first axis is the output's, none sharing memory with ``out``, of at least
     :data:`SPLIT_MIN` elements; else as one call.  A thread that raised or met a
     floating-point flag makes the whole call again on this thread, so NumPy's errors and
-    warnings come as NumPy gives them."""
+    warnings come as NumPy gives them.  ``rows``: a function ``rows(lo, hi)`` that writes
+    rows ``lo:hi`` of the same result (a compiled kernel), run in place of NumPy's einsum."""
     if enabled and out.size >= SPLIT_MIN and _einsum_rows(args, kwargs, out):
         n = out.shape[0]
         step = -(-n // min(n, EINSUM_CHUNKS))
@@ -329,9 +330,18 @@ def einsum_into(args: tuple, kwargs: dict, out: np.ndarray) -> None:
 
         def take_chunks():
             for i in starts:
-                np.einsum(subs, *[a[i:i + step] for a in ops], out=out[i:i + step])
+                if rows is not None:
+                    rows(i, min(i + step, n))
+                else:
+                    np.einsum(subs, *[a[i:i + step] for a in ops], out=out[i:i + step])
         if _both(take_chunks, (), {}, (), {}) is not None:
             return
+    if rows is not None:
+        try:
+            rows(0, out.shape[0])
+            return
+        except Exception:          # noqa: BLE001 (NumPy's own call raises it)
+            pass
     np.einsum(*args, out=out, **kwargs)
 
 
