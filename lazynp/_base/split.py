@@ -274,9 +274,9 @@ def _plain_operands(uf, args, out):
 # ``einsum("...ik,...kj->...ij", a, b, out=out)`` where ``k`` has length 1 is a stack of outer
 # products (vmap's per-example weight gradient of a dense layer: 411 MB for a 784x256 layer
 # and 256 examples, bound by memory writes).  When every operand's ellipsis covers as many
-# axes as the output's, their first axes are the output's first axis: each half of it is
-# computed from that half of the operands alone.  Each output element is a product of one
-# element per operand (no letter summed over more than one term), so the halves give the bits
+# axes as the output's, their first axes are the output's first axis: each chunk of it is
+# computed from that chunk of the operands alone.  Each output element is a product of one
+# element per operand (no letter summed over more than one term), so the chunks give the bits
 # of one call, whatever the loop NumPy picks for each.
 
 
