@@ -13,6 +13,7 @@ from .ndarray import ndarray
 
 from .._base import split as _split
 from ..core import graph
+from . import outer_products as _outer_products
 from .indexing import _Slot, _fill
 from ..core.graph import Node
 from ..ops.core import TUPLE_GET
@@ -36,7 +37,10 @@ def _call_impl_out_for(fn):
 
     def impl_out(out, *vals, tpl):
         a, k = _fill_deep(tpl, vals)
-        fn(*a, out=out, **k)
+        if fn is np.einsum:     # (a large stack of outer products: one pass, two threads)
+            _split.einsum_into(a, k, out, _outer_products.row_writer(a, k, out))
+        else:
+            fn(*a, out=out, **k)
     impl_out.__name__ = fn.__name__
     return impl_out
 

@@ -643,6 +643,8 @@ def _matmul_or_outer(ops: list, shape: tuple, dtype) -> Node:
     broadcast ``multiply`` gives ``-0.0``), written into a pooled buffer, and NumPy's
     einsum loop for it runs ~1.8x faster than the broadcast multiply's (2026-12-07, the
     (256, 784, 256) gradient of the 784-256-10 MLP: 72 vs 136 ms into a reused buffer).
+    A large one is then written in one pass by a compiled kernel, on two threads
+    (array/outer_products.py through einsum's ``impl_out`` and ``split.einsum_into``).
     Complex dtypes keep the broadcast multiply."""
     a, b = ops
     if a.shape[-1] == 1 and dtype.kind == "f" and a.dtype == b.dtype == dtype:
