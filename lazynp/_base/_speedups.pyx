@@ -990,6 +990,10 @@ cdef class ndarray:
                     _count_inplace()
                     return
         kind = 0 if _record_all else lz_index_kind(index, _np_integer)
+        if type(value) is ndarray and (kind == 1 or type(index) is tuple and
+                                       len(<tuple>index) == 0) and \
+                _set_object_element(self, index, value):
+            return
         if kind != 0:                       # (a basic index; 1: integers only)
             if type(value) is ndarray and _assign_tree(self, index, <ndarray>value):
                 return
@@ -1025,6 +1029,9 @@ cdef class ndarray:
                         target[mv] = value
                     return
         _setitem_py(self, index, value)
+
+    def __delitem__(self, index):
+        raise ValueError("cannot delete array elements")
 
     def __getbuffer__(self, Py_buffer *view, int flags):
         # The buffer protocol (memoryview, bytes, struct, hashlib, file writes; NumPy tries
@@ -1188,6 +1195,57 @@ cdef class ndarray:
         return _unop(3, self)
 
 
+cdef extern from *:
+    """
+    /* The sequence protocol's item slots of the array type, as NumPy's array_item and
+       array_assign_item: PySequence_GetItem/SetItem add the length to a negative index
+       before calling them, so an index still negative was out of bounds (-11 on a length
+       10 array), and is undone for the IndexError; a NULL value (PySequence_DelItem) is
+       NumPy's ValueError.  Cython's own slots would pass -1 on as the last element. */
+    static PyObject *lz_index_undone(PyObject *o, Py_ssize_t i) {
+        if (i < 0) {
+            Py_ssize_t n = PyObject_Length(o);
+            if (n < 0)
+                return NULL;
+            i -= n;
+        }
+        return PyLong_FromSsize_t(i);
+    }
+    static PyObject *lz_sq_item(PyObject *o, Py_ssize_t i) {
+        PyObject *key = lz_index_undone(o, i), *r;
+        if (key == NULL)
+            return NULL;
+        r = Py_TYPE(o)->tp_as_mapping->mp_subscript(o, key);
+        Py_DECREF(key);
+        return r;
+    }
+    static int lz_sq_ass_item(PyObject *o, Py_ssize_t i, PyObject *v) {
+        PyObject *key;
+        int r;
+        if (v == NULL) {
+            PyErr_SetString(PyExc_ValueError, "cannot delete array elements");
+            return -1;
+        }
+        key = lz_index_undone(o, i);
+        if (key == NULL)
+            return -1;
+        r = Py_TYPE(o)->tp_as_mapping->mp_ass_subscript(o, key, v);
+        Py_DECREF(key);
+        return r;
+    }
+    static void lz_set_sequence_slots(PyObject *type) {
+        PySequenceMethods *sq = ((PyTypeObject *)type)->tp_as_sequence;
+        sq->sq_item = lz_sq_item;
+        sq->sq_ass_item = lz_sq_ass_item;
+        PyType_Modified((PyTypeObject *)type);
+    }
+    """
+    void lz_set_sequence_slots(object type)
+
+
+lz_set_sequence_slots(ndarray)
+
+
 cdef class _ArrayIter:
     """Iteration over the first axis: ``arr[i]`` for each ``i`` (NumPy's scalars for 1-D)."""
 
@@ -1338,6 +1396,28 @@ cdef inline char *_element_ptr(cnp.ndarray v, index, bint is_tuple) except? NULL
         if not _axis_offset((<tuple>index)[k], dims[k], strides[k], &off):
             return NULL
     return cnp.PyArray_BYTES(v) + off
+
+
+cdef bint _set_object_element(ndarray self, index, value) except -1:
+    """``a[i, j] = value`` for one element of an object array (``index`` full, or ``()`` on
+    a 0-d array), ``value`` a lazynp array: NumPy stores the object itself there, not its
+    converted value.  False where this does not apply (the other paths then decide)."""
+    cdef char *item
+    if self.dtype.num != cnp.NPY_OBJECT:
+        return False
+    target = _writable(self, 1)
+    if type(target) is not _ndarray_np or not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>target):
+        return False
+    if cnp.PyArray_NDIM(<cnp.ndarray>target) == 0:
+        if type(index) is not tuple or len(<tuple>index) != 0:
+            return False
+        item = cnp.PyArray_BYTES(<cnp.ndarray>target)
+    else:
+        item = _element_ptr(<cnp.ndarray>target, index, type(index) is tuple)
+        if item == NULL:
+            return False
+    PyArray_Pack(cnp.PyArray_DESCR(<cnp.ndarray>target), item, value)
+    return True
 
 
 cdef Py_ssize_t _region_of(ndarray a, index) except -2:
