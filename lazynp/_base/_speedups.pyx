@@ -436,6 +436,10 @@ cdef object _view_on_fn = None
 cdef object _check_buffer_dtype_py = None      # ndarray.check_buffer_dtype
 cdef object _array_py = None, _array_ufunc_py = None, _transpose_py = None
 cdef list _fwd = [None] * 16, _rev = [None] * 16, _inpl = [None] * 16, _cmp = [None] * 6
+# the same recorded paths without NumPy's deferral check, taken when the other operand's
+# type is in _never_defer (Python and NumPy numbers, arrays): one Python call less per op
+cdef list _fwd_plain = [None] * 16, _inpl_plain = [None] * 16
+cdef object _never_defer = frozenset()
 cdef list _unary_py = [None] * 4
 
 DEF K_ADD = 0
@@ -638,14 +642,21 @@ cdef object _try_split(uf, tuple args):
     return None
 
 
-def configure_dunders(*, forward, reflected, inplace, compare, unary):
+def configure_dunders(*, forward, reflected, inplace, compare, unary, forward_plain=None,
+                      inplace_plain=None, never_defer=frozenset()):
     """The recorded paths of the arithmetic and comparison dunders (from _methods.py):
     dicts by the names of BINARY_KINDS; ``compare`` in rich-comparison order (lt, le, eq,
-    ne, gt, ge); ``unary``: neg, pos, abs, invert."""
+    ne, gt, ge); ``unary``: neg, pos, abs, invert.  ``forward_plain``/``inplace_plain``: the
+    forward and in-place paths without their deferral check, called instead when the other
+    operand's type is in ``never_defer``."""
+    global _never_defer
+    _never_defer = frozenset(never_defer)
     for i, name in enumerate(BINARY_KINDS):
         _fwd[i] = forward.get(name)
         _rev[i] = reflected.get(name)
         _inpl[i] = inplace.get(name)
+        _fwd_plain[i] = (forward_plain or forward).get(name)
+        _inpl_plain[i] = (inplace_plain or inplace).get(name)
     for i in range(6):
         _cmp[i] = compare[i]
     for i in range(4):
@@ -2424,7 +2435,7 @@ cdef object _binop(int k, x, y):
                         return _wrap(r)
                 return _wrap(_number_op(k, vx, vy))
     if isinstance(x, ndarray):
-        f = _fwd[k]
+        f = _fwd_plain[k] if type(y) in _never_defer else _fwd[k]
         return f(x, y) if f is not None else NotImplemented
     f = _rev[k]
     return f(y, x) if f is not None else NotImplemented
@@ -3074,6 +3085,8 @@ cdef object _inplace(int k, ndarray self, y):
             if target is not None:
                 _inplace_op(k, target, vy)
                 return self
+    if type(y) in _never_defer:
+        return _inpl_plain[k](self, y)
     return _inpl[k](self, y)
 
 
