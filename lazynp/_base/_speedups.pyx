@@ -642,8 +642,8 @@ cdef object _try_split(uf, tuple args):
     return None
 
 
-def configure_dunders(*, forward, reflected, inplace, compare, unary, forward_plain=None,
-                      inplace_plain=None, never_defer=frozenset()):
+def configure_dunders(*, forward, reflected, inplace, compare, unary, forward_plain,
+                      inplace_plain, never_defer):
     """The recorded paths of the arithmetic and comparison dunders (from _methods.py):
     dicts by the names of BINARY_KINDS; ``compare`` in rich-comparison order (lt, le, eq,
     ne, gt, ge); ``unary``: neg, pos, abs, invert.  ``forward_plain``/``inplace_plain``: the
@@ -655,8 +655,8 @@ def configure_dunders(*, forward, reflected, inplace, compare, unary, forward_pl
         _fwd[i] = forward.get(name)
         _rev[i] = reflected.get(name)
         _inpl[i] = inplace.get(name)
-        _fwd_plain[i] = (forward_plain or forward).get(name)
-        _inpl_plain[i] = (inplace_plain or inplace).get(name)
+        _fwd_plain[i] = forward_plain.get(name)
+        _inpl_plain[i] = inplace_plain.get(name)
     for i in range(6):
         _cmp[i] = compare[i]
     for i in range(4):
