@@ -436,6 +436,10 @@ cdef object _view_on_fn = None
 cdef object _check_buffer_dtype_py = None      # ndarray.check_buffer_dtype
 cdef object _array_py = None, _array_ufunc_py = None, _transpose_py = None
 cdef list _fwd = [None] * 16, _rev = [None] * 16, _inpl = [None] * 16, _cmp = [None] * 6
+# the same recorded paths without NumPy's deferral check, taken when the other operand's
+# type is in _never_defer (Python and NumPy numbers, arrays): one Python call less per op
+cdef list _fwd_plain = [None] * 16, _inpl_plain = [None] * 16
+cdef object _never_defer = frozenset()
 cdef list _unary_py = [None] * 4
 
 DEF K_ADD = 0
@@ -638,14 +642,21 @@ cdef object _try_split(uf, tuple args):
     return None
 
 
-def configure_dunders(*, forward, reflected, inplace, compare, unary):
+def configure_dunders(*, forward, reflected, inplace, compare, unary, forward_plain,
+                      inplace_plain, never_defer):
     """The recorded paths of the arithmetic and comparison dunders (from _methods.py):
     dicts by the names of BINARY_KINDS; ``compare`` in rich-comparison order (lt, le, eq,
-    ne, gt, ge); ``unary``: neg, pos, abs, invert."""
+    ne, gt, ge); ``unary``: neg, pos, abs, invert.  ``forward_plain``/``inplace_plain``: the
+    forward and in-place paths without their deferral check, called instead when the other
+    operand's type is in ``never_defer``."""
+    global _never_defer
+    _never_defer = frozenset(never_defer)
     for i, name in enumerate(BINARY_KINDS):
         _fwd[i] = forward.get(name)
         _rev[i] = reflected.get(name)
         _inpl[i] = inplace.get(name)
+        _fwd_plain[i] = forward_plain.get(name)
+        _inpl_plain[i] = inplace_plain.get(name)
     for i in range(6):
         _cmp[i] = compare[i]
     for i in range(4):
@@ -990,6 +1001,10 @@ cdef class ndarray:
                     _count_inplace()
                     return
         kind = 0 if _record_all else lz_index_kind(index, _np_integer)
+        if type(value) is ndarray and (kind == 1 or type(index) is tuple and
+                                       len(<tuple>index) == 0) and \
+                _set_object_element(self, index, value):
+            return
         if kind != 0:                       # (a basic index; 1: integers only)
             if type(value) is ndarray and _assign_tree(self, index, <ndarray>value):
                 return
@@ -1025,6 +1040,9 @@ cdef class ndarray:
                         target[mv] = value
                     return
         _setitem_py(self, index, value)
+
+    def __delitem__(self, index):
+        raise ValueError("cannot delete array elements")
 
     def __getbuffer__(self, Py_buffer *view, int flags):
         # The buffer protocol (memoryview, bytes, struct, hashlib, file writes; NumPy tries
@@ -1188,6 +1206,57 @@ cdef class ndarray:
         return _unop(3, self)
 
 
+cdef extern from *:
+    """
+    /* The sequence protocol's item slots of the array type, as NumPy's array_item and
+       array_assign_item: PySequence_GetItem/SetItem add the length to a negative index
+       before calling them, so an index still negative was out of bounds (-11 on a length
+       10 array), and is undone for the IndexError; a NULL value (PySequence_DelItem) is
+       NumPy's ValueError.  Cython's own slots would pass -1 on as the last element. */
+    static PyObject *lz_index_undone(PyObject *o, Py_ssize_t i) {
+        if (i < 0) {
+            Py_ssize_t n = PyObject_Length(o);
+            if (n < 0)
+                return NULL;
+            i -= n;
+        }
+        return PyLong_FromSsize_t(i);
+    }
+    static PyObject *lz_sq_item(PyObject *o, Py_ssize_t i) {
+        PyObject *key = lz_index_undone(o, i), *r;
+        if (key == NULL)
+            return NULL;
+        r = Py_TYPE(o)->tp_as_mapping->mp_subscript(o, key);
+        Py_DECREF(key);
+        return r;
+    }
+    static int lz_sq_ass_item(PyObject *o, Py_ssize_t i, PyObject *v) {
+        PyObject *key;
+        int r;
+        if (v == NULL) {
+            PyErr_SetString(PyExc_ValueError, "cannot delete array elements");
+            return -1;
+        }
+        key = lz_index_undone(o, i);
+        if (key == NULL)
+            return -1;
+        r = Py_TYPE(o)->tp_as_mapping->mp_ass_subscript(o, key, v);
+        Py_DECREF(key);
+        return r;
+    }
+    static void lz_set_sequence_slots(PyObject *type) {
+        PySequenceMethods *sq = ((PyTypeObject *)type)->tp_as_sequence;
+        sq->sq_item = lz_sq_item;
+        sq->sq_ass_item = lz_sq_ass_item;
+        PyType_Modified((PyTypeObject *)type);
+    }
+    """
+    void lz_set_sequence_slots(object type)
+
+
+lz_set_sequence_slots(ndarray)
+
+
 cdef class _ArrayIter:
     """Iteration over the first axis: ``arr[i]`` for each ``i`` (NumPy's scalars for 1-D)."""
 
@@ -1338,6 +1407,28 @@ cdef inline char *_element_ptr(cnp.ndarray v, index, bint is_tuple) except? NULL
         if not _axis_offset((<tuple>index)[k], dims[k], strides[k], &off):
             return NULL
     return cnp.PyArray_BYTES(v) + off
+
+
+cdef bint _set_object_element(ndarray self, index, value) except -1:
+    """``a[i, j] = value`` for one element of an object array (``index`` full, or ``()`` on
+    a 0-d array), ``value`` a lazynp array: NumPy stores the object itself there, not its
+    converted value.  False where this does not apply (the other paths then decide)."""
+    cdef char *item
+    if self.dtype.num != cnp.NPY_OBJECT:
+        return False
+    target = _writable(self, 1)
+    if type(target) is not _ndarray_np or not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>target):
+        return False
+    if cnp.PyArray_NDIM(<cnp.ndarray>target) == 0:
+        if type(index) is not tuple or len(<tuple>index) != 0:
+            return False
+        item = cnp.PyArray_BYTES(<cnp.ndarray>target)
+    else:
+        item = _element_ptr(<cnp.ndarray>target, index, type(index) is tuple)
+        if item == NULL:
+            return False
+    PyArray_Pack(cnp.PyArray_DESCR(<cnp.ndarray>target), item, value)
+    return True
 
 
 cdef Py_ssize_t _region_of(ndarray a, index) except -2:
@@ -2344,7 +2435,7 @@ cdef object _binop(int k, x, y):
                         return _wrap(r)
                 return _wrap(_number_op(k, vx, vy))
     if isinstance(x, ndarray):
-        f = _fwd[k]
+        f = _fwd_plain[k] if type(y) in _never_defer else _fwd[k]
         return f(x, y) if f is not None else NotImplemented
     f = _rev[k]
     return f(y, x) if f is not None else NotImplemented
@@ -2994,6 +3085,8 @@ cdef object _inplace(int k, ndarray self, y):
             if target is not None:
                 _inplace_op(k, target, vy)
                 return self
+    if type(y) in _never_defer:
+        return _inpl_plain[k](self, y)
     return _inpl[k](self, y)
 
 

@@ -470,14 +470,18 @@ def install() -> None:
                "real": real, "imag": imag, "__contains__": _contains,
                "__array_namespace__": _array_namespace, "__array_ufunc__": _array_ufunc,
                "__array_function__": _array_function}
+    plain = {}      # (the operators without the deferral check: see configure_dunders)
     for dunder, name in _BINARY.items():
         uf = UFUNCS[name]
-        members[f"__{dunder}__"] = _deferring(_binary_dunder(uf, reflected=False),
-                                              f"__r{dunder}__")
+        plain[f"__{dunder}__"] = _binary_dunder(uf, reflected=False)
+        plain[f"__i{dunder}__"] = _inplace(uf)
+        members[f"__{dunder}__"] = _deferring(plain[f"__{dunder}__"], f"__r{dunder}__")
         members[f"__r{dunder}__"] = _binary_dunder(uf, reflected=True)
-        members[f"__i{dunder}__"] = _deferring(_inplace(uf), f"__r{dunder}__", True)
-    members["__pow__"] = _deferring(_power_dunder(UFUNCS["power"]), "__rpow__")
-    members["__ipow__"] = _deferring(_power_inplace(UFUNCS["power"]), "__rpow__", True)
+        members[f"__i{dunder}__"] = _deferring(plain[f"__i{dunder}__"], f"__r{dunder}__", True)
+    plain["__pow__"] = _power_dunder(UFUNCS["power"])
+    plain["__ipow__"] = _power_inplace(UFUNCS["power"])
+    members["__pow__"] = _deferring(plain["__pow__"], "__rpow__")
+    members["__ipow__"] = _deferring(plain["__ipow__"], "__rpow__", True)
     for dunder, name in _COMPARE.items():
         members[f"__{dunder}__"] = _deferring(_compare(UFUNCS[name]), _SWAPPED[f"__{dunder}__"])
     for dunder, name in _UNARY.items():
@@ -507,5 +511,10 @@ def install() -> None:
             forward={k: members[f"__{d}__"] for k, d in dunder_names.items()},
             reflected={k: members[f"__r{d}__"] for k, d in dunder_names.items()},
             inplace={k: members.get(f"__i{d}__") for k, d in dunder_names.items()},
+            forward_plain={k: plain.get(f"__{d}__", members[f"__{d}__"])
+                           for k, d in dunder_names.items()},
+            inplace_plain={k: plain.get(f"__i{d}__", members.get(f"__i{d}__"))
+                           for k, d in dunder_names.items()},
+            never_defer=_NEVER_DEFER,
             compare=[members[f"__{d}__"] for d in ("lt", "le", "eq", "ne", "gt", "ge")],
             unary=[members[f"__{d}__"] for d in ("neg", "pos", "abs", "invert")])

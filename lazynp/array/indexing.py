@@ -129,10 +129,32 @@ def _basic_view_shadow(arr, idx: tuple):
     """Shadow of ``arr[idx]`` as an array view (0-d for a full integer index)."""
     sh = arr._get_shadow()
     res = sh[idx]
-    if type(res) is not np.ndarray:
+    if type(res) is not np.ndarray or sh.dtype.hasobject and res.base is not _owner(sh):
+        # (an object array's element may itself be an array: the element, not a view)
         res = sh[idx + (Ellipsis,)]
         return res, True
     return res, False
+
+
+def _owner(a: np.ndarray):
+    """The ``base`` NumPy gives every view of ``a``."""
+    return a if a.base is None else a.base
+
+
+def _set_object_element(arr, index, value) -> bool:
+    """``arr[i, j] = value`` for one element of an object array, ``value`` a lazynp array:
+    NumPy stores the object itself there, not its converted value (as the C core does).
+    False where this does not apply."""
+    if arr.dtype != object or _policy.record_all:
+        return False
+    basic = _normalize_basic(index)
+    if basic is None or not _basic_view_shadow(arr, basic)[1]:
+        return False
+    target = graph.writable_view(arr, 1, large_in_place=True)
+    if target is None:
+        return False
+    target[basic] = value
+    return True
 
 
 def is_field_key(index) -> bool:
@@ -261,6 +283,8 @@ def setitem(arr, index, value) -> None:
     if is_field_key(index):
         # NumPy assigns to a field through its view: so does lazynp (the base sees it)
         setitem(field_view(arr, index), Ellipsis, value)
+        return
+    if isinstance(value, ndarray) and _set_object_element(arr, index, value):
         return
     if not _policy.record_all and _setitem_now(arr, index, value):
         return

@@ -274,6 +274,9 @@ class _CoreReference:
             return memoryview(self.__array__())
 
     # --- indexing (``__getitem__``/``__setitem__``: lazynp.array.indexing's) --------------
+    def __delitem__(self, index):
+        raise ValueError("cannot delete array elements")
+
     def __iter__(self):
         if not self.shape:
             raise TypeError("iteration over a 0-d array")
