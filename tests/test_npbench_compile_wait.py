@@ -44,6 +44,7 @@ def compile_thread_held(monkeypatch):
     monkeypatch.setattr(cpu, "before_compile", release.wait)
     yield
     release.set()
+    cpu.wait_compiles()      # (queued compiles finish in this test's kernel folder)
 
 
 def test_the_caller_compiles_once_op_by_op_work_has_cost_a_compile(
