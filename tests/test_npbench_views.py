@@ -105,3 +105,23 @@ def test_bad_basic_indices_raise_numpys_errors(index, error):
     with pytest.raises(error) as got:
         lazynp.zeros((10, 10))[index]
     assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("index", [(2, 3), (-1, 0), 3, (1,), -2, (numpy.int64(3), 1)])
+def test_integer_index_writes_into_an_array_that_has_views(index):
+    # (NPBench's trmm: ``B[i, j] += np.dot(...)`` on a B whose columns were viewed, so B is
+    # attached to the graph; the written region is counted from the buffer's axes)
+    want = numpy.arange(30.0).reshape(5, 6)
+    got = lazynp.array(want)
+    col = got[1:, 2]
+    wcol = want[1:, 2]
+    got[index] += 2.5
+    want[index] += 2.5
+    got[index] = 7.0
+    want[index] = 7.0
+    numpy.testing.assert_array_equal(numpy.asarray(got), want)
+    numpy.testing.assert_array_equal(numpy.asarray(col), wcol)
+    sub = got[1:, :]                 # a view's own integer-index writes
+    sub[index] = -1.0
+    want[1:, :][index] = -1.0
+    numpy.testing.assert_array_equal(numpy.asarray(got), want)

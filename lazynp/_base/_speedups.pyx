@@ -1001,9 +1001,9 @@ cdef class ndarray:
             if vv is not _NE:
                 t = type(index)
                 if kind == 1 and t is not tuple:
-                    region = _size_of(self.shape[1:])   # (one element of a 1-D array)
+                    region = _size_after(self, 1)       # (one element of a 1-D array)
                 elif kind == 1:
-                    region = _size_of(self.shape[len(<tuple>index):])
+                    region = _size_after(self, len(<tuple>index))
                 else:
                     region = _region_of(self, index)
                 target = _writable(self, region)
@@ -1420,6 +1420,23 @@ def basic_view(v, index):
     if type(v) is not _ndarray_np:
         return None
     return _basic_view(<cnp.ndarray>v, index, type(index) is tuple)
+
+
+cdef Py_ssize_t _size_after(ndarray a, Py_ssize_t k) except -1:
+    """The product of ``a``'s axes from the ``k``-th on (``_size_of(a.shape[k:])``, without
+    the shape tuple and its slice: the elements an integer index of ``k`` items picks)."""
+    cdef Py_ssize_t n = 1, i
+    cdef object arr = a._shadow if a._shadow is not None else a._val
+    cdef cnp.npy_intp *dims
+    if arr is not None and type(arr) is _ndarray_np:
+        dims = cnp.PyArray_DIMS(<cnp.ndarray>arr)
+        for i in range(k, cnp.PyArray_NDIM(<cnp.ndarray>arr)):
+            n *= dims[i]
+        return n
+    shape = a.shape
+    for i in range(k, len(shape)):
+        n *= <Py_ssize_t>shape[i]
+    return n
 
 
 cdef Py_ssize_t _region_of(ndarray a, index) except -2:
