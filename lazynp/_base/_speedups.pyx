@@ -20,6 +20,7 @@ from cpython.ref cimport PyObject, Py_XDECREF, Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM, PyTuple_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.number cimport PyNumber_Index
+from cpython.slice cimport PySlice_Unpack, PySlice_AdjustIndices
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(object o)
     void PyObject_GC_Track(object o)
@@ -970,7 +971,10 @@ cdef class ndarray:
                 # (a structured element, a numpy.void viewing the buffer, takes the
                 # Python path, which shares the buffer with the caller)
                 if kind != 0:
-                    sh = _shadow_of(self)[index]
+                    sh = _shadow_of(self)
+                    r = _basic_view(<cnp.ndarray>sh, index, t is tuple) \
+                        if type(sh) is _ndarray_np else None
+                    sh = sh[index] if r is None else r
                     if type(sh) is _ndarray_np:
                         return _view_handle(self, sh)
                 elif t is ndarray or t is _ndarray_np:
@@ -1012,9 +1016,9 @@ cdef class ndarray:
             if vv is not _NE:
                 t = type(index)
                 if kind == 1 and t is not tuple:
-                    region = _size_of(self.shape[1:])   # (one element of a 1-D array)
+                    region = _size_after(self, 1)       # (one element of a 1-D array)
                 elif kind == 1:
-                    region = _size_of(self.shape[len(<tuple>index):])
+                    region = _size_after(self, len(<tuple>index))
                 else:
                     region = _region_of(self, index)
                 target = _writable(self, region)
@@ -1429,6 +1433,101 @@ cdef bint _set_object_element(ndarray self, index, value) except -1:
             return False
     PyArray_Pack(cnp.PyArray_DESCR(<cnp.ndarray>target), item, value)
     return True
+
+
+cdef extern from "numpy/arrayobject.h":
+    object lz_new_from_descr "PyArray_NewFromDescr" (
+        PyObject *subtype, PyObject *descr, int nd, cnp.npy_intp *dims,
+        cnp.npy_intp *strides, void *data, int flags, PyObject *obj)
+
+
+cdef inline bint _slice_bound(x) noexcept:
+    """A slice bound the view builder takes as it is: None or a Python int."""
+    return x is None or type(x) is int
+
+
+cdef object _basic_view(cnp.ndarray v, index, bint is_tuple):
+    """``v[index]`` for a basic index of Python ints and slices with Python-int (or None)
+    bounds, fewer integers than ``v`` has axes: the view NumPy makes (the same data
+    pointer, shape, strides, flags and base), built from ``v``'s strides without NumPy's
+    index parsing; None where NumPy's own indexing must decide (any other index, an
+    integer out of bounds, a zero step, a structured dtype)."""
+    cdef cnp.npy_intp dims[64]
+    cdef cnp.npy_intp strides[64]
+    cdef int nd = cnp.PyArray_NDIM(v), k, out = 0, n_items, n_ints = 0
+    cdef cnp.npy_intp *vdims = cnp.PyArray_DIMS(v)
+    cdef cnp.npy_intp *vstrides = cnp.PyArray_STRIDES(v)
+    cdef cnp.npy_intp off = 0
+    cdef Py_ssize_t start, stop, step, length
+    cdef object item
+    if cnp.PyArray_TYPE(v) == cnp.NPY_VOID or nd == 0:
+        return None
+    n_items = len(<tuple>index) if is_tuple else 1
+    if n_items > nd:
+        return None
+    for k in range(n_items):
+        item = (<tuple>index)[k] if is_tuple else index
+        if type(item) is int:
+            if not _axis_offset(item, vdims[k], vstrides[k], &off):
+                return None
+            n_ints += 1
+        elif type(item) is slice:
+            if not (_slice_bound((<slice>item).start) and _slice_bound((<slice>item).stop)
+                    and _slice_bound((<slice>item).step)):
+                return None
+            if (<slice>item).step == 0:
+                return None                 # (NumPy's ValueError)
+            PySlice_Unpack(item, &start, &stop, &step)
+            length = PySlice_AdjustIndices(vdims[k], &start, &stop, step)
+            if length <= 0:                 # (NumPy points an empty slice at its start)
+                length = 0
+                step = 1
+                start = 0
+            off += vstrides[k] * start
+            dims[out] = length
+            strides[out] = vstrides[k] * step
+            out += 1
+        else:
+            return None
+    if n_ints == nd:
+        return None                         # (an element: NumPy's scalar)
+    for k in range(n_items, nd):
+        dims[out] = vdims[k]
+        strides[out] = vstrides[k]
+        out += 1
+    descr = <object>cnp.PyArray_DESCR(v)
+    Py_INCREF(descr)                        # (PyArray_NewFromDescr steals it)
+    r = lz_new_from_descr(<PyObject*>_ndarray_np, <PyObject*>descr, out, dims, strides,
+                          cnp.PyArray_BYTES(v) + off,
+                          cnp.PyArray_FLAGS(v) & ~cnp.NPY_ARRAY_OWNDATA, NULL)
+    Py_INCREF(v)                            # (PyArray_SetBaseObject steals it)
+    cnp.PyArray_SetBaseObject(<cnp.ndarray>r, v)
+    return r
+
+
+def basic_view(v, index):
+    """The view :meth:`ndarray.__getitem__` builds in C for ``v[index]`` (a NumPy array),
+    or None where it leaves the index to NumPy (for tests: it must be NumPy's view)."""
+    if type(v) is not _ndarray_np:
+        return None
+    return _basic_view(<cnp.ndarray>v, index, type(index) is tuple)
+
+
+cdef Py_ssize_t _size_after(ndarray a, Py_ssize_t k) except -1:
+    """The product of ``a``'s axes from the ``k``-th on (``_size_of(a.shape[k:])``, without
+    the shape tuple and its slice: the elements an integer index of ``k`` items picks)."""
+    cdef Py_ssize_t n = 1, i
+    cdef object arr = a._shadow if a._shadow is not None else a._val
+    cdef cnp.npy_intp *dims
+    if arr is not None and type(arr) is _ndarray_np:
+        dims = cnp.PyArray_DIMS(<cnp.ndarray>arr)
+        for i in range(k, cnp.PyArray_NDIM(<cnp.ndarray>arr)):
+            n *= dims[i]
+        return n
+    shape = a.shape
+    for i in range(k, len(shape)):
+        n *= <Py_ssize_t>shape[i]
+    return n
 
 
 cdef Py_ssize_t _region_of(ndarray a, index) except -2:

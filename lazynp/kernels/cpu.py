@@ -7,8 +7,10 @@ optionally accumulates a trailing reduction.  Kernel source is written to the ke
 folder and imported, so Numba's ``cache=True`` keeps compiled code across processes (the
 folder, its size bound and eviction: :mod:`lazynp.kernels.cache`).
 
-Compilation never stalls the caller: a kernel seen for the first time is compiled on a
-background thread while the group runs on NumPy.
+A kernel seen for the first time is compiled on a low-priority background thread while the
+group runs on NumPy, op by op.  When the op-by-op work run for it meanwhile has cost as much
+as getting it ready (a compile, or a load from Numba's disk cache), the caller gets it ready
+itself and uses it (:func:`ready_seconds`; the rule is explained above it).
 """
 from __future__ import annotations
 
@@ -52,7 +54,9 @@ class _OneAtATime:
 
 STATS = {"kernel_compiles": 0, "kernel_cache_hits": 0, "kernel_compile_seconds": 0.0,
          "kernel_compile_failures": 0, "fused_groups_run": 0, "fused_groups_numpy": 0,
-         "fused_groups_fp_rerun": 0, "forked_during_compile": 0}
+         "fused_groups_fp_rerun": 0, "forked_during_compile": 0,
+         "kernel_foreground_compiles": 0, "kernel_load_seconds": 0.0,
+         "kernel_fresh_compile_seconds": 0.0}
 
 _REDUCE_INIT = {"sum": "0", "mean": "0", "prod": "1", "any": "False", "all": "True",
                 "max": None, "min": None}
@@ -440,12 +444,16 @@ def _compile(source: str, sig) -> None:
         else:
             _source_on_disk(disp)
         before = _cache_hit_count(disp)
+        t1 = time.thread_time()    # (CPU time: a starved compile thread's waits left out)
         disp.compile(sig)
+        took = time.thread_time() - t1
         hits = _cache_hit_count(disp)
         if hits > before:
             STATS["kernel_cache_hits"] += 1
+            STATS["kernel_load_seconds"] += took
         else:
             STATS["kernel_compiles"] += 1
+            STATS["kernel_fresh_compile_seconds"] += took
             try:
                 _cache.evict()      # (a new kernel's files were written)
             except OSError:
@@ -478,7 +486,9 @@ def _work_loop() -> None:
                     before_compile()
                 except Exception:
                     pass
-            _compile(source, sig)
+            with _compile_lock:
+                if (source, sig) not in _ready:
+                    _compile(source, sig)
         _queue.task_done()
 
 
@@ -515,7 +525,9 @@ def _type_key(a):
 
 def get_kernel(source: str, args, block: bool = False):
     """The compiled kernel for ``source`` and these argument types, or None when it is not
-    ready yet (a background compile is queued) or cannot be compiled."""
+    ready yet (a background compile is queued) or cannot be compiled.  ``block``: compile it
+    in the caller now; else the caller does so once its group's op-by-op runs while it was
+    pending cost as much as that (:func:`_worth_waiting`)."""
     tkey = tuple(_type_key(a) for a in args)
     disp = _ready_by_tkey.get((source, tkey))
     if disp is not None:
@@ -532,8 +544,11 @@ def get_kernel(source: str, args, block: bool = False):
         return disp
     if key in _failed or not compiles_available:
         return None
-    if block or SYNC_COMPILE:
-        _compile(source, sig)
+    if block or SYNC_COMPILE or _worth_waiting(key, source, args):
+        with _compile_lock:
+            if key not in _ready and key not in _failed:
+                STATS["kernel_foreground_compiles"] += 0 if block or SYNC_COMPILE else 1
+                _compile(source, sig)
         return _ready.get(key)
     global _worker
     with _lock:
@@ -544,6 +559,79 @@ def get_kernel(source: str, args, block: bool = False):
                 _worker = threading.Thread(target=_work_loop, name="lazynp-compile", daemon=True)
                 _worker.start()
     return None
+
+
+# --- when a pending kernel is worth waiting for -------------------------------------------
+# While a kernel compiles on the low-priority thread, its group runs op by op on NumPy.  On a
+# loaded machine (or at medium sizes on two cores) that thread can starve, and a loop then
+# runs op by op for good.  The rule is the ski-rental one: keep running op by op while the
+# op-by-op work done for this kernel costs less than getting the kernel ready, then get it
+# ready in the caller (at the caller's priority) and use it.  That costs at most twice the
+# better choice made knowing the future (how many more calls come).  Getting a kernel ready
+# costs what a compile took in this process (a guess before the first), or, for a kernel
+# Numba keeps on disk, what a cache load took: a second process finds its kernels there
+# and loads them in the caller almost at once, compiling nothing.
+
+#: NumPy's op-by-op time per byte of a group's arrays, a lower bound (each array read or
+#: written at least once, at about 10 GB/s): the op-by-op estimate undercounts the work,
+#: so a kernel is waited for late rather than early.
+OP_BY_OP_SECONDS_PER_BYTE = 1e-10
+#: Seconds assumed for a compile and for a disk-cache load before one was measured.
+COMPILE_SECONDS_GUESS = 0.5
+LOAD_SECONDS_GUESS = 0.1
+
+_op_by_op_seconds: dict = {}     # key -> estimated op-by-op seconds run while it was pending
+_compile_lock = threading.Lock()
+
+
+def _args_bytes(args) -> int:
+    n = 0
+    for a in args:
+        if type(a) is np.ndarray:
+            n += a.nbytes
+    return n
+
+
+def on_disk(source: str) -> bool:
+    """Whether Numba's on-disk cache holds compiled code for kernel ``source`` (its index
+    file: getting it ready is a load, not a compile, when its signature is in it)."""
+    name = _cache.PREFIX + hashlib.sha1(source.encode()).hexdigest()[:20]
+    try:
+        return name in _indexed_kernels(os.path.join(_cache.directory(), "__pycache__"))
+    except OSError:
+        return False
+
+
+_indexed: dict = {}              # folder -> (its mtime, the kernel names with an index file)
+
+
+def _indexed_kernels(folder: str) -> frozenset:
+    """The kernel names with a Numba index file (``<name>.kernel-<line>.pyXY.nbi``) in
+    ``folder``, listed again only when the folder changed."""
+    mtime = os.stat(folder).st_mtime_ns
+    hit = _indexed.get(folder)
+    if hit is None or hit[0] != mtime:
+        names = frozenset(f.split(".", 1)[0] for f in os.listdir(folder) if f.endswith(".nbi"))
+        hit = _indexed[folder] = (mtime, names)
+    return hit[1]
+
+
+def ready_seconds(source: str) -> float:
+    """The expected seconds to get kernel ``source`` ready in the caller: a disk-cache load
+    when Numba keeps it on disk, else a compile (this process's averages once measured)."""
+    if on_disk(source):
+        n = STATS["kernel_cache_hits"]
+        return STATS["kernel_load_seconds"] / n if n else LOAD_SECONDS_GUESS
+    n = STATS["kernel_compiles"]
+    return STATS["kernel_fresh_compile_seconds"] / n if n else COMPILE_SECONDS_GUESS
+
+
+def _worth_waiting(key, source: str, args) -> bool:
+    """Account one more op-by-op run of ``key``'s group (while its kernel is pending) and say
+    whether the op-by-op work so far has cost as much as getting the kernel ready."""
+    spent = _op_by_op_seconds.get(key, 0.0) + _args_bytes(args) * OP_BY_OP_SECONDS_PER_BYTE
+    _op_by_op_seconds[key] = spent
+    return spent >= ready_seconds(source)
 
 
 def wait_compiles() -> None:
@@ -599,10 +687,11 @@ def fork_done(child: bool) -> None:
     """After ``os.fork()``: undo :func:`fork_prepare`.  In the child the parent's compile
     thread does not exist: a fresh queue (the old one's lock may have been held by that
     thread) and thread, and the compiles queued in the parent are queued again on demand."""
-    global _worker, _queue, _compiler_held, compiles_available
+    global _worker, _queue, _compiler_held, compiles_available, _compile_lock
     if child:
         _worker = None
         _queue = queue.Queue()
+        _compile_lock = threading.Lock()    # (the parent's compile thread may hold it)
         _pending.clear()
         if _compiler_held is None:
             compiles_available = False
