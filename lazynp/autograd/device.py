@@ -174,6 +174,9 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False):
     nums = (argnums,) if single else tuple(argnums)
 
     def wrapped(*args, **kwargs):
+        from . import dask_grad
+        if dask_grad.any_chunked(args):
+            return dask_grad.value_and_grad(fun, argnums, has_aux)(*args, **kwargs)
         rt = _rt()
         args, inputs = _device_inputs(args, nums, "lazynp.grad")
         rt.KEEP_GRAPH[0] += 1
@@ -237,17 +240,15 @@ def _backward(out, inputs: dict, seed=None) -> dict:
 # --- vjp, elementwise_grad, jacobian, jvp (one recording, one backward pass per cotangent) ----
 
 def _refuse_chunked(args, who: str) -> None:
-    """Chunked (dask) arguments: no backward pass yet, raise naming ``who``.
-
-    The dask device records elementwise ops and reductions, but builds ``matmul``,
-    indexing and the rest with dask.array at the call: a backward pass over its nodes would
-    miss them and return wrong gradients."""
+    """Chunked (dask) arguments in ``elementwise_grad``/``jacobian``/``jvp`` (``grad``,
+    ``value_and_grad`` and ``vjp`` take them: :mod:`lazynp.autograd.dask_grad`): raise
+    naming ``who``."""
     for i, a in enumerate(args):
         if getattr(getattr(a, "_device", None), "kind", None) == "dask":
             raise NotImplementedError(
-                f"{who}: argument {i} is a chunked (dask) array: gradients of functions of "
-                f"chunked arrays are not implemented (jit and vmap of them are); gather it "
-                f"with x.to_device('cpu') where it fits in memory")
+                f"{who}: argument {i} is a chunked (dask) array: {who} of functions of "
+                f"chunked arrays is not implemented (grad, value_and_grad and vjp are); "
+                f"gather it with x.to_device('cpu') where it fits in memory")
 
 
 def _device_inputs(args, nums, who: str):
@@ -304,6 +305,9 @@ def pullbacks(fun, args, nums, cotangents, who: str):
 def vjp(fun, *primals):
     """``(fun(*primals), vjp_fn)`` on device arrays; ``vjp_fn(cotangent)`` records ``fun``
     again and walks it backward (the graph is not kept alive between the two calls)."""
+    from . import dask_grad
+    if dask_grad.any_chunked(primals):
+        return dask_grad.vjp(fun, *primals)
     nums = tuple(range(len(primals)))
     out, _ = pullbacks(fun, primals, nums, lambda o: (), "lazynp.vjp")
 

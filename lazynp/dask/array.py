@@ -247,15 +247,19 @@ class DaskArray:
 
     def __getitem__(self, key):
         if _basic_key(key):
-            return self._view_call(operator.getitem, key)
-        return self._call(operator.getitem, _index_key(key))
+            return _note(self._view_call(operator.getitem, key), "getitem", (self,), key)
+        return _note(self._call(operator.getitem, _index_key(key)), "getitem (advanced)",
+                     (self, key))
 
     def __setitem__(self, key, value):
         self._check_write("an assignment")
+        old = self._n
         arr = self._dask().copy()
         v = _lowered(value)
         arr[_index_key(key)] = v
         self._n = lower.leaf(arr, self._n.client)
+        if lower.TAPING[0]:
+            self._n.origin = ("setitem", _nodes_in((old, key, value)), None)
 
     @property
     def T(self) -> "DaskArray":
@@ -268,30 +272,32 @@ class DaskArray:
     def transpose(self, *axes) -> "DaskArray":
         if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
             axes = axes[0]
-        return self._view_call(lambda a: a.transpose(tuple(axes)) if axes else a.transpose())
+        out = self._view_call(lambda a: a.transpose(tuple(axes)) if axes else a.transpose())
+        return _note(out, "transpose", (self,), tuple(axes) if axes else None)
 
     def swapaxes(self, a1: int, a2: int) -> "DaskArray":
-        return self._view_call(lambda a: a.swapaxes(a1, a2))
+        return _note(self._view_call(lambda a: a.swapaxes(a1, a2)), "swapaxes", (self,),
+                     (a1, a2))
 
     def reshape(self, *shape, order="C") -> "DaskArray":
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         if order != "C":
             raise NotImplementedError("lazynp: chunked arrays reshape in C order only")
-        return self._view_call(_reshape, shape)
+        return _note(self._view_call(_reshape, shape), "reshape", (self,))
 
     def ravel(self) -> "DaskArray":
         return self.reshape(-1)
 
     def flatten(self) -> "DaskArray":
-        return self._call(_reshape, (-1,))
+        return _note(self._call(_reshape, (-1,)), "reshape", (self,))
 
     def squeeze(self, axis=None) -> "DaskArray":
-        return self._view_call(lambda a: a.squeeze(axis))
+        return _note(self._view_call(lambda a: a.squeeze(axis)), "reshape", (self,))
 
     def rechunk(self, chunks) -> "DaskArray":
         """The same values in other chunks (dask's ``rechunk``)."""
-        return self._call(lambda a: a.rechunk(chunks))
+        return _note(self._call(lambda a: a.rechunk(chunks)), "rechunk", (self,))
 
     def dot(self, other) -> "DaskArray":
         return call_at_once("dot", np.dot, (self, other), {})
@@ -436,6 +442,29 @@ def _client_of(items):
     return dask_options()["client"]
 
 
+def _nodes_in(obj) -> tuple:
+    """The nodes of the chunked arrays in ``obj`` (lists, tuples and dict values walked)."""
+    if isinstance(obj, DaskArray):
+        return (obj._n,)
+    if isinstance(obj, (list, tuple)):
+        return tuple(n for v in obj for n in _nodes_in(v))
+    if isinstance(obj, dict):
+        return _nodes_in(tuple(obj.values()))
+    return ()
+
+
+def _note(out, name: str, inputs: tuple, params=None):
+    """While a gradient is recorded (:data:`lazynp.dask.lower.TAPING`): note on ``out``'s
+    node(s) that dask.array's ``name`` made it from ``inputs`` (chunked arrays and values),
+    for the backward pass, which raises naming ``name`` where it has no rule; ``out``."""
+    if lower.TAPING[0]:
+        ins = tuple(a._n if isinstance(a, DaskArray) else a for a in inputs)
+        for o in (out if isinstance(out, (tuple, list)) else (out,)):
+            if isinstance(o, DaskArray):
+                o._n.origin = (name, ins, params)
+    return out
+
+
 def _wrap(arr, client=None) -> DaskArray:
     """A chunked array holding the dask array ``arr`` (unknown chunk sizes, as after a
     boolean mask, are computed now: lazynp's shapes are known)."""
@@ -530,6 +559,7 @@ def ufunc_call(np_ufunc, args, kwargs=None) -> DaskArray:
         res = np_ufunc(*_lowered(tuple(args)))         # (dask.array's ufunc)
         res = tuple(_wrap(r, client) for r in res) if isinstance(res, tuple) else \
             _wrap(res, client)
+        _note(res, name, _nodes_in(args))
     else:
         if len(args) != np_ufunc.nin:
             raise TypeError(f"{name}() takes {np_ufunc.nin} positional arguments but "
@@ -582,7 +612,17 @@ def matmul(a, b) -> DaskArray:
     """``a @ b`` (dask.array's matmul)."""
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         raise ValueError("matmul: Input operand 1 does not have enough dimensions")
-    return _wrap(_lowered(a) @ _lowered(b), _client_of((a, b)))
+    client = _client_of((a, b))
+    if lower.TAPING[0]:
+        # (a host operand as a chunked array: the backward pass multiplies by it on the
+        # workers)
+        a, b = (v if isinstance(v, DaskArray) else _from_host(_host_value(v), client, -1)
+                for v in (a, b))
+    return _note(_wrap(_lowered(a) @ _lowered(b), client), "matmul", (a, b))
+
+
+def _host_value(v):
+    return v._value() if isinstance(v, ndarray) else np.asarray(v)
 
 
 def where(condition, x, y) -> DaskArray:
@@ -644,7 +684,10 @@ def call_at_once(name: str, np_fn, args, kwargs):
     if name.rsplit(".", 1)[-1] in ("qr", "svd") and largs and hasattr(largs[0], "rechunk"):
         largs = (largs[0].rechunk({0: "auto", 1: -1}),) + largs[1:]
     kw = {k: _lowered(v) for k, v in kwargs.items() if v is not None or k != "dtype"}
-    return _wrap_result(fn(*largs, **kw), client)
+    out = _wrap_result(fn(*largs, **kw), client)
+    if name == "dot" and len(args) == 2 and not kwargs:
+        return _note(out, "dot", tuple(args))
+    return _note(out, f"lazynp.{name}", _nodes_in((args, kwargs)))
 
 
 def _wrap_result(res, client):

@@ -29,7 +29,11 @@ import numpy as np
 from ..core import fusion
 from . import chunks
 
-__all__ = ["DaskNode", "lower", "leaf"]
+__all__ = ["DaskNode", "lower", "leaf", "TAPING"]
+
+#: open gradient recordings (:mod:`lazynp.autograd.dask_grad`): while above 0, a node built
+#: with a dask.array function notes its ``origin`` (the op and its inputs) for the backward pass
+TAPING = [0]
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -37,10 +41,12 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 class DaskNode:
     """One recorded value of a chunked array: pending (``value`` None) or lowered
     (``value``: a ``dask.array.Array``); ``host``: its NumPy value once a read gathered
-    it, for small values (:mod:`lazynp.dask.reads`)."""
+    it, for small values (:mod:`lazynp.dask.reads`); ``origin``: while a gradient is
+    recorded (:data:`TAPING`), ``(name, input nodes or values, params)`` of a node built with
+    a dask.array function (its own ``args`` are empty)."""
 
     __slots__ = ("op", "args", "params", "shape", "dtype", "value", "client", "errstate",
-                 "host", "__weakref__")
+                 "host", "origin", "__weakref__")
 
     def __init__(self, op, args: tuple, params, shape: tuple, dtype, client=None):
         self.op = op
@@ -52,6 +58,7 @@ class DaskNode:
         self.client = client
         self.errstate = None
         self.host = None            # (a small value once read: kept on this side)
+        self.origin = None
 
     def __repr__(self) -> str:
         st = "pending" if self.value is None else "lowered"
