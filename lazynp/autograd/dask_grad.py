@@ -101,7 +101,18 @@ def _getitem_cotangent(g: DaskArray, x: DaskNode, key) -> DaskArray:
     import dask.array as da
     parts = key if type(key) is tuple else (key,)
     if any(k is None for k in parts):
-        raise _no_rule("getitem with None (newaxis)")
+        # (the new axes of ``x[..., None]`` are g's: drop them, index without them)
+        used = sum(1 for k in parts if k is not None and k is not Ellipsis)
+        new, out_axis = [], 0
+        for k in parts:
+            if k is None:
+                new.append(out_axis)
+            if k is Ellipsis:
+                out_axis += len(x.shape) - used
+            elif k is None or isinstance(k, slice):
+                out_axis += 1
+        g = g.squeeze(axis=tuple(new))
+        key = tuple(k for k in parts if k is not None)
     z = da.zeros(x.shape, dtype=g.dtype, chunks=lower.lower(x).chunks)
     z[key] = g._dask()
     return dask_array._wrap(z, x.client)
