@@ -14,7 +14,7 @@ Values are gathered only where asked: ``x.to_device("cpu")``, ``numpy.asarray(x)
 ``float(x)``, ``x.item()``, ``x.tolist()``, printing.  A small value (a scalar, a reduced
 vector) is then kept here; a large one stays persisted on the cluster
 (:func:`lazynp.dask.reads.read`).  :func:`lazynp.evaluate` persists values on the cluster
-(``client.persist``) without gathering.  ``x.device == "dask"``.
+(``client.persist``) and waits for them, without gathering.  ``x.device == "dask"``.
 """
 from __future__ import annotations
 
@@ -703,8 +703,19 @@ def _wrap_result(res, client):
 
 
 def evaluate(arrays) -> None:
-    """Compute the chunked arrays and keep their values on the cluster (one
-    ``client.persist`` per client)."""
+    """Compute the chunked arrays, keep their values on the cluster (one ``client.persist``
+    per client) and wait until every chunk is computed (``distributed.wait``), as
+    :func:`lazynp.evaluate` promises: afterwards the work is done, as after
+    ``x.persist(); wait(x)`` in dask.
+
+    Raises
+    ------
+    RuntimeError
+        When a chunk cannot be computed (its task raised, or its worker was lost and it
+        could not be recomputed), or the chunks do not come within
+        ``LAZYNP_DASK_TIMEOUT`` seconds.
+    """
+    from distributed import futures_of, wait
     by_client: dict = {}
     for a in arrays:
         c = a.client
@@ -713,6 +724,19 @@ def evaluate(arrays) -> None:
         persisted = c.persist([a._dask() for a in arrs])
         for a, p in zip(arrs, persisted):
             a._n.value = p          # (pending work that reads it reads the persisted one)
+        futures = futures_of(persisted)
+        try:
+            with c.as_current():            # (wait finds its client so: it may be no default)
+                wait(futures, timeout=reads.timeout())
+        except TimeoutError as e:
+            raise RuntimeError(f"lazynp.evaluate: the chunked (dask) arrays were not computed "
+                               f"within {reads.timeout():g} s (LAZYNP_DASK_TIMEOUT); is the "
+                               f"cluster alive?") from e
+        for f in futures:
+            if f.status == "error":
+                exc = f.exception()
+                raise RuntimeError(f"lazynp.evaluate: a chunk of a chunked (dask) array could "
+                                   f"not be computed: {type(exc).__name__}: {exc}") from exc
 
 
 def asarray(a, dev: Device, dtype=None, copy=None) -> DaskArray:
