@@ -26,7 +26,7 @@ from ..dask.array import DaskArray
 from ..dask.lower import DaskNode
 from ..ops.registry import OPS
 from . import rules
-from .device import _fit, _kept, _matmul_cotangents, _std_var_cotangent
+from .array_rules import _fit, _kept, _matmul_cotangents, _std_var_cotangent
 
 __all__ = ["any_chunked", "value_and_grad", "vjp"]
 
