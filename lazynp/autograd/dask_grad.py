@@ -124,6 +124,9 @@ def _origin_cotangents(n: DaskNode, g: DaskArray, need: list) -> list:
         x, y = (_chunked(v, n) for v in ins)
         if name == "dot" and (x.ndim == 0 or y.ndim == 0):
             raise _no_rule("dot of a 0-d operand")
+        if x.ndim == 2 and y.ndim == 1:
+            # (X @ w: g @ X contracts over the row chunks with no transpose or reshape tasks)
+            return [g[:, None] * y if need[0] else None, g @ x if need[1] else None]
         return _matmul_cotangents(x, y, g, need)
     x = ins[0]
     if name == "transpose":
