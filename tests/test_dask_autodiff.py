@@ -167,6 +167,17 @@ def test_grad_with_respect_to_chunked_data_stays_chunked_and_equals_numpy(dask_d
                                   2.0 / len(yn) * numpy.outer(xn @ w - yn, w), atol=1e-14)
 
 
+def test_grad_of_sums_of_a_chunked_argument_has_its_shape_and_chunks(dask_device):
+    # (a sum's cotangent is kept small until an op needs its shape: here, the end)
+    xn, _ = _data(21, rows=10)
+    x = _chunked(xn, (4, 2))
+    gx = lazynp.grad(lambda x: (x * 2.0).sum() + x.mean() + x.T.sum(axis=1).max())(x)
+    assert gx.shape == xn.shape and gx.chunks == x.chunks
+    want = numpy.full(xn.shape, 2.0 + 1.0 / xn.size)
+    want[:, numpy.argmax(xn.sum(axis=0))] += 1.0
+    numpy.testing.assert_allclose(numpy.asarray(gx), want, rtol=1e-12)
+
+
 def _views_and_reductions(w, x):
     # transposes, a reshape, a basic slice, where, max, std and lazynp.dot on the path
     t = lazynp.dot(x, w).reshape(-1, 1).T[:, 1:]

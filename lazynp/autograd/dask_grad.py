@@ -154,7 +154,7 @@ def _reduction_cotangent(n: DaskNode, g: DaskArray, xs: list):
             for d in axes:
                 cnt *= x.shape[d]
             gk = gk / cnt
-        return [_spread(gk, n.args[0])]
+        return [gk]         # (spread to x's shape where a consumer needs it: _backward)
     if name in ("max", "min"):
         ans, _ = _kept(_wrap(n), x.shape, n.params)
         mask = x == ans
@@ -204,6 +204,10 @@ def _backward(out: DaskNode, inputs: dict, seed: DaskArray) -> dict:
         need = [type(a) is DaskNode and id(a) in depends for a in ins]
         if not any(need):
             continue
+        if g.shape != n.shape and (n.origin is not None or n.op.kind != "elementwise"):
+            # (a cotangent kept small -- a sum's, broadcast -- is spread only where an op
+            # needs its full shape: elementwise rules broadcast it inside their fused task)
+            g = _spread(g, n)
         gs = _arg_cotangents(n, g, need)
         for a, ga, nd in zip(ins, gs, need):
             if ga is None or not nd:
@@ -214,8 +218,9 @@ def _backward(out: DaskNode, inputs: dict, seed: DaskArray) -> dict:
     out_grads = {}
     for i, node in inputs.items():
         g = cot.get(id(node))
-        out_grads[i] = g if g is not None else \
-            _spread(_constant(np.zeros((), node.dtype), node.client), node)
+        if g is None:
+            g = _constant(np.zeros((), node.dtype), node.client)
+        out_grads[i] = g if g.shape == node.shape else _spread(g, node)
     return out_grads
 
 
