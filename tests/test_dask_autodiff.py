@@ -229,6 +229,36 @@ def test_grad_through_an_op_with_no_rule_raises_naming_it(dask_device, name, f):
         lazynp.grad(f)(numpy.ones(3), _chunked(xn, (8, 3)))
 
 
+@pytest.mark.parametrize("take", [
+    lambda v: float(v.sum()), lambda v: numpy.asarray(v), lambda v: v.to_device("cpu"),
+    lambda v: v.tolist(), lambda v: v.to_dask()])
+def test_a_differentiated_value_taken_out_of_the_recording_raises(dask_device, take):
+    # (as on the CPU path: the value would be a constant, its gradient silently missing)
+    xn, _ = _data(22)
+    x = _chunked(xn, (8, 3))
+
+    def f(w, x):
+        r = x @ w
+        take(r)
+        return (r * r).sum()
+    with pytest.raises(lazynp.autograd.TracedValueError, match="would carry no gradient"):
+        lazynp.grad(f)(numpy.ones(3), x)
+
+
+def test_reads_of_the_data_and_bool_of_a_comparison_stay_allowed(dask_device):
+    xn, yn = _data(23)
+    x, y = _chunked(xn, (8, 3)), _chunked(yn, 8)
+
+    def f(w, x, y):
+        scale = 1.0 / float(abs(y).max())          # (data only: a constant)
+        loss = _loss(w, x, y) * scale
+        return loss if bool(loss > 0) else -loss
+    w = numpy.array([0.5, 0.5, -0.5])
+    got = lazynp.grad(f)(w, x, y)
+    want = 2.0 / len(yn) * xn.T @ (xn @ w - yn) / numpy.abs(yn).max()
+    numpy.testing.assert_allclose(numpy.asarray(got), want, rtol=1e-10)
+
+
 def test_an_op_with_no_rule_off_the_differentiated_path_does_not_raise(dask_device):
     # the sorted data is a constant: its op needs no rule
     xn, yn = _data(20)

@@ -26,6 +26,7 @@ from ..dask.array import DaskArray
 from ..dask.lower import DaskNode
 from ..ops.registry import OPS
 from . import rules
+from .errors import traced_value_error
 from .array_rules import _fit, _kept, _matmul_cotangents, _std_var_cotangent
 
 __all__ = ["any_chunked", "value_and_grad", "vjp"]
@@ -241,7 +242,25 @@ def _inputs(args, nums, who: str):
             raise TypeError(f"{who}: argument {i} must be real floating point, not {x.dtype}")
         args[i] = x
         inputs[i] = x._n
+        lower.TAPE_INPUTS[id(x._n)] = x._n
     return args, inputs
+
+
+def _open() -> None:
+    lower.TAPING[0] += 1
+    lower.ON_TRACED_READ[0] = _traced_read
+
+
+def _close(inputs: dict) -> None:
+    lower.TAPING[0] -= 1
+    for n in inputs.values():
+        lower.TAPE_INPUTS.pop(id(n), None)
+    if not lower.TAPING[0]:
+        lower.TAPE_INPUTS.clear()
+
+
+def _traced_read(name: str):
+    raise traced_value_error(name)
 
 
 def _output(res, who: str) -> DaskArray:
@@ -281,12 +300,13 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False):
     nums = (argnums,) if single else tuple(argnums)
 
     def wrapped(*args, **kwargs):
-        lower.TAPING[0] += 1
+        _open()
+        inputs: dict = {}
         try:
             args2, inputs = _inputs(args, nums, "lazynp.grad")
             res = fun(*args2, **kwargs)
         finally:
-            lower.TAPING[0] -= 1
+            _close(inputs)
         out = res[0] if has_aux else res
         if not isinstance(out, DaskArray) or out.shape != ():
             raise TypeError("lazynp.grad: the function must return a scalar chunked array "
@@ -303,12 +323,13 @@ def vjp(fun, *primals):
     """``(fun(*primals), vjp_fn)`` where a primal is chunked; ``vjp_fn(cotangent)`` walks
     the recorded function backward (the recording is kept by ``vjp_fn``)."""
     nums = tuple(range(len(primals)))
-    lower.TAPING[0] += 1
+    _open()
+    inputs: dict = {}
     try:
         args, inputs = _inputs(primals, nums, "lazynp.vjp")
         out = _output(fun(*args), "lazynp.vjp")
     finally:
-        lower.TAPING[0] -= 1
+        _close(inputs)
     plain = _plain(primals, nums)
 
     def vjp_fn(cotangent):

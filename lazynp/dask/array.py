@@ -76,6 +76,9 @@ class DaskArray:
 
     def to_dask(self):
         """This array as a ``dask.array.Array`` (lazy: the lowered graph, nothing runs)."""
+        if lower.TAPING[0] and lower.ON_TRACED_READ[0] is not None and \
+                lower.depends_on_tape_inputs(self._n):
+            lower.ON_TRACED_READ[0]("to_dask")
         return self._dask()
 
     @property
@@ -126,7 +129,14 @@ class DaskArray:
         return self.shape[0]
 
     # --- reads (the only gathers) ------------------------------------------------------
-    def _host(self) -> np.ndarray:
+    def _host(self, taken: str = "") -> np.ndarray:
+        """The gathered values; ``taken`` names the read that turns them into Python or
+        NumPy values (none for ``bool``: control flow): while a gradient is recorded, such a
+        read of a value computed from a differentiated input raises (its gradient would be
+        silently missing)."""
+        if taken and lower.TAPING[0] and lower.ON_TRACED_READ[0] is not None and \
+                lower.depends_on_tape_inputs(self._n):
+            lower.ON_TRACED_READ[0](taken)
         return reads.read(self._n, self._dask(), self.client)
 
     def to_device(self, device, /, *, stream=None) -> "DaskArray":
@@ -135,12 +145,12 @@ class DaskArray:
         if d.kind == "dask":
             return self
         if d.kind == "cpu":
-            return ndarray._from_node(cpu_leaf(self._host()))
+            return ndarray._from_node(cpu_leaf(self._host("to_device")))
         raise ValueError(f"lazynp: to_device({d.name!r}): a chunked array moves to 'cpu' "
                          f"(then to {d.name})")
 
     def __array__(self, dtype=None, copy=None):
-        v = self._host()
+        v = self._host("__array__")
         return v if dtype is None else v.astype(dtype, copy=False)
 
     def __array_namespace__(self, /, *, api_version=None):
@@ -181,35 +191,35 @@ class DaskArray:
         return self
 
     def __repr__(self) -> str:
-        r = repr(self._host())
+        r = repr(self._host("__repr__"))
         return r[:-1] + ", device='dask')"
 
     def __str__(self) -> str:
-        return str(self._host())
+        return str(self._host("__str__"))
 
     def __format__(self, spec: str) -> str:
-        return format(self._host(), spec) if self.ndim == 0 else format(str(self), spec)
+        return format(self._host("__format__"), spec) if self.ndim == 0 else format(str(self), spec)
 
     def __float__(self) -> float:
-        return float(self._host())
+        return float(self._host("float"))
 
     def __int__(self) -> int:
-        return int(self._host())
+        return int(self._host("int"))
 
     def __complex__(self) -> complex:
-        return complex(self._host())
+        return complex(self._host("complex"))
 
     def __index__(self) -> int:
-        return operator.index(self._host()[()])
+        return operator.index(self._host("operator.index")[()])
 
     def __bool__(self) -> bool:
         return bool(self._host())
 
     def item(self, *args):
-        return self._host().item(*args)
+        return self._host("item").item(*args)
 
     def tolist(self):
-        return self._host().tolist()
+        return self._host("tolist").tolist()
 
     def __iter__(self):
         if not self.shape:

@@ -34,6 +34,27 @@ __all__ = ["DaskNode", "lower", "leaf", "TAPING"]
 #: open gradient recordings (:mod:`lazynp.autograd.dask_grad`): while above 0, a node built
 #: with a dask.array function notes its ``origin`` (the op and its inputs) for the backward pass
 TAPING = [0]
+#: while a gradient is recorded: the differentiated inputs' nodes (by id), and the function
+#: that raises for a read of a value computed from them (set by lazynp.autograd.dask_grad)
+TAPE_INPUTS: dict = {}
+ON_TRACED_READ: list = [None]
+
+
+def depends_on_tape_inputs(node: "DaskNode") -> bool:
+    """True when ``node`` is computed from a differentiated input of the open recording."""
+    if not TAPE_INPUTS:
+        return False
+    stack, seen = [node], set()
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if id(n) in TAPE_INPUTS:
+            return True
+        stack.extend(a for a in (n.origin[1] if n.origin is not None else n.args)
+                     if type(a) is DaskNode)
+    return False
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
