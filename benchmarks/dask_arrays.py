@@ -10,9 +10,9 @@ of this machine (2 worker processes, one thread each, a memory limit per worker)
 * softmax of each row of a matrix,
 * a 2-D stencil (Jacobi) time loop,
 * standardizing the columns of a matrix,
-* a linear-regression fit by gradient descent (lazynp: ``lazynp.grad`` of the loss, which
-  raises ``NotImplementedError`` on chunked arrays for now: the row shows the error; dask:
-  the hand-written gradient ``2/m X.T (X w - y)``),
+* a linear-regression fit by gradient descent (lazynp: ``lazynp.grad`` of the loss, the
+  backward pass on the cluster and the parameters' gradient gathered once per step; dask:
+  the hand-written gradient ``2/m X.T (X w - y)``, computed once per step),
 * out of core: ``sum(a*b + c)`` over inputs 4x the cluster's memory limit, generated
   chunk-wise (a seed per chunk) on a cluster of its own, run once per side.
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+import time
+
 import numpy as np
 import pytest
 
@@ -360,6 +362,38 @@ def test_evaluate_persists_on_the_cluster(on_dask):
     y_keys = [k for k in zg if "lazynp-add" in str(k)]
     assert len(y_keys) == 8 and all(type(zg[k]).__name__ == "Future" for k in y_keys)
     _check(z, a * 2)
+
+
+def _slow_block(blk):
+    time.sleep(0.3)
+    return blk
+
+
+def test_evaluate_waits_until_every_chunk_is_computed(on_dask):
+    # lazynp.evaluate's promise (persist, then wait): every chunk's future is finished
+    a = _data((8, 4), 1)
+    y = lnp.asarray(da.from_array(a, chunks=(2, 4)).map_blocks(_slow_block, dtype=a.dtype)) + 1
+    lnp.evaluate(y)
+    futures = distributed.futures_of(y.to_dask())
+    assert len(futures) == 4 and all(f.status == "finished" for f in futures)
+    _check(y, a + 1)
+
+
+def test_evaluate_of_a_chunk_that_fails_raises_naming_evaluate(on_dask):
+    def fail(blk):
+        raise ValueError("bad chunk")
+    y = lnp.asarray(da.ones((4, 4), chunks=2).map_blocks(fail, dtype=float)) * 2
+    with pytest.raises(RuntimeError, match=r"^lazynp.evaluate: .*ValueError: bad chunk"):
+        lnp.evaluate(y)
+
+
+def test_an_in_process_cluster_leaves_this_process_buffer_pool_on(on_dask):
+    # (the worker plugin switches the pool off in worker processes only: these workers
+    # are threads of the user's process, whose own CPU arrays use the pool)
+    from lazynp.kernels import pool
+    before = pool.MAX_BYTES
+    np.asarray(_chunked(_data((6, 2), 2), 3) * 2)
+    assert pool.MAX_BYTES == before > 0
 
 
 def test_inplace_and_setitem(on_dask):

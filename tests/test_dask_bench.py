@@ -40,18 +40,12 @@ def test_every_workload_has_a_row_whose_dask_side_equals_numpy(smoke_output, wor
     assert re.search(r"NumPy: (lazynp yes, )?dask yes\s*$", _row(smoke_output, workload))
 
 
-@pytest.mark.parametrize("workload", [w for w in WORKLOADS if not w.startswith("linear")])
+@pytest.mark.parametrize("workload", WORKLOADS)
 def test_the_lazynp_side_runs_and_agrees_with_dask_and_numpy(smoke_output, workload):
+    # (the linear-regression row included: lazynp.grad of its loss over chunked data)
     row = _row(smoke_output, workload)
     assert "error:" not in row
     assert re.search(r"\byes; NumPy: lazynp yes, dask yes\s*$", row)
-
-
-def test_the_gradient_workload_reports_why_lazynp_cannot_run_it(smoke_output):
-    # grad of a function of chunked arrays raises (tests/test_dask_autodiff.py): the row
-    # says so instead of timing something else
-    assert "error: NotImplementedError: lazynp.grad: argument 1 is a chunked (dask) array" in \
-        _row(smoke_output, "linear regression, ")
 
 
 def test_no_answer_disagrees_and_the_summary_is_printed(smoke_output):

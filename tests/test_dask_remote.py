@@ -131,6 +131,19 @@ def test_worker_killed_during_a_flush_is_recomputed(remote_client):
     remote_client.wait_for_workers(2, timeout=120)    # (the nanny restarted it)
 
 
+def test_lazynps_worker_settings_reach_a_users_own_cluster(remote_client):
+    # (these workers were started without LAZYNP_DASK_WORKER: the WorkerPlugin registered
+    # at the client's first use switches the buffer pool off and runs kernels serially)
+    with lnp.default_device("dask", client=remote_client):
+        np.testing.assert_array_equal(np.asarray(lnp.asarray(da.ones(8, chunks=4)) + 1),
+                                      np.full(8, 2.0))
+    from lazynp.dask.workers import current_settings
+    settings = remote_client.run(current_settings)
+    assert len(settings) >= 2
+    assert all(v["pool_max_bytes"] == 0 and v["parallel_min"] >= 1 << 62
+               for v in settings.values()), settings
+
+
 def test_result_that_cannot_be_computed_raises_at_the_read(remote_client):
     a = np.ones((8, 4))
     # a chunk whose every run kills its worker: dask gives up (KilledWorker)

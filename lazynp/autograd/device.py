@@ -24,6 +24,7 @@ import numpy as np
 from ..cuda.array import AT_ONCE, DeviceArray, _MATMUL, _SETITEM, full
 from ..core.graph import VIEW
 from . import rules
+from .array_rules import _fit, _kept, _matmul_cotangents, _std_var_cotangent
 
 
 def _rt():
@@ -57,32 +58,6 @@ def _topo(out):
 
 def _zeros(shape, dtype, dev) -> DeviceArray:
     return full(tuple(shape), 0, dtype, dev)
-
-
-def _fit(g, a) -> DeviceArray:
-    """``g`` summed over the dimensions ``a`` was broadcast along, in ``a``'s dtype."""
-    shape = a.shape
-    if g.shape != shape:
-        lead = len(g.shape) - len(shape)
-        if lead:
-            g = g.sum(axis=tuple(range(lead)))
-        axes = tuple(d for d, s in enumerate(shape) if s == 1 and g.shape[d] != 1)
-        if axes:
-            g = g.sum(axis=axes, keepdims=True)
-    if g.dtype != a.dtype and a.dtype.kind in "fc":
-        g = g.astype(a.dtype)
-    return g
-
-
-def _kept(g, x_shape, params):
-    """A reduction's cotangent with its reduced axes back (size 1)."""
-    axis = (params or {}).get("axis")
-    nd = len(x_shape)
-    axes = tuple(range(nd)) if axis is None else \
-        tuple(sorted(a % nd for a in (axis if isinstance(axis, tuple) else (axis,))))
-    if not (params or {}).get("keepdims"):
-        g = g.reshape(tuple(1 if d in axes else s for d, s in enumerate(x_shape)))
-    return g, axes
 
 
 def _arg_cotangents(n, g, need):
@@ -137,43 +112,15 @@ def _arg_cotangents(n, g, need):
                               f"{name!r}")
 
 
-def _std_var_cotangent(name: str, x, ans, g, params):
-    """``d var / dx = 2 (x - mean) / (N - ddof)``; ``d std = d var / (2 std)``."""
-    if x.dtype.kind not in "f":
-        raise NotImplementedError(f"lazynp.grad on device arrays: {name} of {x.dtype} values")
-    gk, axes = _kept(g, x.shape, params)
-    cnt = 1
-    for d in axes:
-        cnt *= x.shape[d]
-    ddof = (params or {}).get("ddof", 0)
-    centered = x - x.mean(axis=axes, keepdims=True)
-    dvar = centered * (2.0 / (cnt - ddof))
-    if name == "var":
-        return dvar * gk
-    std, _ = _kept(ans, x.shape, params)
-    return dvar * (gk / (2.0 * std))
-
-
-def _matmul_cotangents(x, y, g, need):
-    """Cotangents of ``x @ y`` for 1-D and 2-D operands (NumPy's promotion of a 1-D
-    operand to a row or a column, undone on the way back)."""
-    if x.ndim not in (1, 2) or y.ndim not in (1, 2):
-        raise NotImplementedError("lazynp.grad on device arrays: matmul of 1-D and 2-D "
-                                  "arrays only (not stacks of matrices)")
-    x2 = x.reshape(1, -1) if x.ndim == 1 else x
-    y2 = y.reshape(-1, 1) if y.ndim == 1 else y
-    g2 = g.reshape(x2.shape[0], y2.shape[1])
-    gx = (g2 @ y2.T).reshape(x.shape) if need[0] else None
-    gy = (x2.T @ g2).reshape(y.shape) if need[1] else None
-    return [gx, gy]
-
-
 def value_and_grad(fun, argnums=0, has_aux: bool = False):
     """``(fun(*args), gradient)`` for device array arguments ``argnums``."""
     single = isinstance(argnums, int)
     nums = (argnums,) if single else tuple(argnums)
 
     def wrapped(*args, **kwargs):
+        from . import dask_grad
+        if dask_grad.any_chunked(args):
+            return dask_grad.value_and_grad(fun, argnums, has_aux)(*args, **kwargs)
         rt = _rt()
         args, inputs = _device_inputs(args, nums, "lazynp.grad")
         rt.KEEP_GRAPH[0] += 1
@@ -237,17 +184,15 @@ def _backward(out, inputs: dict, seed=None) -> dict:
 # --- vjp, elementwise_grad, jacobian, jvp (one recording, one backward pass per cotangent) ----
 
 def _refuse_chunked(args, who: str) -> None:
-    """Chunked (dask) arguments: no backward pass yet, raise naming ``who``.
-
-    The dask device records elementwise ops and reductions, but builds ``matmul``,
-    indexing and the rest with dask.array at the call: a backward pass over its nodes would
-    miss them and return wrong gradients."""
+    """Chunked (dask) arguments in ``elementwise_grad``/``jacobian``/``jvp`` (``grad``,
+    ``value_and_grad`` and ``vjp`` take them: :mod:`lazynp.autograd.dask_grad`): raise
+    naming ``who``."""
     for i, a in enumerate(args):
         if getattr(getattr(a, "_device", None), "kind", None) == "dask":
             raise NotImplementedError(
-                f"{who}: argument {i} is a chunked (dask) array: gradients of functions of "
-                f"chunked arrays are not implemented (jit and vmap of them are); gather it "
-                f"with x.to_device('cpu') where it fits in memory")
+                f"{who}: argument {i} is a chunked (dask) array: {who} of functions of "
+                f"chunked arrays is not implemented (grad, value_and_grad and vjp are); "
+                f"gather it with x.to_device('cpu') where it fits in memory")
 
 
 def _device_inputs(args, nums, who: str):
@@ -304,6 +249,9 @@ def pullbacks(fun, args, nums, cotangents, who: str):
 def vjp(fun, *primals):
     """``(fun(*primals), vjp_fn)`` on device arrays; ``vjp_fn(cotangent)`` records ``fun``
     again and walks it backward (the graph is not kept alive between the two calls)."""
+    from . import dask_grad
+    if dask_grad.any_chunked(primals):
+        return dask_grad.vjp(fun, *primals)
     nums = tuple(range(len(primals)))
     out, _ = pullbacks(fun, primals, nums, lambda o: (), "lazynp.vjp")
 

@@ -14,7 +14,7 @@ Values are gathered only where asked: ``x.to_device("cpu")``, ``numpy.asarray(x)
 ``float(x)``, ``x.item()``, ``x.tolist()``, printing.  A small value (a scalar, a reduced
 vector) is then kept here; a large one stays persisted on the cluster
 (:func:`lazynp.dask.reads.read`).  :func:`lazynp.evaluate` persists values on the cluster
-(``client.persist``) without gathering.  ``x.device == "dask"``.
+(``client.persist``) and waits for them, without gathering.  ``x.device == "dask"``.
 """
 from __future__ import annotations
 
@@ -76,6 +76,9 @@ class DaskArray:
 
     def to_dask(self):
         """This array as a ``dask.array.Array`` (lazy: the lowered graph, nothing runs)."""
+        if lower.TAPING[0] and lower.ON_TRACED_READ[0] is not None and \
+                lower.depends_on_tape_inputs(self._n):
+            lower.ON_TRACED_READ[0]("to_dask")
         return self._dask()
 
     @property
@@ -126,7 +129,14 @@ class DaskArray:
         return self.shape[0]
 
     # --- reads (the only gathers) ------------------------------------------------------
-    def _host(self) -> np.ndarray:
+    def _host(self, taken: str = "") -> np.ndarray:
+        """The gathered values; ``taken`` names the read that turns them into Python or
+        NumPy values (none for ``bool``: control flow): while a gradient is recorded, such a
+        read of a value computed from a differentiated input raises (its gradient would be
+        silently missing)."""
+        if taken and lower.TAPING[0] and lower.ON_TRACED_READ[0] is not None and \
+                lower.depends_on_tape_inputs(self._n):
+            lower.ON_TRACED_READ[0](taken)
         return reads.read(self._n, self._dask(), self.client)
 
     def to_device(self, device, /, *, stream=None) -> "DaskArray":
@@ -135,12 +145,12 @@ class DaskArray:
         if d.kind == "dask":
             return self
         if d.kind == "cpu":
-            return ndarray._from_node(cpu_leaf(self._host()))
+            return ndarray._from_node(cpu_leaf(self._host("to_device")))
         raise ValueError(f"lazynp: to_device({d.name!r}): a chunked array moves to 'cpu' "
                          f"(then to {d.name})")
 
     def __array__(self, dtype=None, copy=None):
-        v = self._host()
+        v = self._host("__array__")
         return v if dtype is None else v.astype(dtype, copy=False)
 
     def __array_namespace__(self, /, *, api_version=None):
@@ -181,35 +191,35 @@ class DaskArray:
         return self
 
     def __repr__(self) -> str:
-        r = repr(self._host())
+        r = repr(self._host("__repr__"))
         return r[:-1] + ", device='dask')"
 
     def __str__(self) -> str:
-        return str(self._host())
+        return str(self._host("__str__"))
 
     def __format__(self, spec: str) -> str:
-        return format(self._host(), spec) if self.ndim == 0 else format(str(self), spec)
+        return format(self._host("__format__"), spec) if self.ndim == 0 else format(str(self), spec)
 
     def __float__(self) -> float:
-        return float(self._host())
+        return float(self._host("float"))
 
     def __int__(self) -> int:
-        return int(self._host())
+        return int(self._host("int"))
 
     def __complex__(self) -> complex:
-        return complex(self._host())
+        return complex(self._host("complex"))
 
     def __index__(self) -> int:
-        return operator.index(self._host()[()])
+        return operator.index(self._host("operator.index")[()])
 
     def __bool__(self) -> bool:
         return bool(self._host())
 
     def item(self, *args):
-        return self._host().item(*args)
+        return self._host("item").item(*args)
 
     def tolist(self):
-        return self._host().tolist()
+        return self._host("tolist").tolist()
 
     def __iter__(self):
         if not self.shape:
@@ -247,15 +257,19 @@ class DaskArray:
 
     def __getitem__(self, key):
         if _basic_key(key):
-            return self._view_call(operator.getitem, key)
-        return self._call(operator.getitem, _index_key(key))
+            return _note(self._view_call(operator.getitem, key), "getitem", (self,), key)
+        return _note(self._call(operator.getitem, _index_key(key)), "getitem (advanced)",
+                     (self, key))
 
     def __setitem__(self, key, value):
         self._check_write("an assignment")
+        old = self._n
         arr = self._dask().copy()
         v = _lowered(value)
         arr[_index_key(key)] = v
         self._n = lower.leaf(arr, self._n.client)
+        if lower.TAPING[0]:
+            self._n.origin = ("setitem", _nodes_in((old, key, value)), None)
 
     @property
     def T(self) -> "DaskArray":
@@ -268,30 +282,32 @@ class DaskArray:
     def transpose(self, *axes) -> "DaskArray":
         if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
             axes = axes[0]
-        return self._view_call(lambda a: a.transpose(tuple(axes)) if axes else a.transpose())
+        out = self._view_call(lambda a: a.transpose(tuple(axes)) if axes else a.transpose())
+        return _note(out, "transpose", (self,), tuple(axes) if axes else None)
 
     def swapaxes(self, a1: int, a2: int) -> "DaskArray":
-        return self._view_call(lambda a: a.swapaxes(a1, a2))
+        return _note(self._view_call(lambda a: a.swapaxes(a1, a2)), "swapaxes", (self,),
+                     (a1, a2))
 
     def reshape(self, *shape, order="C") -> "DaskArray":
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         if order != "C":
             raise NotImplementedError("lazynp: chunked arrays reshape in C order only")
-        return self._view_call(_reshape, shape)
+        return _note(self._view_call(_reshape, shape), "reshape", (self,))
 
     def ravel(self) -> "DaskArray":
         return self.reshape(-1)
 
     def flatten(self) -> "DaskArray":
-        return self._call(_reshape, (-1,))
+        return _note(self._call(_reshape, (-1,)), "reshape", (self,))
 
     def squeeze(self, axis=None) -> "DaskArray":
-        return self._view_call(lambda a: a.squeeze(axis))
+        return _note(self._view_call(lambda a: a.squeeze(axis)), "reshape", (self,))
 
     def rechunk(self, chunks) -> "DaskArray":
         """The same values in other chunks (dask's ``rechunk``)."""
-        return self._call(lambda a: a.rechunk(chunks))
+        return _note(self._call(lambda a: a.rechunk(chunks)), "rechunk", (self,))
 
     def dot(self, other) -> "DaskArray":
         return call_at_once("dot", np.dot, (self, other), {})
@@ -436,6 +452,29 @@ def _client_of(items):
     return dask_options()["client"]
 
 
+def _nodes_in(obj) -> tuple:
+    """The nodes of the chunked arrays in ``obj`` (lists, tuples and dict values walked)."""
+    if isinstance(obj, DaskArray):
+        return (obj._n,)
+    if isinstance(obj, (list, tuple)):
+        return tuple(n for v in obj for n in _nodes_in(v))
+    if isinstance(obj, dict):
+        return _nodes_in(tuple(obj.values()))
+    return ()
+
+
+def _note(out, name: str, inputs: tuple, params=None):
+    """While a gradient is recorded (:data:`lazynp.dask.lower.TAPING`): note on ``out``'s
+    node(s) that dask.array's ``name`` made it from ``inputs`` (chunked arrays and values),
+    for the backward pass, which raises naming ``name`` where it has no rule; ``out``."""
+    if lower.TAPING[0]:
+        ins = tuple(a._n if isinstance(a, DaskArray) else a for a in inputs)
+        for o in (out if isinstance(out, (tuple, list)) else (out,)):
+            if isinstance(o, DaskArray):
+                o._n.origin = (name, ins, params)
+    return out
+
+
 def _wrap(arr, client=None) -> DaskArray:
     """A chunked array holding the dask array ``arr`` (unknown chunk sizes, as after a
     boolean mask, are computed now: lazynp's shapes are known)."""
@@ -530,6 +569,7 @@ def ufunc_call(np_ufunc, args, kwargs=None) -> DaskArray:
         res = np_ufunc(*_lowered(tuple(args)))         # (dask.array's ufunc)
         res = tuple(_wrap(r, client) for r in res) if isinstance(res, tuple) else \
             _wrap(res, client)
+        _note(res, name, _nodes_in(args))
     else:
         if len(args) != np_ufunc.nin:
             raise TypeError(f"{name}() takes {np_ufunc.nin} positional arguments but "
@@ -582,7 +622,17 @@ def matmul(a, b) -> DaskArray:
     """``a @ b`` (dask.array's matmul)."""
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         raise ValueError("matmul: Input operand 1 does not have enough dimensions")
-    return _wrap(_lowered(a) @ _lowered(b), _client_of((a, b)))
+    client = _client_of((a, b))
+    if lower.TAPING[0]:
+        # (a host operand as a chunked array: the backward pass multiplies by it on the
+        # workers)
+        a, b = (v if isinstance(v, DaskArray) else _from_host(_host_value(v), client, -1)
+                for v in (a, b))
+    return _note(_wrap(_lowered(a) @ _lowered(b), client), "matmul", (a, b))
+
+
+def _host_value(v):
+    return v._value() if isinstance(v, ndarray) else np.asarray(v)
 
 
 def where(condition, x, y) -> DaskArray:
@@ -644,7 +694,10 @@ def call_at_once(name: str, np_fn, args, kwargs):
     if name.rsplit(".", 1)[-1] in ("qr", "svd") and largs and hasattr(largs[0], "rechunk"):
         largs = (largs[0].rechunk({0: "auto", 1: -1}),) + largs[1:]
     kw = {k: _lowered(v) for k, v in kwargs.items() if v is not None or k != "dtype"}
-    return _wrap_result(fn(*largs, **kw), client)
+    out = _wrap_result(fn(*largs, **kw), client)
+    if name == "dot" and len(args) == 2 and not kwargs:
+        return _note(out, "dot", tuple(args))
+    return _note(out, f"lazynp.{name}", _nodes_in((args, kwargs)))
 
 
 def _wrap_result(res, client):
@@ -660,8 +713,19 @@ def _wrap_result(res, client):
 
 
 def evaluate(arrays) -> None:
-    """Compute the chunked arrays and keep their values on the cluster (one
-    ``client.persist`` per client)."""
+    """Compute the chunked arrays, keep their values on the cluster (one ``client.persist``
+    per client) and wait until every chunk is computed (``distributed.wait``), as
+    :func:`lazynp.evaluate` promises: afterwards the work is done, as after
+    ``x.persist(); wait(x)`` in dask.
+
+    Raises
+    ------
+    RuntimeError
+        When a chunk cannot be computed (its task raised, or its worker was lost and it
+        could not be recomputed), or the chunks do not come within
+        ``LAZYNP_DASK_TIMEOUT`` seconds.
+    """
+    from distributed import futures_of, wait
     by_client: dict = {}
     for a in arrays:
         c = a.client
@@ -670,6 +734,19 @@ def evaluate(arrays) -> None:
         persisted = c.persist([a._dask() for a in arrs])
         for a, p in zip(arrs, persisted):
             a._n.value = p          # (pending work that reads it reads the persisted one)
+        futures = futures_of(persisted)
+        try:
+            with c.as_current():            # (wait finds its client so: it may be no default)
+                wait(futures, timeout=reads.timeout())
+        except TimeoutError as e:
+            raise RuntimeError(f"lazynp.evaluate: the chunked (dask) arrays were not computed "
+                               f"within {reads.timeout():g} s (LAZYNP_DASK_TIMEOUT); is the "
+                               f"cluster alive?") from e
+        for f in futures:
+            if f.status == "error":
+                exc = f.exception()
+                raise RuntimeError(f"lazynp.evaluate: a chunk of a chunked (dask) array could "
+                                   f"not be computed: {type(exc).__name__}: {exc}") from exc
 
 
 def asarray(a, dev: Device, dtype=None, copy=None) -> DaskArray:

@@ -85,6 +85,7 @@ def _worker_setup() -> None:
     if not _set_up[0]:
         _set_up[0] = True
         if os.environ.get("LAZYNP_DASK_WORKER") == "1":
+            # (other clusters' workers: the WorkerPlugin of lazynp.dask.workers)
             pool.MAX_BYTES = 0
             fused.PARALLEL_MIN = fused.PARALLEL_MIN_WORK = 1 << 62
 

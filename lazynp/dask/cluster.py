@@ -8,7 +8,9 @@ benchmark reads peak *worker* memory, which only separate processes report), eac
 run its Numba kernels on one thread (``NUMBA_NUM_THREADS=1``: the cluster already keeps
 every core busy).  ``LAZYNP_DASK_PROCESSES=0`` starts threads in this process instead.
 
-A given ``client`` (``Client("tcp://...")``) is used as it is and never closed here.
+A given ``client`` (``Client("tcp://...")``) is never closed here; at its first use lazynp's
+worker settings (no buffer pool, serial kernels) are registered on its cluster as a
+``WorkerPlugin`` (:mod:`lazynp.dask.workers`).
 """
 from __future__ import annotations
 
@@ -46,10 +48,13 @@ def embedded_client():
 
 def client_for(client=None):
     """``client`` when given, else the innermost block's, else the embedded one."""
-    if client is not None:
-        return client
-    c = dask_options()["client"]
-    return c if c is not None else embedded_client()
+    if client is None:
+        client = dask_options()["client"]
+    if client is None:
+        return embedded_client()
+    from . import workers
+    workers.register(client)        # (once per client: lazynp's settings on its workers)
+    return client
 
 
 def shutdown() -> bool:

@@ -29,7 +29,32 @@ import numpy as np
 from ..core import fusion
 from . import chunks
 
-__all__ = ["DaskNode", "lower", "leaf"]
+__all__ = ["DaskNode", "lower", "leaf", "TAPING"]
+
+#: open gradient recordings (:mod:`lazynp.autograd.dask_grad`): while above 0, a node built
+#: with a dask.array function notes its ``origin`` (the op and its inputs) for the backward pass
+TAPING = [0]
+#: while a gradient is recorded: the differentiated inputs' nodes (by id), and the function
+#: that raises for a read of a value computed from them (set by lazynp.autograd.dask_grad)
+TAPE_INPUTS: dict = {}
+ON_TRACED_READ: list = [None]
+
+
+def depends_on_tape_inputs(node: "DaskNode") -> bool:
+    """True when ``node`` is computed from a differentiated input of the open recording."""
+    if not TAPE_INPUTS:
+        return False
+    stack, seen = [node], set()
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if id(n) in TAPE_INPUTS:
+            return True
+        stack.extend(a for a in (n.origin[1] if n.origin is not None else n.args)
+                     if type(a) is DaskNode)
+    return False
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -37,10 +62,12 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 class DaskNode:
     """One recorded value of a chunked array: pending (``value`` None) or lowered
     (``value``: a ``dask.array.Array``); ``host``: its NumPy value once a read gathered
-    it, for small values (:mod:`lazynp.dask.reads`)."""
+    it, for small values (:mod:`lazynp.dask.reads`); ``origin``: while a gradient is
+    recorded (:data:`TAPING`), ``(name, input nodes or values, params)`` of a node built with
+    a dask.array function (its own ``args`` are empty)."""
 
     __slots__ = ("op", "args", "params", "shape", "dtype", "value", "client", "errstate",
-                 "host", "__weakref__")
+                 "host", "origin", "__weakref__")
 
     def __init__(self, op, args: tuple, params, shape: tuple, dtype, client=None):
         self.op = op
@@ -52,6 +79,7 @@ class DaskNode:
         self.client = client
         self.errstate = None
         self.host = None            # (a small value once read: kept on this side)
+        self.origin = None
 
     def __repr__(self) -> str:
         st = "pending" if self.value is None else "lowered"

@@ -1,0 +1,345 @@
+"""Reverse mode over chunked (dask) arrays: a data-parallel gradient over a chunked data set.
+
+``lazynp.grad(loss)(w, X, y)`` with ``X``, ``y`` chunked and ``w`` a plain array: ``w`` is
+put on the cluster as a one-chunk array (broadcast to the chunks, as dask broadcasts a
+NumPy operand), ``loss`` runs on chunked arrays while :data:`lazynp.dask.lower.TAPING` is
+set, and the backward pass walks the chunked arrays' nodes from the output: the recorded
+nodes (elementwise ufuncs, ``where``, ``copy``/``astype``, the reductions) through their op,
+the nodes dask.array built (``matmul``/``dot``, transposes, reshapes, basic indexing,
+``rechunk``) through the ``origin`` they noted.  The cotangents are chunked arrays too: the
+backward pass is itself lowered to dask (``X.T @ g`` is dask's tree contraction over the
+row chunks) and nothing is gathered but the results.
+
+A plain argument's gradient (a parameter: small) is computed in one ``client.compute``
+with the value and returned as a CPU array; a chunked argument's gradient stays a chunked
+array.  An op with no rule here on the path from a differentiated argument raises
+``NotImplementedError`` naming it (never a silent zero).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..array.ndarray import ndarray
+from ..core.graph import leaf
+from ..dask import array as dask_array, lower
+from ..dask.array import DaskArray
+from ..dask.lower import DaskNode
+from ..ops.registry import OPS
+from . import rules
+from .errors import traced_value_error
+from .array_rules import _fit, _kept, _matmul_cotangents, _std_var_cotangent
+
+__all__ = ["any_chunked", "value_and_grad", "vjp"]
+
+
+def any_chunked(args) -> bool:
+    """True when an argument is a chunked (dask) array."""
+    return any(isinstance(a, DaskArray) for a in args)
+
+
+def _wrap(n: DaskNode) -> DaskArray:
+    return DaskArray._from_node(n)
+
+
+def _inputs_of(n: DaskNode) -> tuple:
+    return n.origin[1] if n.origin is not None else n.args
+
+
+def _topo(out: DaskNode) -> list:
+    order, seen, stack = [], {id(out)}, [(out, 0)]
+    while stack:
+        n, i = stack[-1]
+        ins = _inputs_of(n)
+        while i < len(ins):
+            a = ins[i]
+            i += 1
+            if type(a) is DaskNode and id(a) not in seen:
+                seen.add(id(a))
+                stack[-1] = (n, i)
+                stack.append((a, 0))
+                break
+        else:
+            stack.pop()
+            order.append(n)
+    return order
+
+
+def _no_rule(name: str):
+    return NotImplementedError(
+        f"lazynp.grad on chunked (dask) arrays: no gradient rule for {name!r} (covered: "
+        f"elementwise ufuncs, where, copy, astype, sum, mean, max, min, std, var, matmul, "
+        f"dot, transposes, reshapes, basic indexing, rechunk); gather the data with "
+        f"x.to_device('cpu') where it fits in memory")
+
+
+def _chunked(v, like: DaskNode) -> DaskArray:
+    """``v`` (a node, a chunked array or a host value) as a chunked array."""
+    if type(v) is DaskNode:
+        return _wrap(v)
+    if isinstance(v, DaskArray):
+        return v
+    if isinstance(v, ndarray):
+        v = v._value()
+    return _constant(np.asarray(v), like.client)
+
+
+def _constant(v: np.ndarray, client) -> DaskArray:
+    """A host value as a one-chunk array under a fresh key: dask names ``from_array`` by
+    the value, and the same key in two computes whose graphs dask optimized differently
+    makes the scheduler warn ("different run_spec")."""
+    import dask.array as da
+    return dask_array._wrap(da.from_array(v, chunks=-1, name=False), client)
+
+
+def _spread(g: DaskArray, x: DaskNode) -> DaskArray:
+    """``g`` broadcast to ``x``'s shape in ``x``'s chunks (no values of ``x`` read)."""
+    import dask.array as da
+    arr = da.broadcast_to(g._dask(), x.shape, chunks=lower.lower(x).chunks)
+    return dask_array._wrap(arr, x.client)
+
+
+def _getitem_cotangent(g: DaskArray, x: DaskNode, key) -> DaskArray:
+    import dask.array as da
+    parts = key if type(key) is tuple else (key,)
+    if any(k is None for k in parts):
+        # (the new axes of ``x[..., None]`` are g's: drop them, index without them)
+        used = sum(1 for k in parts if k is not None and k is not Ellipsis)
+        new, out_axis = [], 0
+        for k in parts:
+            if k is None:
+                new.append(out_axis)
+            if k is Ellipsis:
+                out_axis += len(x.shape) - used
+            elif k is None or isinstance(k, slice):
+                out_axis += 1
+        g = g.squeeze(axis=tuple(new))
+        key = tuple(k for k in parts if k is not None)
+    z = da.zeros(x.shape, dtype=g.dtype, chunks=lower.lower(x).chunks)
+    z[key] = g._dask()
+    return dask_array._wrap(z, x.client)
+
+
+def _origin_cotangents(n: DaskNode, g: DaskArray, need: list) -> list:
+    name, ins, params = n.origin
+    if name in ("matmul", "dot"):
+        x, y = (_chunked(v, n) for v in ins)
+        if name == "dot" and (x.ndim == 0 or y.ndim == 0):
+            raise _no_rule("dot of a 0-d operand")
+        if x.ndim == 2 and y.ndim == 1:
+            # (X @ w: g @ X contracts over the row chunks with no transpose or reshape tasks)
+            return [g[:, None] * y if need[0] else None, g @ x if need[1] else None]
+        return _matmul_cotangents(x, y, g, need)
+    x = ins[0]
+    if name == "transpose":
+        inv = None if params is None else tuple(int(i) for i in np.argsort(
+            [a % len(x.shape) for a in params]))
+        return [g.transpose(inv) if inv is not None else g.transpose()]
+    if name == "swapaxes":
+        return [g.swapaxes(*params)]
+    if name == "reshape":
+        return [g.reshape(x.shape)]
+    if name == "rechunk":
+        return [g]
+    if name == "getitem":
+        return [_getitem_cotangent(g, x, params)]
+    raise _no_rule(name)
+
+
+def _reduction_cotangent(n: DaskNode, g: DaskArray, xs: list):
+    name = n.op.name
+    x = xs[0]
+    gk, axes = _kept(g, x.shape, n.params)
+    if name in ("sum", "mean"):
+        if name == "mean":
+            cnt = 1
+            for d in axes:
+                cnt *= x.shape[d]
+            gk = gk / cnt
+        return [gk]         # (spread to x's shape where a consumer needs it: _backward)
+    if name in ("max", "min"):
+        ans, _ = _kept(_wrap(n), x.shape, n.params)
+        mask = x == ans
+        return [mask * (gk / mask.sum(axis=axes, keepdims=True))]
+    if name in ("std", "var"):
+        return [_std_var_cotangent(name, x, _wrap(n), g, n.params)]
+    raise _no_rule(name)
+
+
+def _arg_cotangents(n: DaskNode, g: DaskArray, need: list) -> list:
+    """Cotangents of ``n``'s inputs (None: zero or not needed)."""
+    if n.origin is not None:
+        return _origin_cotangents(n, g, need)
+    op = n.op
+    xs = [_wrap(a) if type(a) is DaskNode else a for a in n.args]
+    if op.ufunc is not None and op.kind == "elementwise":
+        parts = rules.BINARY_PARTS.get(op.ufunc.__name__) if len(xs) == 2 else None
+        if parts is not None:       # (only the parts needed: chunked arrays are not _node's)
+            return [parts[k](g, _wrap(n), xs[0], xs[1]) if need[k] else None for k in (0, 1)]
+        return rules._elementwise(op.ufunc.__name__, g, _wrap(n), xs)
+    if op is OPS["copy"] or op is OPS["astype"]:
+        return [g]
+    if op is OPS["where"]:
+        zero = np.zeros((), g.dtype)[()]
+        return [None, dask_array.where(xs[0], g, zero) if need[1] else None,
+                dask_array.where(xs[0], zero, g) if need[2] else None]
+    if op.kind == "reduction":
+        return _reduction_cotangent(n, g, xs)
+    raise _no_rule(op.name)
+
+
+def _backward(out: DaskNode, inputs: dict, seed: DaskArray) -> dict:
+    """Cotangents (chunked arrays) of ``inputs`` (argument position -> node) for the
+    cotangent ``seed`` of ``out``."""
+    order = _topo(out)
+    targets = {id(n) for n in inputs.values()}
+    depends = set(targets)
+    for n in order:
+        if any(type(a) is DaskNode and id(a) in depends for a in _inputs_of(n)):
+            depends.add(id(n))
+    cot = {id(out): seed}
+    for n in reversed(order):
+        g = cot.pop(id(n), None) if id(n) not in targets else None
+        if g is None:
+            continue
+        ins = _inputs_of(n)
+        need = [type(a) is DaskNode and id(a) in depends for a in ins]
+        if not any(need):
+            continue
+        if g.shape != n.shape and (n.origin is not None or n.op.kind != "elementwise"):
+            # (a cotangent kept small -- a sum's, broadcast -- is spread only where an op
+            # needs its full shape: elementwise rules broadcast it inside their fused task)
+            g = _spread(g, n)
+        gs = _arg_cotangents(n, g, need)
+        for a, ga, nd in zip(ins, gs, need):
+            if ga is None or not nd:
+                continue
+            ga = _fit(ga, a)
+            prev = cot.get(id(a))
+            cot[id(a)] = ga if prev is None else prev + ga
+    out_grads = {}
+    for i, node in inputs.items():
+        g = cot.get(id(node))
+        if g is None:
+            g = _constant(np.zeros((), node.dtype), node.client)
+        out_grads[i] = g if g.shape == node.shape else _spread(g, node)
+    return out_grads
+
+
+def _inputs(args, nums, who: str):
+    """``(args, inputs)``: the differentiated arguments as chunked arrays (a plain one put
+    on the cluster in one chunk), each its own node."""
+    client = next(a._n.client for a in args if isinstance(a, DaskArray))
+    args = list(args)
+    inputs = {}
+    for i in nums:
+        a = args[i]
+        if isinstance(a, DaskArray):
+            x = a.copy()            # (its own node: the same array passed twice is two inputs)
+        else:
+            v = a._value() if isinstance(a, ndarray) else np.asarray(a)
+            x = _constant(v, client)
+        if x.dtype.kind not in "f":
+            raise TypeError(f"{who}: argument {i} must be real floating point, not {x.dtype}")
+        args[i] = x
+        inputs[i] = x._n
+        lower.TAPE_INPUTS[id(x._n)] = x._n
+    return args, inputs
+
+
+def _open() -> None:
+    lower.TAPING[0] += 1
+    lower.ON_TRACED_READ[0] = _traced_read
+
+
+def _close(inputs: dict) -> None:
+    lower.TAPING[0] -= 1
+    for n in inputs.values():
+        lower.TAPE_INPUTS.pop(id(n), None)
+    if not lower.TAPING[0]:
+        lower.TAPE_INPUTS.clear()
+
+
+def _traced_read(name: str):
+    raise traced_value_error(name)
+
+
+def _output(res, who: str) -> DaskArray:
+    if not isinstance(res, DaskArray):
+        raise NotImplementedError(f"{who}: on chunked (dask) arrays the function must return "
+                                  f"one chunked array (not {type(res).__name__})")
+    if res.dtype.kind not in "f":
+        raise TypeError(f"{who}: the output must be real floating point, not {res.dtype}")
+    return res
+
+
+def _results(out: DaskArray, grads: dict, plain: set, want_value: bool):
+    """Compute the value (where wanted) and the plain arguments' gradients in one
+    ``client.compute``; chunked arguments' gradients stay chunked."""
+    todo = [(i, g) for i, g in grads.items() if i in plain]
+    arrs = [g._dask() for _, g in todo]
+    if want_value and out._n.host is None:
+        arrs.append(out._dask())
+    res = dict(grads)
+    if arrs:
+        client = out.client
+        vals = client.gather(client.compute(arrs))
+        if want_value and out._n.host is None:
+            out._n.host = np.asarray(vals.pop(), out.dtype)
+        for (i, g), v in zip(todo, vals):
+            res[i] = ndarray._from_node(leaf(np.asarray(v, g.dtype)))
+    return res
+
+
+def _plain(args, nums) -> set:
+    return {i for i in nums if not isinstance(args[i], DaskArray)}
+
+
+def value_and_grad(fun, argnums=0, has_aux: bool = False):
+    """``(fun(*args), gradient)`` where an argument is a chunked array (see the module)."""
+    single = isinstance(argnums, int)
+    nums = (argnums,) if single else tuple(argnums)
+
+    def wrapped(*args, **kwargs):
+        _open()
+        inputs: dict = {}
+        try:
+            args2, inputs = _inputs(args, nums, "lazynp.grad")
+            res = fun(*args2, **kwargs)
+        finally:
+            _close(inputs)
+        out = res[0] if has_aux else res
+        if not isinstance(out, DaskArray) or out.shape != ():
+            raise TypeError("lazynp.grad: the function must return a scalar chunked array "
+                            "when an argument is chunked")
+        _output(out, "lazynp.grad")
+        seed = _constant(np.ones((), out.dtype), out._n.client)
+        grads = _results(out, _backward(out._n, inputs, seed), _plain(args, nums), True)
+        g = [grads[i] for i in nums]
+        return res, (g[0] if single else tuple(g))
+    return wrapped
+
+
+def vjp(fun, *primals):
+    """``(fun(*primals), vjp_fn)`` where a primal is chunked; ``vjp_fn(cotangent)`` walks
+    the recorded function backward (the recording is kept by ``vjp_fn``)."""
+    nums = tuple(range(len(primals)))
+    _open()
+    inputs: dict = {}
+    try:
+        args, inputs = _inputs(primals, nums, "lazynp.vjp")
+        out = _output(fun(*args), "lazynp.vjp")
+    finally:
+        _close(inputs)
+    plain = _plain(primals, nums)
+
+    def vjp_fn(cotangent):
+        c = cotangent if isinstance(cotangent, DaskArray) else \
+            _chunked(cotangent, out._n)
+        if c.shape != out.shape:
+            raise ValueError(f"lazynp.vjp: the cotangent has shape {c.shape}, the output "
+                             f"{out.shape}")
+        if c.dtype != out.dtype:
+            c = c.astype(out.dtype)
+        grads = _results(out, _backward(out._n, inputs, c), plain, False)
+        return tuple(grads[i] for i in nums)
+    return out, vjp_fn
