@@ -6,7 +6,8 @@ captures each generated kernel source with its argument types; a second one (the
 the real target cannot share a process) compiles each with numba-cuda's real compiler (NVVM)
 for compute capability 9.0 (H100) and assembles it with ``ptxas -arch=sm_90`` (or nvJitLink,
 the ptxas of the NVVM's release, when the installed ``ptxas`` is older), printing the count,
-register use and spills.  Results are cached by source hash in the temp directory.
+register use and spills.  Results are cached by source hash in the temp directory, and so is
+the captured list, under a hash of the sources and tests that generate it.
 
 Skipped only when numba-cuda finds no NVVM (``pip install numba-cuda[cu13]`` brings it; a
 CUDA toolkit at ``CUDA_HOME`` or ``/usr/local/cuda`` also serves).
@@ -51,15 +52,59 @@ def _nvvm_missing():
     return None if r.returncode == 0 else (r.stderr.strip().splitlines() or ["?"])[-1]
 
 
+def _capture_key() -> str:
+    """A hash of everything the captured kernels depend on: lazynp's sources, the device
+    tests and the benchmark that generate them, and the versions of Python, NumPy and
+    Numba.  The same key captures the same kernels (code generation is deterministic)."""
+    import hashlib
+    import platform
+
+    import numba
+    import numpy
+    h = hashlib.sha256(f"{platform.python_version()} {numpy.__version__} "
+                       f"{numba.__version__}".encode())
+    files = []
+    for folder in ("lazynp", "tests", "benchmarks"):
+        for dirpath, _, filenames in os.walk(os.path.join(ROOT, folder)):
+            for f in filenames:
+                if folder == "lazynp" and f.endswith((".py", ".pyx")) or \
+                        folder == "tests" and (f.startswith(("test_cuda_", "_cuda_")) or
+                                               f in ("_fake_cupy.py", "conftest.py")) or \
+                        folder == "benchmarks" and f in ("gpu.py", "_common.py"):
+                    files.append(os.path.join(dirpath, f))
+    for path in sorted(files):
+        h.update(os.path.relpath(path, ROOT).encode())
+        with open(path, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()[:32]
+
+
+def _captured_kernels(tmp_path):
+    """The kernel sources and signatures the device tests generate under the simulator.
+    Capturing reruns every device test (they also run in the suite itself), so the list is
+    kept in the compile cache's folder under a hash of what it depends on."""
+    kept = os.path.join(CACHE, f"capture-{_capture_key()}.json")
+    captured = tmp_path / "kernels.json"
+    if os.path.exists(kept):
+        with open(kept) as f:
+            captured.write_text(f.read())
+        return captured
+    r = subprocess.run([sys.executable, HELPER, "capture", str(captured)], capture_output=True,
+                       text=True, env=_env(True), cwd=ROOT, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    os.makedirs(CACHE, exist_ok=True)
+    with open(kept + ".part", "w") as f:
+        f.write(captured.read_text())
+    os.replace(kept + ".part", kept)
+    return captured
+
+
 def test_every_generated_kernel_compiles_for_sm90(tmp_path):
     why = _nvvm_missing()
     if why is not None:
         pytest.skip("numba-cuda finds no NVVM (install numba-cuda[cu13] or a CUDA toolkit, "
                     f"set CUDA_HOME): {why}")
-    captured = tmp_path / "kernels.json"
-    r = subprocess.run([sys.executable, HELPER, "capture", str(captured)], capture_output=True,
-                       text=True, env=_env(True), cwd=ROOT, timeout=600)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    captured = _captured_kernels(tmp_path)
     results = tmp_path / "results.json"
     r = subprocess.run([sys.executable, HELPER, "compile", str(captured), str(results), CACHE],
                        capture_output=True, text=True, env=_env(False), cwd=ROOT, timeout=600)
