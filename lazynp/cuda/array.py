@@ -22,6 +22,7 @@ from ..array.ndarray import ndarray
 from ..array.operands import broadcast_shapes
 from ..core.graph import leaf
 from ..devices import names
+from ..devices.array_methods import DeviceArrayMethods
 from ..devices.names import Device
 from ..devices.registry import Backend, register_backend
 from ..ops import elementwise as ew
@@ -34,7 +35,7 @@ from . import codegen, memory, runtime
 _SCALARS = (bool, int, float, complex)
 
 
-class DeviceArray:
+class DeviceArray(DeviceArrayMethods):
     """A lazy array on a CUDA device (``device``: ``"cuda:N"``)."""
 
     _lazynp_device_array = True
@@ -344,58 +345,6 @@ class DeviceArray:
             return self
         return _record(OPS["astype"], (self._node(),), {"dtype": dtype}, self.shape, dtype,
                        self._device)
-
-    def __neg__(self):
-        return ufunc_call(np.negative, (self,))
-
-    def __pos__(self):
-        return ufunc_call(np.positive, (self,))
-
-    def __abs__(self):
-        return ufunc_call(np.absolute, (self,))
-
-    def __invert__(self):
-        return ufunc_call(np.invert, (self,))
-
-    def __matmul__(self, other):
-        return matmul(self, other)
-
-    def __rmatmul__(self, other):
-        return matmul(other, self)
-
-    # --- reductions --------------------------------------------------------------------
-    def sum(self, axis=None, dtype=None, out=None, keepdims=False):
-        return reduce("sum", self, axis, dtype, out, keepdims)
-
-    def prod(self, axis=None, dtype=None, out=None, keepdims=False):
-        return reduce("prod", self, axis, dtype, out, keepdims)
-
-    def mean(self, axis=None, dtype=None, out=None, keepdims=False):
-        return reduce("mean", self, axis, dtype, out, keepdims)
-
-    def max(self, axis=None, out=None, keepdims=False):
-        return reduce("max", self, axis, None, out, keepdims)
-
-    def min(self, axis=None, out=None, keepdims=False):
-        return reduce("min", self, axis, None, out, keepdims)
-
-    def any(self, axis=None, out=None, keepdims=False):
-        return reduce("any", self, axis, None, out, keepdims)
-
-    def all(self, axis=None, out=None, keepdims=False):
-        return reduce("all", self, axis, None, out, keepdims)
-
-    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-        return reduce("std", self, axis, dtype, out, keepdims, {"ddof": ddof} if ddof else None)
-
-    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-        return reduce("var", self, axis, dtype, out, keepdims, {"ddof": ddof} if ddof else None)
-
-    def argmax(self, axis=None, out=None, keepdims=False):
-        return reduce("argmax", self, axis, None, out, keepdims)
-
-    def argmin(self, axis=None, out=None, keepdims=False):
-        return reduce("argmin", self, axis, None, out, keepdims)
 
 
 _API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12")
@@ -883,6 +832,8 @@ def empty(shape, dtype, dev: Device) -> DeviceArray:
 _FULL = OPS["full"]
 
 
-register_backend("cuda", Backend(create=create, asarray=asarray, ufunc_call=ufunc_call,
-                                 reduce=reduce, matmul=matmul, where=where,
-                                 call_at_once=call_at_once, evaluate=evaluate))
+BACKEND = Backend(create=create, asarray=asarray, ufunc_call=ufunc_call,
+                  reduce=reduce, matmul=matmul, where=where,
+                  call_at_once=call_at_once, evaluate=evaluate)
+DeviceArray._backend = BACKEND
+register_backend("cuda", BACKEND)

@@ -29,6 +29,7 @@ from ..array.ndarray import ndarray
 from ..array.operands import broadcast_shapes
 from ..core.graph import leaf as cpu_leaf
 from ..devices import names
+from ..devices.array_methods import DeviceArrayMethods
 from ..devices.names import Device
 from ..devices.options import dask_options
 from ..devices.registry import Backend, register_backend
@@ -46,7 +47,7 @@ _SCALARS = (bool, int, float, complex)
 _REDUCTIONS = lower._DASK_REDUCTIONS
 
 
-class DaskArray:
+class DaskArray(DeviceArrayMethods):
     """A lazy chunked array whose chunks live on a dask cluster (``device``: ``"dask"``)."""
 
     _lazynp_device_array = True
@@ -312,12 +313,6 @@ class DaskArray:
     def dot(self, other) -> "DaskArray":
         return call_at_once("dot", np.dot, (self, other), {})
 
-    def __matmul__(self, other):
-        return matmul(self, other)
-
-    def __rmatmul__(self, other):
-        return matmul(other, self)
-
     # --- recorded (fused) ------------------------------------------------------------------
     def copy(self) -> "DaskArray":
         return _record(OPS["copy"], (self._n,), None, self.shape, self.dtype)
@@ -327,51 +322,6 @@ class DaskArray:
         if dtype == self.dtype and not copy:
             return self
         return _record(OPS["astype"], (self._n,), {"dtype": dtype}, self.shape, dtype)
-
-    def __neg__(self):
-        return ufunc_call(np.negative, (self,))
-
-    def __pos__(self):
-        return ufunc_call(np.positive, (self,))
-
-    def __abs__(self):
-        return ufunc_call(np.absolute, (self,))
-
-    def __invert__(self):
-        return ufunc_call(np.invert, (self,))
-
-    def sum(self, axis=None, dtype=None, out=None, keepdims=False):
-        return reduce("sum", self, axis, dtype, out, keepdims)
-
-    def prod(self, axis=None, dtype=None, out=None, keepdims=False):
-        return reduce("prod", self, axis, dtype, out, keepdims)
-
-    def mean(self, axis=None, dtype=None, out=None, keepdims=False):
-        return reduce("mean", self, axis, dtype, out, keepdims)
-
-    def max(self, axis=None, out=None, keepdims=False):
-        return reduce("max", self, axis, None, out, keepdims)
-
-    def min(self, axis=None, out=None, keepdims=False):
-        return reduce("min", self, axis, None, out, keepdims)
-
-    def any(self, axis=None, out=None, keepdims=False):
-        return reduce("any", self, axis, None, out, keepdims)
-
-    def all(self, axis=None, out=None, keepdims=False):
-        return reduce("all", self, axis, None, out, keepdims)
-
-    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-        return reduce("std", self, axis, dtype, out, keepdims, {"ddof": ddof} if ddof else None)
-
-    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-        return reduce("var", self, axis, dtype, out, keepdims, {"ddof": ddof} if ddof else None)
-
-    def argmax(self, axis=None, out=None, keepdims=False):
-        return reduce("argmax", self, axis, None, out, keepdims)
-
-    def argmin(self, axis=None, out=None, keepdims=False):
-        return reduce("argmin", self, axis, None, out, keepdims)
 
     def cumsum(self, axis=None, dtype=None, out=None):
         return call_at_once("cumsum", np.cumsum, (self,), {"axis": axis, "dtype": dtype})
@@ -833,9 +783,11 @@ def shutdown() -> bool:
     return cluster.shutdown()
 
 
-register_backend("dask", Backend(create=create, asarray=asarray, ufunc_call=ufunc_call,
-                                 reduce=reduce, matmul=matmul, where=where,
-                                 call_at_once=call_at_once, evaluate=evaluate,
-                                 create_range=create_range, random=random_call,
-                                 load=io.load, to_zarr=to_zarr, from_zarr=from_zarr,
-                                 shutdown=shutdown))
+BACKEND = Backend(create=create, asarray=asarray, ufunc_call=ufunc_call,
+                  reduce=reduce, matmul=matmul, where=where,
+                  call_at_once=call_at_once, evaluate=evaluate,
+                  create_range=create_range, random=random_call,
+                  load=io.load, to_zarr=to_zarr, from_zarr=from_zarr,
+                  shutdown=shutdown)
+DaskArray._backend = BACKEND
+register_backend("dask", BACKEND)
