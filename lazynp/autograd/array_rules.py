@@ -5,6 +5,32 @@ arrays' device."""
 from __future__ import annotations
 
 
+def _args_of(n) -> tuple:
+    return n.args
+
+
+def post_order(out, inputs_of=_args_of) -> list:
+    """The nodes ``out`` depends on through ``inputs_of`` (those of ``out``'s own type),
+    each after its inputs, ``out`` last: the order a reverse mode walks backwards."""
+    kind = type(out)
+    order, seen, stack = [], {id(out)}, [(out, 0)]
+    while stack:
+        n, i = stack[-1]
+        ins = inputs_of(n)
+        while i < len(ins):
+            a = ins[i]
+            i += 1
+            if type(a) is kind and id(a) not in seen:
+                seen.add(id(a))
+                stack[-1] = (n, i)
+                stack.append((a, 0))
+                break
+        else:
+            stack.pop()
+            order.append(n)
+    return order
+
+
 def _fit(g, a):
     """``g`` summed over the dimensions ``a`` was broadcast along, in ``a``'s dtype."""
     shape = a.shape

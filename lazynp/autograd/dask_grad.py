@@ -27,7 +27,7 @@ from ..dask.lower import DaskNode
 from ..ops.registry import OPS
 from . import rules
 from .errors import traced_value_error
-from .array_rules import _fit, _kept, _matmul_cotangents, _std_var_cotangent
+from .array_rules import _fit, _kept, _matmul_cotangents, _std_var_cotangent, post_order
 
 __all__ = ["any_chunked", "value_and_grad", "vjp"]
 
@@ -43,25 +43,6 @@ def _wrap(n: DaskNode) -> DaskArray:
 
 def _inputs_of(n: DaskNode) -> tuple:
     return n.origin[1] if n.origin is not None else n.args
-
-
-def _topo(out: DaskNode) -> list:
-    order, seen, stack = [], {id(out)}, [(out, 0)]
-    while stack:
-        n, i = stack[-1]
-        ins = _inputs_of(n)
-        while i < len(ins):
-            a = ins[i]
-            i += 1
-            if type(a) is DaskNode and id(a) not in seen:
-                seen.add(id(a))
-                stack[-1] = (n, i)
-                stack.append((a, 0))
-                break
-        else:
-            stack.pop()
-            order.append(n)
-    return order
 
 
 def _no_rule(name: str):
@@ -190,7 +171,7 @@ def _arg_cotangents(n: DaskNode, g: DaskArray, need: list) -> list:
 def _backward(out: DaskNode, inputs: dict, seed: DaskArray) -> dict:
     """Cotangents (chunked arrays) of ``inputs`` (argument position -> node) for the
     cotangent ``seed`` of ``out``."""
-    order = _topo(out)
+    order = post_order(out, _inputs_of)
     targets = {id(n) for n in inputs.values()}
     depends = set(targets)
     for n in order:

@@ -24,7 +24,7 @@ import numpy as np
 from ..cuda.array import AT_ONCE, DeviceArray, _MATMUL, _SETITEM, full
 from ..core.graph import VIEW
 from . import rules
-from .array_rules import _fit, _kept, _matmul_cotangents, _std_var_cotangent
+from .array_rules import _fit, _kept, _matmul_cotangents, _std_var_cotangent, post_order
 
 
 def _rt():
@@ -34,26 +34,6 @@ def _rt():
 
 def _wrap(n) -> DeviceArray:
     return DeviceArray._from_node(n)
-
-
-def _topo(out):
-    order, seen = [], set()
-    stack = [(out, 0)]
-    seen.add(id(out))
-    while stack:
-        n, i = stack[-1]
-        while i < len(n.args):
-            a = n.args[i]
-            i += 1
-            if type(a) is type(out) and id(a) not in seen:
-                seen.add(id(a))
-                stack[-1] = (n, i)
-                stack.append((a, 0))
-                break
-        else:
-            stack.pop()
-            order.append(n)
-    return order
 
 
 def _zeros(shape, dtype, dev) -> DeviceArray:
@@ -153,7 +133,7 @@ def grad(fun, argnums=0, has_aux: bool = False):
 def _backward(out, inputs: dict, seed=None) -> dict:
     """Cotangents of ``inputs`` (argument position -> node) for the cotangent ``seed`` of
     ``out`` (None: 1 for a scalar)."""
-    order = _topo(out)
+    order = post_order(out)
     targets = {id(n) for n in inputs.values()}
     depends = set(targets)
     for n in order:
