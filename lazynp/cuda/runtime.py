@@ -34,6 +34,7 @@ from ..devices import names
 from ..engine import streams
 from ..core.graph import PENDING, VIEW, add_site_note, pending_order
 from ..ops.registry import OPS, Op, register
+from ..ops.reductions import reduced_axes
 from ..core import fusion
 from ..kernels import fused
 from . import codegen, memory
@@ -427,12 +428,7 @@ def _reduction_group(n: DeviceNode):
 
 
 def _red_axes(red, nd: int) -> tuple:
-    axis = (red.params or {}).get("axis")
-    if axis is None:
-        return tuple(range(nd))
-    if not isinstance(axis, tuple):
-        axis = (axis,)
-    return tuple(sorted(a % nd for a in axis))
+    return reduced_axes(red.params, nd)
 
 
 _sources: dict = {}

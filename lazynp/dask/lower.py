@@ -27,6 +27,7 @@ import operator
 import numpy as np
 
 from ..core import fusion
+from ..ops.reductions import reduced_axes
 from . import chunks
 
 __all__ = ["DaskNode", "lower", "leaf", "TAPING"]
@@ -184,12 +185,7 @@ def _partial_name(red) -> str:
 
 
 def _axes(red, nd: int) -> tuple:
-    axis = (red.params or {}).get("axis")
-    if axis is None:
-        return tuple(range(nd))
-    if not isinstance(axis, tuple):
-        axis = (axis,)
-    return tuple(sorted(a % nd for a in axis))
+    return reduced_axes(red.params, nd)
 
 
 def _lower_group(members: list, red, read: set, fusible: bool = True) -> None:

@@ -132,3 +132,14 @@ def reduced_shape(shape: tuple, axis, keepdims: bool) -> tuple:
     if keepdims:
         return tuple(1 if i in axes else s for i, s in enumerate(shape))
     return tuple(s for i, s in enumerate(shape) if i not in axes)
+
+
+def reduced_axes(params, nd: int) -> tuple:
+    """The sorted, non-negative axes a reduction node with ``params`` reduces over an
+    ``nd``-dimensional operand (all of them when ``axis`` is None)."""
+    axis = (params or {}).get("axis")
+    if axis is None:
+        return tuple(range(nd))
+    if not isinstance(axis, tuple):
+        axis = (axis,)
+    return tuple(sorted(a % nd for a in axis))
