@@ -37,7 +37,7 @@ from ..ops.registry import OPS, Op, register
 from ..ops.reductions import reduced_axes
 from ..core import fusion
 from ..kernels import fused
-from . import codegen, memory
+from . import codegen, flush_plan, memory
 
 LAUNCHED = 1        # (after PENDING, the host graph's first state: pending_order tests it)
 _PKG = _site.PACKAGE_DIR
@@ -241,13 +241,27 @@ def flush(targets) -> None:
                 n.needed = True
             if n.op is VIEW and (n.needed or n.use_count > n.uses):
                 n.args[0].needed = True
-        work = [(n, False) for n in order if n.op is not VIEW]
-        items = fusion.fuse(work, DeviceNode, simd_check=False)
         continued: set = set()
         here: set = set()
-        for it in items:
-            with memory.device_context(_item_nodes(it)[0].device):
-                _launch_item(it, continued, here)
+        shape = flush_plan.structure(order, DeviceNode, VIEW)
+        steps = None if shape is None else flush_plan.lookup(shape[0])
+        if steps is not None:
+            table = shape[1]
+            for step in steps:
+                nodes = _step_nodes(step, table)
+                with memory.device_context(nodes[0].device):
+                    _launch_nodes(nodes, _replay_builder(step, nodes, table, here),
+                                  continued, here)
+        else:
+            work = [(n, False) for n in order if n.op is not VIEW]
+            items = fusion.fuse(work, DeviceNode, simd_check=False)
+            steps = [] if shape is not None else None
+            for it in items:
+                with memory.device_context(_item_nodes(it)[0].device):
+                    _launch_item(it, continued, here, steps,
+                                 None if shape is None else shape[2])
+            if steps is not None and len(steps) == len(items):
+                flush_plan.keep(shape[0], steps)
         for n in order:
             if n.op is VIEW:
                 n.state = LAUNCHED
@@ -320,8 +334,89 @@ def _choose_stream(eng, inputs, continued: set, epoch_nodes: set):
     return eng.next_compute_stream()
 
 
-def _launch_item(it, continued: set, here: set) -> None:
-    nodes = _item_nodes(it)
+def _launch_item(it, continued: set, here: set, steps=None, slot_of=None) -> None:
+    """Launch one item of the fusion pass (a group, or a node alone).  ``steps``: when not
+    None, the item's step of the flush plan is appended to it (nothing when it failed);
+    ``slot_of``: id(node) -> slot (:func:`lazynp.cuda.flush_plan.structure`)."""
+    def build(dev, eng, stream):
+        if type(it) is not tuple:
+            spec, ins = _group_spec(it, dev)
+            step = ("g", spec, _slots(it.members, slot_of), _slots(ins, slot_of),
+                    None if it.reduction is None else _slot(it.reduction, slot_of))
+            out = _group_bind(spec, it.members, it.reduction, ins, dev, stream, here) + ((),)
+        else:
+            n = it[0]
+            kind = n.op.kind
+            if kind == "write":
+                step = ("w", _slot(n, slot_of))
+                out = _write_work(n, dev, eng, stream)
+            elif fusion.fusible(n, simd_check=False) or (kind == "elementwise" and
+                                                          _fusible_0d(n)):
+                spec, ins = _group_spec(fusion.FusedGroup(n, 0), dev)
+                step = ("g", spec, _slots((n,), slot_of), _slots(ins, slot_of), None)
+                out = _group_bind(spec, (n,), None, ins, dev, stream, here) + ((),)
+            elif kind == "reduction" and _reduction_ok(n):
+                g = _reduction_group(n)
+                spec, ins = _group_spec(g, dev)
+                step = ("r", spec, _slot(n, slot_of), _slots(ins, slot_of))
+                out = _group_bind(spec, g.members, n, ins, dev, stream, here) + ((),)
+            elif kind == "creation" and n.op.name in _FILLS:
+                step = ("f", _slot(n, slot_of))
+                out = _fill_work(n, dev, stream) + ((),)
+            else:
+                step = ("b", _slot(n, slot_of))
+                out = _fallback_work(n, dev, stream) + ((),)
+        if steps is not None:
+            steps.append(step)
+        return out
+    _launch_nodes(_item_nodes(it), build, continued, here)
+
+
+def _slot(node, slot_of):
+    return None if slot_of is None else slot_of[id(node)]
+
+
+def _slots(nodes, slot_of):
+    return None if slot_of is None else tuple(slot_of[id(n)] for n in nodes)
+
+
+def _step_nodes(step, table) -> list:
+    """The nodes a kept step launches, from this flush's ``table`` of nodes by slot."""
+    kind = step[0]
+    if kind == "g":
+        nodes = [table[k] for k in step[2]]
+        if step[4] is not None:
+            nodes.append(table[step[4]])
+        return nodes
+    return [table[step[2] if kind == "r" else step[1]]]
+
+
+def _replay_builder(step, nodes, table, here: set):
+    """The work builder of a kept step, bound to this flush's nodes."""
+    kind = step[0]
+
+    def build(dev, eng, stream):
+        if kind == "g":
+            spec = step[1]
+            red = table[step[4]] if step[4] is not None else None
+            members = nodes[:-1] if red is not None else nodes
+            ins = [table[k] for k in step[3]]
+            return _group_bind(spec, members, red, ins, dev, stream, here) + ((),)
+        n = nodes[0]
+        if kind == "r":
+            return _group_bind(step[1], (), n, [table[k] for k in step[3]], dev, stream,
+                               here) + ((),)
+        if kind == "w":
+            return _write_work(n, dev, eng, stream)
+        if kind == "f":
+            return _fill_work(n, dev, stream) + ((),)
+        return _fallback_work(n, dev, stream) + ((),)
+    return build
+
+
+def _launch_nodes(nodes: list, build, continued: set, here: set) -> None:
+    """Launch the work ``build(dev, engine, stream) -> (work, keep, extra waits)`` makes
+    for ``nodes`` (one item) on a stream chosen for it, after its inputs' events."""
     first = nodes[0]
     dev = first.device
     eng = engine_for(dev)
@@ -332,22 +427,9 @@ def _launch_item(it, continued: set, here: set) -> None:
     try:
         if failed is not None:
             raise failed
-        if type(it) is not tuple:
-            work, keep = _group_work(it, dev, stream, here)
-        else:
-            n = it[0]
-            if n.op.kind == "write":
-                work, keep, extra_waits = _write_work(n, dev, eng, stream)
-                waits += extra_waits
-            elif fusion.fusible(n, simd_check=False) or (n.op.kind == "elementwise" and
-                                                          _fusible_0d(n)):
-                work, keep = _group_work(fusion.FusedGroup(n, 0), dev, stream, here)
-            elif n.op.kind == "reduction" and _reduction_ok(n):
-                work, keep = _group_work(_reduction_group(n), dev, stream)
-            elif n.op.kind == "creation" and n.op.name in _FILLS:
-                work, keep = _fill_work(n, dev, stream)
-            else:
-                work, keep = _fallback_work(n, dev, stream)
+        work, keep, extra_waits = build(dev, eng, stream)
+        if extra_waits:
+            waits += extra_waits
     except BaseException as exc:
         _fail(nodes, exc)
         return
@@ -434,8 +516,24 @@ def _red_axes(red, nd: int) -> tuple:
 _sources: dict = {}
 
 
-def _group_work(group, dev, stream, here: set = frozenset()):
-    """The launch closure of a fused group (elementwise, with an optional reduction)."""
+class _GroupSpec:
+    """What a fused group's launch needs that does not depend on its buffers: the kernel
+    layout, compiled kernels, launch grid, and how each input and output buffer is bound.
+    Holds no node (a flush plan keeps it for later flushes of the same structure)."""
+
+    __slots__ = ("shape", "size", "flat", "in_modes", "bcast", "out_idx", "out_flat",
+                 "consts", "reuse", "input_uses", "group_shape", "kernel", "finish",
+                 "grid", "fgrid", "block", "tail", "red", "M", "L", "P", "acc")
+
+
+# (how an input buffer is bound: the node's own flat buffer; a flat view of the node's
+# buffer; a flat view of a view's base; the node's buffer (or view) as it is; that buffer
+# with leading broadcast dimensions)
+_IN_SAME, _IN_FLAT, _IN_FLAT_BASE, _IN_ND, _IN_PAD = range(5)
+
+
+def _group_spec(group, dev):
+    """The :class:`_GroupSpec` of a fused group and its inputs (nodes read from outside)."""
     members = group.members
     shape = group.shape
     zero_d = shape == ()
@@ -462,41 +560,30 @@ def _group_work(group, dev, stream, here: set = frozenset()):
     out_idx = tuple(k for k, m in enumerate(members)
                     if m.needed or m.use_count > internal.get(id(m), 0))
     size = math.prod(shape)
-    in_bufs = []
+    in_modes = []
     bcast = []
     flat_bcast = (False,) * ndim
     for a in inputs:
-        if (flat or zero_d) and a.op is not VIEW and len(a.shape) == 1:
-            in_bufs.append(a.value)         # (already the flat buffer: no view to make)
-            bcast.append(flat_bcast)
-            continue
-        buf = realize(a)
         ash = tuple(a.shape)
         if flat or zero_d:
-            buf = memory.view(buf, 0, (size,), (a.dtype.itemsize,), a.dtype) \
-                if _contiguous(a) and a.op is not VIEW else \
-                memory.view(_root(a).value, a.params["offset"], (size,), (a.dtype.itemsize,),
-                            a.dtype)
+            in_modes.append(_IN_SAME if a.op is not VIEW and len(ash) == 1 else
+                            _IN_FLAT if a.op is not VIEW else _IN_FLAT_BASE)
             bcast.append(flat_bcast)
-        else:
-            if len(ash) < ndim:
-                pad = ndim - len(ash)
-                st = (0,) * pad + tuple(buf.strides)
-                buf = _restride(a, buf, (1,) * pad + ash, st)
-                ash = (1,) * pad + ash
-            bcast.append(tuple(ash[d] == 1 and shape[d] != 1 for d in range(ndim)))
-        in_bufs.append(buf)
+            continue
+        pad = ndim - len(ash)
+        in_modes.append((_IN_PAD, pad) if pad > 0 else _IN_ND)
+        if pad > 0:
+            ash = (1,) * pad + ash
+        bcast.append(tuple(ash[d] == 1 and shape[d] != 1 for d in range(ndim)))
     bcast = tuple(bcast)
     flat = flat or zero_d
     consts = codegen.const_names(layout)
-    cvals = codegen.const_values(layout)
     block, grid_max = _launch_config(dev)
     # (a reduction keeping the last axis: one thread per kept element, coalesced reads)
     outer = red is not None and not full_red and (ndim - 1) not in red_axes
     key = (layout.key, flat, ndim, out_idx, bcast, block,
            None if red is None else (red.op.name, red_axes, red.dtype, src_idx, outer))
     srcs = _sources.get(key)
-    lines = None
     if srcs is None:
         lines = layout.lines(DeviceNode)
         if red is None:
@@ -515,36 +602,24 @@ def _group_work(group, dev, stream, here: set = frozenset()):
                                              members[src_idx].dtype, acc, block),
                     codegen.finish_source(red.op.name, acc, red.dtype))
         _sources[key] = srcs
-    outs = []
-    reusable = _dead_inputs(group, inputs, here, internal) \
-        if red is None and not KEEP_GRAPH[0] else []  # (a gradient may still read them)
-    for k in out_idx:
-        m = members[k]
-        buf = None
-        for j, a in enumerate(reusable):
-            if a is not None and a.dtype == m.dtype and a.shape == m.shape:
-                buf = a.value           # (memory planning: a dead input's buffer)
-                reusable[j] = None
-                STATS["device_buffer_reuse"] += 1
-                break
-        if buf is None:
-            buf = memory.empty(dev, m.shape, m.dtype)
-        m.value = buf
-        outs.append(memory.view(buf, 0, (size,), (m.dtype.itemsize,), m.dtype)
-                    if flat and len(m.shape) != 1 else buf)
-    kernel = codegen.compile_source(srcs[0])
-    arg = memory.kernel_arg
+    spec = _GroupSpec()
+    spec.shape = shape
+    spec.group_shape = group.shape
+    spec.size = size
+    spec.flat = flat
+    spec.in_modes = tuple(in_modes)
+    spec.bcast = bcast
+    spec.out_idx = out_idx
+    spec.out_flat = tuple(flat and len(members[k].shape) != 1 for k in out_idx)
+    spec.consts = _const_refs(layout)
+    spec.input_uses = tuple(internal.get(id(a), 0) for a in inputs)
+    spec.block = block
+    spec.kernel = codegen.compile_source(srcs[0])
+    spec.tail = [] if flat else list(shape[1:])
+    spec.red = None
     if red is None:
-        args = [arg(b) for b in in_bufs] + cvals + [arg(o) for o in outs] + [size] + \
-            ([] if flat else list(shape[1:]))
-        grid = max(1, min(-(-size // block), grid_max))
-
-        def work():
-            if size:
-                kernel[grid, block, _nb_stream(stream)](*args)
-        STATS["device_kernels"] += 1
-        return work, [b for b in in_bufs] + outs
-
+        spec.grid = max(1, min(-(-size // block), grid_max))
+        return spec, inputs
     kept = [d for d in range(ndim) if d not in red_axes]
     M = math.prod(shape[d] for d in kept)
     L = math.prod(shape[d] for d in red_axes)
@@ -556,17 +631,91 @@ def _group_work(group, dev, stream, here: set = frozenset()):
         P = 2 if L > block else 1
     else:
         P = 1 if M >= grid_max else max(1, min(-(-L // (block * 8)), grid_max // max(M, 1)))
-    acc = codegen.acc_dtype(red.op.name, members[src_idx].dtype, red.dtype)
-    part = memory.empty(dev, (M, P), acc)
-    r = memory.empty(dev, (M,), red.dtype)
-    red.value = memory.view(r, 0, red.shape, _c_strides(red.shape, red.dtype.itemsize),
-                            red.dtype)
-    finish = codegen.compile_source(srcs[1])
+    spec.acc = codegen.acc_dtype(red.op.name, members[src_idx].dtype, red.dtype)
+    spec.red = (red.shape, red.dtype)
+    spec.M, spec.L, spec.P = M, L, P
+    spec.tail = list(shape)
+    spec.finish = codegen.compile_source(srcs[1])
+    spec.grid = max(1, min(-(-M * P // block) if outer else M * P,
+                           grid_max if not memory.simulated() else 2))
+    spec.fgrid = max(1, min(-(-M // block), grid_max))
+    return spec, inputs
+
+
+def _const_refs(layout) -> tuple:
+    """Where the layout's constants come from, in kernel argument order (that of
+    :func:`lazynp.cuda.codegen.const_values`): ``(member, argument, scalar type)``."""
+    by_dtype: dict = {}
+    for k, m in enumerate(layout.members):
+        args = m.args[:1] if fused._squares(m, DeviceNode) else m.args
+        for i, a in enumerate(args):
+            if type(a) is not DeviceNode:
+                dt = fused._const_dtype(a)
+                by_dtype.setdefault(fused._dt_name(dt), []).append((k, i, dt.type))
+    return tuple(r for name in sorted(by_dtype) for r in by_dtype[name])
+
+
+def _group_bind(spec: _GroupSpec, members, red, inputs, dev, stream, here: set):
+    """The launch closure of a fused group (elementwise, with an optional reduction) whose
+    layout is ``spec``, on this flush's nodes; returns ``(work, buffers to keep)``."""
+    size = spec.size
+    in_bufs = []
+    item = memory.view
+    for a, mode in zip(inputs, spec.in_modes):
+        if mode == _IN_SAME:
+            buf = a.value
+        elif mode == _IN_FLAT:
+            buf = item(a.value, 0, (size,), (a.dtype.itemsize,), a.dtype)
+        elif mode == _IN_FLAT_BASE:
+            buf = item(a.args[0].value, a.params["offset"], (size,), (a.dtype.itemsize,),
+                       a.dtype)
+        elif mode == _IN_ND:
+            buf = realize(a)
+        else:
+            buf = realize(a)
+            pad = mode[1]
+            buf = _restride(a, buf, (1,) * pad + tuple(a.shape),
+                            (0,) * pad + tuple(buf.strides))
+        in_bufs.append(buf)
+    cvals = [t(members[k].args[i]) for k, i, t in spec.consts]
+    outs = []
+    reusable = _dead_inputs(members, spec, inputs, here) \
+        if red is None and not KEEP_GRAPH[0] else []  # (a gradient may still read them)
+    for k, as_flat in zip(spec.out_idx, spec.out_flat):
+        m = members[k]
+        buf = None
+        for j, a in enumerate(reusable):
+            if a is not None and a.dtype == m.dtype and a.shape == m.shape:
+                buf = a.value           # (memory planning: a dead input's buffer)
+                reusable[j] = None
+                STATS["device_buffer_reuse"] += 1
+                break
+        if buf is None:
+            buf = memory.empty(dev, m.shape, m.dtype)
+        m.value = buf
+        outs.append(item(buf, 0, (size,), (m.dtype.itemsize,), m.dtype) if as_flat else buf)
+    kernel = spec.kernel
+    block = spec.block
+    grid = spec.grid
+    arg = memory.kernel_arg
+    if red is None:
+        args = [arg(b) for b in in_bufs] + cvals + [arg(o) for o in outs] + [size] + spec.tail
+
+        def work():
+            if size:
+                kernel[grid, block, _nb_stream(stream)](*args)
+        STATS["device_kernels"] += 1
+        return work, in_bufs + outs
+
+    M, L, P = spec.M, spec.L, spec.P
+    part = memory.empty(dev, (M, P), spec.acc)
+    red_shape, red_dtype = spec.red
+    r = memory.empty(dev, (M,), red_dtype)
+    red.value = item(r, 0, red_shape, _c_strides(red_shape, red_dtype.itemsize), red_dtype)
+    finish = spec.finish
     args = [arg(b) for b in in_bufs] + cvals + [arg(o) for o in outs] + \
-        [arg(part), M, L, P] + list(shape)
-    grid = max(1, min(-(-M * P // block) if outer else M * P,
-                      grid_max if not memory.simulated() else 2))
-    fgrid = max(1, min(-(-M // block), grid_max))
+        [arg(part), M, L, P] + spec.tail
+    fgrid = spec.fgrid
 
     def work():
         if M:
@@ -576,18 +725,23 @@ def _group_work(group, dev, stream, here: set = frozenset()):
     return work, in_bufs + outs + [part, r]
 
 
-def _dead_inputs(group, inputs, here: set, uses: dict) -> list:
-    """Inputs of ``group`` whose buffers an output may take (MXNet's in-place rule): made in
+def _group_work(group, dev, stream, here: set = frozenset()):
+    """The launch closure of a fused group and the buffers it keeps (no flush plan)."""
+    spec, inputs = _group_spec(group, dev)
+    return _group_bind(spec, group.members, group.reduction, inputs, dev, stream, here)
+
+
+def _dead_inputs(members, spec: _GroupSpec, inputs, here: set) -> list:
+    """Inputs of a group whose buffers an output may take (MXNet's in-place rule): made in
     this flush, of the group's shape, read by nothing but this group's members, not kept
-    by an array.  Every thread reads such an element before it writes the same element.
-    ``uses``: id(node) -> how many reads of it the group's members make."""
+    by an array.  Every thread reads such an element before it writes the same element."""
     out = []
-    for a in inputs:
+    shape = spec.group_shape
+    for a, uses in zip(inputs, spec.input_uses):
         if a.op is VIEW or id(a) not in here or a.needed or a.value is None or \
-                a.error is not None or a.shape != group.shape or \
-                a.use_count != uses.get(id(a), 0) or a.readers:
+                a.error is not None or a.shape != shape or a.use_count != uses or a.readers:
             continue
-        if any(r not in group.members for r in pending_readers(a)):
+        if any(not any(r is m for m in members) for r in pending_readers(a)):
             continue
         out.append(a)
     return out
