@@ -522,8 +522,8 @@ class _GroupSpec:
     Holds no node (a flush plan keeps it for later flushes of the same structure)."""
 
     __slots__ = ("shape", "size", "flat", "in_modes", "bcast", "out_idx", "out_flat",
-                 "consts", "reuse", "input_uses", "group_shape", "kernel", "finish",
-                 "grid", "fgrid", "block", "tail", "red", "M", "L", "P", "acc")
+                 "consts", "input_uses", "group_shape", "sources", "grid", "fgrid", "block",
+                 "tail", "red", "M", "L", "P", "acc")
 
 
 # (how an input buffer is bound: the node's own flat buffer; a flat view of the node's
@@ -614,7 +614,8 @@ def _group_spec(group, dev):
     spec.consts = _const_refs(layout)
     spec.input_uses = tuple(internal.get(id(a), 0) for a in inputs)
     spec.block = block
-    spec.kernel = codegen.compile_source(srcs[0])
+    spec.sources = srcs
+    codegen.compile_source(srcs[0])           # (a source that cannot be lowered raises now)
     spec.tail = [] if flat else list(shape[1:])
     spec.red = None
     if red is None:
@@ -635,7 +636,7 @@ def _group_spec(group, dev):
     spec.red = (red.shape, red.dtype)
     spec.M, spec.L, spec.P = M, L, P
     spec.tail = list(shape)
-    spec.finish = codegen.compile_source(srcs[1])
+    codegen.compile_source(srcs[1])
     spec.grid = max(1, min(-(-M * P // block) if outer else M * P,
                            grid_max if not memory.simulated() else 2))
     spec.fgrid = max(1, min(-(-M // block), grid_max))
@@ -694,7 +695,8 @@ def _group_bind(spec: _GroupSpec, members, red, inputs, dev, stream, here: set):
             buf = memory.empty(dev, m.shape, m.dtype)
         m.value = buf
         outs.append(item(buf, 0, (size,), (m.dtype.itemsize,), m.dtype) if as_flat else buf)
-    kernel = spec.kernel
+    # (looked up at each launch, not kept in the spec: one dict look-up)
+    kernel = codegen.compile_source(spec.sources[0])
     block = spec.block
     grid = spec.grid
     arg = memory.kernel_arg
@@ -712,7 +714,7 @@ def _group_bind(spec: _GroupSpec, members, red, inputs, dev, stream, here: set):
     red_shape, red_dtype = spec.red
     r = memory.empty(dev, (M,), red_dtype)
     red.value = item(r, 0, red_shape, _c_strides(red_shape, red_dtype.itemsize), red_dtype)
-    finish = spec.finish
+    finish = codegen.compile_source(spec.sources[1])
     args = [arg(b) for b in in_bufs] + cvals + [arg(o) for o in outs] + \
         [arg(part), M, L, P] + spec.tail
     fgrid = spec.fgrid
