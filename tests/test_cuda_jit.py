@@ -153,3 +153,36 @@ def test_functions_that_cannot_be_replayed_run_as_they_are(case):
         np.testing.assert_allclose(np.asarray(got), want)
         np.testing.assert_allclose(np.asarray(x), want_x)       # (the caller's array)
     assert _stats()["device_jit_unplanned"] - before == 2
+
+
+def test_clear_forgets_device_plans_and_the_next_call_plans_again():
+    f = lnp.jit(_softmax_plus)
+    xh, yh, x, y = _pair()
+    f(x, y, 2.0)
+    f(x, y, 2.0)
+    plans = _stats()["device_jit_plans"]
+    f.clear()
+    assert "not called yet" in f.explain()
+    got = f(x, y, 2.0)                           # (a new capture, not a replay)
+    assert _stats()["device_jit_plans"] == plans + 1
+    np.testing.assert_allclose(np.asarray(got), _softmax_plus_np(xh, yh, 2.0), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(f(x, y, 2.0)), _softmax_plus_np(xh, yh, 2.0),
+                               rtol=1e-12)
+
+
+def test_explain_tells_each_device_signature_and_why_one_is_not_planned():
+    f = lnp.jit(_softmax_plus)
+    xh, yh, x, y = _pair()
+    f(x, y, 2.0)
+    f(x, y, 2.0)
+    f(lnp.asarray(xh.astype(np.float32), device="cuda"), y, 2.0)
+    text = f.explain()
+    assert "2 device signature(s)" in text
+    assert "device plan 1: first call: argument 0 (x): device array float64[3, 4] on cuda:0" \
+        in text and "argument 2 (s): float 2.0" in text
+    assert "device plan 2: signature changed: argument 0 (x): device array float64[3, 4] " \
+        "on cuda:0 -> device array float32[3, 4] on cuda:0" in text
+    assert "launch(es) replayed per call" in text
+    g = lnp.jit(lambda a: float(a.sum()))
+    g(x)
+    assert "not planned, runs as it is on every call: a read of a value" in g.explain()

@@ -50,19 +50,69 @@ def call(jit_obj, args: tuple, kwargs: dict):
     n = len(args)
     static = {i % n for i in jit_obj._static if -n <= i < n}
     key = _signature(args, static)
+    log = jit_obj.__dict__.setdefault("_device_log", [])
     if key is None:
         STATS["device_jit_unplanned"] += 1
+        if not any(k is None for k, _, _ in log):
+            log.append((None, "an argument that is not a device array, a Python scalar or a "
+                              "static argument", ""))
         return jit_obj._fun(*args)
     plans = jit_obj.__dict__.setdefault("_device_plans", {})
     plan = plans.get(key)
     if plan is None:
-        plan, result = _capture(jit_obj._fun, args, static)
+        plan, result, why = _capture(jit_obj._fun, args, static)
         plans[key] = plan
+        log.append((key, _reason(key, log, jit_obj), why))
         return result
     if plan is _UNPLANNED:
         STATS["device_jit_unplanned"] += 1
         return jit_obj._fun(*args)
     return plan.run(args)
+
+
+_UNPLANNED_ARGS = "runs as it is on every call"
+
+
+def explain_lines(jit_obj) -> list:
+    """One paragraph per device signature met: why its plan was made, and what it replays
+    per call or why it runs unplanned (:meth:`lazynp.jit.jit.explain`)."""
+    lines = []
+    plans = jit_obj.__dict__.get("_device_plans", {})
+    for k, (key, reason, why) in enumerate(jit_obj.__dict__.get("_device_log", ())):
+        lines.append(f"device plan {k + 1}: {reason}")
+        plan = plans.get(key) if key is not None else None
+        if isinstance(plan, _Plan):
+            lines.append(f"    {len(plan.steps)} launch(es) replayed per call "
+                         f"({plan.kernels} of them kernels); {len(plan.in_bufs)} argument "
+                         f"copy(ies) in, {len(plan.outputs)} result copy(ies) out")
+        else:
+            lines.append(f"    not planned, {_UNPLANNED_ARGS}" + (f": {why}" if why else ""))
+    return lines
+
+
+def _describe(item) -> str:
+    kind = item[0]
+    if kind == "device":
+        _, shape, dtype, dev = item
+        return f"device array {dtype}{list(shape)} on {dev}"
+    if kind == "const":
+        return f"{item[1].__name__} {item[2]!r}"
+    return f"static {item[1]!r}"
+
+
+def _reason(key: tuple, log: list, jit_obj) -> str:
+    """Why a new device plan: the first call's signature, or what changed since the last
+    signature met."""
+    prev = next((k for k, _, _ in reversed(log) if k is not None), None)
+    if prev is None:
+        parts = [f"{jit_obj._argname(i)}: {_describe(a)}" for i, a in enumerate(key)]
+        return "first call: " + ("; ".join(parts) if parts else "no arguments")
+    if len(prev) != len(key):
+        return f"signature changed: number of arguments {len(prev)} -> {len(key)}"
+    diffs = [f"{jit_obj._argname(i)}: {_describe(a)} -> {_describe(b)}"
+             for i, (a, b) in enumerate(zip(prev, key)) if a != b or type(a[-1]) is not
+             type(b[-1])]
+    return "signature changed: " + "; ".join(diffs)
 
 
 def _signature(args: tuple, static: set):
@@ -115,11 +165,11 @@ def _copy_in(eng, dev, buf, a: DeviceArray, extra=()):
 
 def _capture(fun, args: tuple, static: set):
     """Run ``fun`` on copies of its array arguments, keeping the launches; returns
-    ``(plan or _UNPLANNED, result)``."""
+    ``(plan or _UNPLANNED, result, why it is not planned)``."""
     dev_args = [i for i, a in enumerate(args) if i not in static and isinstance(a, DeviceArray)]
     devices = {args[i].device for i in dev_args}
     if len(devices) != 1:
-        return _UNPLANNED, fun(*args)
+        return _UNPLANNED, fun(*args), "arrays on several devices"
     dev = devices.pop()
     runtime.flush_live()                      # (work recorded before is not the plan's)
     eng = runtime.engine_for(dev)
@@ -133,6 +183,7 @@ def _capture(fun, args: tuple, static: set):
         call_args[i] = DeviceArray._from_node(node)
         inputs.append((buf, node, call_args[i]))
     cap = _Capture()
+    kernels = runtime.STATS["device_kernels"]
     runtime.CAPTURE[0] = cap
     try:
         result = fun(*call_args)
@@ -143,16 +194,17 @@ def _capture(fun, args: tuple, static: set):
         runtime.CAPTURE[0] = None
     if any(arr._var.head is not node for _, node, arr in inputs):
         # (an argument was written: the write must reach the caller's array)
-        return _UNPLANNED, fun(*args)
+        return _UNPLANNED, fun(*args), "it writes into an argument"
     why = list(cap.opaque)
     if outs is None:
         why.append("a result that is not device arrays")
     plan = None if why else _Plan.build(eng, dev, dev_args, inputs, cap, outs, why)
     if plan is None:
-        return _UNPLANNED, result
+        return _UNPLANNED, result, "; ".join(dict.fromkeys(why))
     STATS["device_jit_plans"] += 1
+    plan.kernels = runtime.STATS["device_kernels"] - kernels
     return plan, plan.results({"s": [st[4] for st in cap.steps],
-                               "i": [node.event for _, node, _ in inputs]})
+                               "i": [node.event for _, node, _ in inputs]}), ""
 
 
 class _Plan:
@@ -168,6 +220,7 @@ class _Plan:
         self.nodes = nodes              # every node of the steps (their errors)
         self.rebuild = rebuild          # None: one array; else tuple or list
         self.last: dict = {}            # stream -> the previous call's last event there
+        self.kernels = 0                # (kernels, fills and writes among the steps)
 
     @classmethod
     def build(cls, eng, dev, dev_args, inputs, cap, outs, why):

@@ -194,9 +194,14 @@ class jit:
         return _make_explanation(self._explain_text(), self._log, self._plans, name)
 
     def _explain_text(self) -> str:
-        if not self._log:
+        device = self.__dict__.get("_device_log")
+        if not self._log and not device:
             return f"lazynp.jit({getattr(self._fun, '__name__', '?')}): not called yet"
         lines = [f"lazynp.jit({getattr(self._fun, '__name__', '?')}): {len(self._log)} plan(s)"]
+        if device:          # (device plans: lazynp.cuda.jit_plan, loaded by their first call)
+            from ..cuda import jit_plan
+            lines[0] += f", {len(device)} device signature(s)"
+            lines += jit_plan.explain_lines(self)
         for k, (key, reason) in enumerate(self._log):
             plan = self._plans[key]
             r = plan.memory_report()
@@ -234,5 +239,8 @@ class jit:
         return len(self._plans)
 
     def clear(self) -> None:
+        """Forget every plan (CPU and device): the next call of each signature compiles."""
         self._plans.clear()
         self._log.clear()
+        self.__dict__.pop("_device_plans", None)     # (lazynp.cuda.jit_plan's)
+        self.__dict__.pop("_device_log", None)
