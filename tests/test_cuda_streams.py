@@ -243,3 +243,29 @@ def test_at_once_functions_record_an_event_for_their_result(monkeypatch):
             d = lnp.asarray(x, device="cuda") * 2       # (a kernel on a compute stream)
             s = lnp.sort(d, axis=1)                     # (CuPy's sort, run at once)
             np.testing.assert_array_equal(np.asarray(s + 1), np.sort(x * 2, axis=1) + 1)
+
+
+def test_host_threads_reading_device_values_at_once_get_numpy_values():
+    # (Numba's simulator runs one kernel at a time: a second host thread's launch failed
+    # its assertion or, worse, ran inside the first launch's context with wrong values)
+    import threading
+    a = np.random.default_rng(5).standard_normal((3, 4, 5)) / 10 + 1
+    da = lnp.asarray(a, device="cuda")
+    problems = []
+
+    def reader(k):
+        try:
+            for axis in (None, 0, (0, 2)):
+                got = np.asarray(lnp.prod(da * 2 - 1 + k, axis=axis))
+                want = np.prod(a * 2 - 1 + k, axis=axis)
+                if got.shape != want.shape or not np.allclose(got, want, rtol=1e-12):
+                    problems.append(("values", k, axis))
+        except Exception as exc:             # (reported below, with the thread's numbers)
+            problems.append((repr(exc)[:120], k))
+
+    threads = [threading.Thread(target=reader, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert problems == []

@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import os
 import random
+import threading
 
 
 class SimEvent:
@@ -45,6 +46,11 @@ class SimStream:
 
 #: the interleaving of simulated streams (tests reseed it)
 SIM_RANDOM = random.Random(int(os.environ.get("LAZYNP_SIM_STREAM_SEED", "0")))
+#: one host thread at a time runs queued work, for every simulated device: Numba's simulator
+#: runs one kernel at a time (a second launch from another thread fails its assertion, or
+#: runs as a device function in the first launch's context: wrong values), and a stream's
+#: items must run one after the other
+_SIM_RUN_LOCK = threading.RLock()
 
 
 class SimBackend:
@@ -74,6 +80,10 @@ class SimBackend:
 
     def synchronize(self, ev: SimEvent) -> None:
         """Run queued work, streams interleaved at random, until ``ev`` has happened."""
+        with _SIM_RUN_LOCK:
+            self._run_until(ev)
+
+    def _run_until(self, ev: SimEvent) -> None:
         while not ev.done:
             ready = [s for s in self.streams if s.queue and
                      (s.queue[0][0] != "wait" or s.queue[0][1].done)]
