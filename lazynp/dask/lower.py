@@ -252,12 +252,37 @@ def _aligned(arrays: list, shape: tuple) -> list:
     return out
 
 
+def within_chunks(arr, axes: tuple) -> bool:
+    """True when each of ``axes`` of the dask array ``arr`` is one chunk: a reduction over
+    them needs no tree (each output block comes from one input block)."""
+    return all(len(arr.chunks[d]) == 1 for d in axes)
+
+
+def _drop_axes(arr, axes: tuple):
+    """``arr`` without its ``axes`` (each of size 1), block by block (a blockwise layer:
+    dask's graph optimization fuses it with its neighbours)."""
+    if not axes:
+        return arr
+    return arr.map_blocks(np.squeeze, axis=axes, drop_axis=axes, dtype=arr.dtype,
+                          meta=np.empty((0,) * (arr.ndim - len(axes)), arr.dtype))
+
+
 def _combine(red, part, axes: tuple):
     """The tree reduction of the chunks' partials ``part`` (reduced axes of size 1 per
-    chunk) into ``red``'s result."""
+    chunk) into ``red``'s result.  When the reduced axes are one chunk each, a partial is
+    already its output block: no tree, only blockwise steps, which dask fuses with the
+    task that made the partial and with the tasks that read the result (a row softmax on
+    row chunks: one task per chunk)."""
     import dask.array as da
     name = red.op.name
     keep = bool((red.params or {}).get("keepdims"))
+    if within_chunks(part, axes):
+        out = part if keep else _drop_axes(part, axes)
+        if name == "mean":
+            count = math.prod(red.args[0].shape[d] for d in axes)
+            with np.errstate(all="ignore"):
+                out = out / count if count else out * np.nan
+        return out.astype(red.dtype) if out.dtype != red.dtype else out
     fn = {"sum": da.sum, "mean": da.sum, "prod": da.prod, "max": da.max, "min": da.min,
           "any": da.any, "all": da.all}[name]
     kw = {"dtype": part.dtype} if name in ("sum", "mean", "prod") else {}
@@ -284,6 +309,10 @@ def _dask_reduction(n: DaskNode, x):
         raise NotImplementedError(f"lazynp: {name} is not implemented on chunked (dask) "
                                   f"arrays")
     kw = dict(n.params or {})
+    if name in _BLOCK_REDUCTIONS:
+        axes = reduced_axes(n.params, x.ndim)
+        if within_chunks(x, axes):
+            return _block_reduction(n, x, axes, kw)
     fn = getattr(da, {"amax": "max", "amin": "min"}.get(name, name))
     if name in ("argmax", "argmin", "nanargmax", "nanargmin") and kw.get("axis") is None:
         keep = kw.pop("keepdims", False)
@@ -298,3 +327,32 @@ def _dask_reduction(n: DaskNode, x):
     if out.shape != n.shape:
         out = out.reshape(n.shape)
     return out
+
+
+#: the reductions :func:`_block_reduction` computes with NumPy's function on each block
+_BLOCK_REDUCTIONS = frozenset("""sum prod mean std var max min amax amin any all argmax
+    argmin nansum nanprod nanmean nanstd nanvar nanmax nanmin nanargmax
+    nanargmin""".split())
+
+
+def _reduce_block(block, name: str, kw: dict, dtype):
+    out = np.asarray(getattr(np, name)(block, **kw))
+    return out if out.dtype == dtype else out.astype(dtype)
+
+
+def _block_reduction(n: DaskNode, x, axes: tuple, kw: dict):
+    """A reduction whose reduced ``axes`` are one chunk each: NumPy's own function on each
+    block (a blockwise layer, fused by dask with its neighbours; NumPy's values, as the
+    block holds every element each output reduces)."""
+    keep = bool(kw.get("keepdims"))
+    chunks = tuple((1,) if d in axes else c for d, c in enumerate(x.chunks)
+                   if keep or d not in axes)
+    if n.op.name in ("argmax", "argmin", "nanargmax", "nanargmin") and \
+            kw.get("axis") is None:
+        # (NumPy's flat index: the block is the whole array, as every axis is one chunk)
+        chunks = (((1,),) * x.ndim) if keep else ()
+    out = x.map_blocks(_reduce_block, n.op.name, kw, n.dtype, chunks=chunks,
+                       drop_axis=() if keep else axes, dtype=n.dtype,
+                       meta=np.empty((0,) * len(chunks), n.dtype),
+                       token=f"lazynp-{n.op.name}-block")
+    return out.reshape(n.shape) if out.shape != n.shape else out

@@ -1,0 +1,152 @@
+"""The shape of the dask graph lazynp lowers to (issue 39's benchmark targets).
+
+A reduction whose reduced axes are one chunk each needs no tree: each output block is the
+reduction of one input block.  It is lowered as a blockwise step, which dask's graph
+optimization fuses with the tasks that make its input and read its result: a row softmax
+over row chunks is one task per chunk (dask.array's own reductions always build a tree:
+6 tasks per chunk).  The values stay NumPy's.
+
+One in-process LocalCluster for the module, closed at the end.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis")
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+
+import dask  # noqa: E402
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+import lazynp as lnp  # noqa: E402
+
+os.environ["LAZYNP_DASK_PROGRESS"] = "0"
+_SETTINGS = settings(max_examples=25, deadline=None, derandomize=True,
+                     suppress_health_check=list(hypothesis.HealthCheck))
+
+_REDUCTIONS = ["sum", "mean", "std", "var", "min", "max", "argmin", "argmax", "any", "all",
+               "prod"]
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                       dashboard_address=":0")
+    c = distributed.Client(cluster, set_as_default=False)
+    try:
+        yield c
+    finally:
+        c.close()
+        cluster.close()
+
+
+@pytest.fixture
+def on_dask(client):
+    with lnp.default_device("dask", client=client):
+        yield client
+
+
+def _data(shape, seed):
+    return np.random.default_rng(seed).standard_normal(shape) * 3
+
+
+def _check(got, want, rtol=1e-12):
+    got_v, want_v = np.asarray(got), np.asarray(want)
+    assert got_v.shape == want_v.shape
+    assert got_v.dtype == want_v.dtype, (got_v.dtype, want_v.dtype)
+    if want_v.dtype.kind in "fc":
+        np.testing.assert_allclose(got_v, want_v, rtol=rtol, atol=1e-12, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(got_v, want_v)
+
+
+def _tasks(arr) -> int:
+    """The tasks of ``arr``'s graph once dask has optimized it (as ``compute`` does)."""
+    (opt,) = dask.optimize(arr)
+    return len(dict(opt.__dask_graph__()))
+
+
+def _softmax(xp, x):
+    e = xp.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+@st.composite
+def reduced_within_chunks(draw):
+    """A shape, the reduced axes (None: all), and chunks that keep each reduced axis whole
+    (the other axes cut at random)."""
+    shape = tuple(draw(st.lists(st.integers(1, 8), min_size=1, max_size=3)))
+    nd = len(shape)
+    axis = draw(st.one_of(
+        st.none(), st.integers(-nd, nd - 1),
+        st.lists(st.integers(0, nd - 1), min_size=1, max_size=nd, unique=True).map(tuple)))
+    axes = range(nd) if axis is None else \
+        {a % nd for a in (axis if isinstance(axis, tuple) else (axis,))}
+    chunks = tuple(s if d in axes else draw(st.integers(1, s)) for d, s in enumerate(shape))
+    return shape, axis, chunks
+
+
+@_SETTINGS
+@given(case=reduced_within_chunks(), name=st.sampled_from(_REDUCTIONS),
+       keepdims=st.booleans(), chained=st.booleans(), seed=st.integers(0, 10))
+def test_reductions_within_chunks_equal_numpy(client, case, name, keepdims, chained, seed):
+    shape, axis, chunks = case
+    if name in ("argmin", "argmax") and isinstance(axis, tuple):
+        axis = axis[0]
+    a, b = _data(shape, seed), _data(shape, seed + 1)
+    with lnp.default_device("dask", client=client):
+        x = lnp.asarray(da.from_array(a, chunks=chunks))
+        y = lnp.asarray(da.from_array(b, chunks=chunks))
+        if name in ("any", "all"):
+            src, ref = ((x > y) | (y > 2), (a > b) | (b > 2)) if chained else (x > 1, a > 1)
+        else:
+            # (chained: the reduction is the epilogue of a fused group; alone: its own)
+            src, ref = (x * 0.5 + y, a * 0.5 + b) if chained else (x, a)
+        got = getattr(src, name)(axis=axis, keepdims=keepdims)
+        with np.errstate(all="ignore"):
+            want = getattr(ref, name)(axis=axis, keepdims=keepdims)
+        # (a fused chunk step sums in another order than NumPy's pairwise sum)
+        _check(got, want, rtol=1e-9 if chained else 1e-12)
+
+
+def test_softmax_on_row_chunks_is_one_task_per_chunk(on_dask):
+    a = _data((60, 30), 4)
+    dx = da.from_array(a, chunks=(10, 30))
+    got = _softmax(lnp, lnp.asarray(dx))
+    _check(got, _softmax(np, a))
+    lowered = _softmax(lnp, lnp.asarray(dx)).to_dask()
+    n_chunks = lowered.npartitions
+    # (the input's own chunk tasks, then one task per chunk: dask.array's softmax, whose
+    # reductions always build a tree, has several per chunk)
+    assert _tasks(lowered) == 2 * n_chunks
+    assert _tasks(_softmax(da, dx)) > 4 * n_chunks
+
+
+def test_a_reduction_across_chunks_still_builds_a_tree(on_dask):
+    a = _data((60, 30), 5)
+    x = lnp.asarray(da.from_array(a, chunks=(10, 10)))
+    _check(_softmax(lnp, x), _softmax(np, a))
+    _check((x * 2).sum(axis=1), (a * 2).sum(axis=1), rtol=1e-9)
+    graph = dict(_softmax(lnp, x).to_dask().__dask_graph__())
+    assert any("aggregate" in str(k) for k in graph)
+
+
+def test_mean_and_dtype_of_reductions_within_chunks(on_dask):
+    f = np.linspace(0, 1, 24, dtype=np.float32).reshape(4, 6)
+    i = np.arange(24, dtype=np.int32).reshape(4, 6)
+    x = lnp.asarray(da.from_array(f, chunks=(2, 6)))
+    k = lnp.asarray(da.from_array(i, chunks=(2, 6)))
+    _check((x * 2).mean(axis=1), (f * 2).mean(axis=1), rtol=1e-6)
+    _check(x.mean(axis=1, keepdims=True), f.mean(axis=1, keepdims=True), rtol=1e-6)
+    _check(k.sum(axis=1), i.sum(axis=1))
+    _check(k.sum(axis=1, dtype=np.int8), i.sum(axis=1, dtype=np.int8))
+    _check((k * 3).mean(axis=1), (i * 3).mean(axis=1))
+    _check(k.argmax(axis=1), i.argmax(axis=1))
+    one = lnp.asarray(da.from_array(i, chunks=(4, 6)))
+    _check(one.argmax(), i.argmax())
+    _check(lnp.argmin(one, keepdims=True), np.argmin(i, keepdims=True))
+    _check(one.std(axis=(0, 1), ddof=1), i.std(axis=(0, 1), ddof=1))
