@@ -150,3 +150,28 @@ def test_mean_and_dtype_of_reductions_within_chunks(on_dask):
     _check(one.argmax(), i.argmax())
     _check(lnp.argmin(one, keepdims=True), np.argmin(i, keepdims=True))
     _check(one.std(axis=(0, 1), ddof=1), i.std(axis=(0, 1), ddof=1))
+
+
+def test_a_full_reduction_over_scalars_partials_is_one_aggregation(on_dask):
+    a, b = _data(1000, 6), _data(1000, 7)
+    da_a, da_b = da.from_array(a, chunks=100), da.from_array(b, chunks=100)
+    x, y = lnp.asarray(da_a), lnp.asarray(da_b)
+    _check(lnp.sum(x * y + 1.0), np.sum(a * b + 1.0), rtol=1e-12)
+    lowered = lnp.sum(x * y + 1.0).to_dask()
+    inputs = 2 * 10
+    # (10 fused chunk tasks, then one task combines their 10 scalars; dask's default tree
+    # has a level of partial sums between: 14 tasks)
+    assert _tasks(lowered) - inputs == 11
+    assert _tasks(da.sum(da_a * da_b + 1.0)) - inputs > 11
+
+
+def test_the_fan_in_of_a_tree_is_bounded_by_the_partials_bytes(on_dask, monkeypatch):
+    from lazynp.dask import lower
+    monkeypatch.setattr(lower, "FAN_IN_BYTES", 64 << 10)
+    a = _data((40, 2000), 8)
+    x = lnp.asarray(da.from_array(a, chunks=(1, 2000)))
+    _check((x * 2.0).sum(axis=0), (a * 2.0).sum(axis=0), rtol=1e-9)
+    # (each partial is a 16 KB row: 4 fit the 64 KiB an aggregation may hold, so the 40
+    # partials take a tree of several levels)
+    graph = dict(dask.optimize((x * 2.0).sum(axis=0).to_dask())[0].__dask_graph__())
+    assert sum(1 for k in graph if "partial" in str(k)) >= 10

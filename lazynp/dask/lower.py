@@ -267,6 +267,21 @@ def _drop_axes(arr, axes: tuple):
                           meta=np.empty((0,) * (arr.ndim - len(axes)), arr.dtype))
 
 
+#: the partials one aggregation task of a tree reduction may hold at once (bytes)
+FAN_IN_BYTES = 32 << 20
+#: the most partials one aggregation task combines
+MAX_FAN_IN = 64
+
+
+def _fan_in(part) -> int:
+    """How many of the partials ``part``'s blocks one aggregation task combines: as many as
+    fit :data:`FAN_IN_BYTES` (at most :data:`MAX_FAN_IN`, at least dask's 4).  A partial is
+    one chunk's reduced block -- a scalar for a full reduction -- so a tree over scalars is
+    one level (``sum(a*b + c)`` over 10 chunks: 11 tasks, not dask's default of 14)."""
+    block = part.dtype.itemsize * math.prod(max(c, default=1) for c in part.chunks)
+    return int(max(4, min(MAX_FAN_IN, FAN_IN_BYTES // max(block, 1))))
+
+
 def _combine(red, part, axes: tuple):
     """The tree reduction of the chunks' partials ``part`` (reduced axes of size 1 per
     chunk) into ``red``'s result.  When the reduced axes are one chunk each, a partial is
@@ -286,7 +301,7 @@ def _combine(red, part, axes: tuple):
     fn = {"sum": da.sum, "mean": da.sum, "prod": da.prod, "max": da.max, "min": da.min,
           "any": da.any, "all": da.all}[name]
     kw = {"dtype": part.dtype} if name in ("sum", "mean", "prod") else {}
-    out = fn(part, axis=axes, keepdims=keep, **kw)
+    out = fn(part, axis=axes, keepdims=keep, split_every=_fan_in(part), **kw)
     if name == "mean":
         count = math.prod(red.args[0].shape[d] for d in axes)
         with np.errstate(all="ignore"):
