@@ -175,3 +175,88 @@ def test_the_fan_in_of_a_tree_is_bounded_by_the_partials_bytes(on_dask, monkeypa
     # partials take a tree of several levels)
     graph = dict(dask.optimize((x * 2.0).sum(axis=0).to_dask())[0].__dask_graph__())
     assert sum(1 for k in graph if "partial" in str(k)) >= 10
+
+
+# --- chunk-local regions: one task per chunk for a run of items -----------------------------
+
+_RED_NAMES = ["sum", "mean", "max", "min", "std", "var", "prod"]
+
+
+def _program(xp, x, y, axis, r1, r2):
+    """A run of chunk-local items: reductions over ``axis`` (kept), broadcast back."""
+    t = x * 0.5 + y
+    m = getattr(t, r1)(axis=axis, keepdims=True)
+    u = xp.exp(t - m)
+    s = getattr(u, r2)(axis=axis, keepdims=True)
+    return u / (s + 1.0) + getattr(y, r1)(axis=axis, keepdims=True) * xp.tanh(x)
+
+
+@_SETTINGS
+@given(case=reduced_within_chunks(), r1=st.sampled_from(_RED_NAMES),
+       r2=st.sampled_from(_RED_NAMES), seed=st.integers(0, 10))
+def test_regions_equal_numpy(client, case, r1, r2, seed):
+    shape, axis, chunks = case
+    a, b = _data(shape, seed) * 0.1, _data(shape, seed + 1) * 0.1
+    a_copy = a.copy()
+    with lnp.default_device("dask", client=client):
+        x = lnp.asarray(da.from_array(a, chunks=chunks))
+        y = lnp.asarray(da.from_array(b, chunks=chunks))
+        got = _program(lnp, x, y, axis, r1, r2)
+        want = _program(np, a, b, axis, r1, r2)
+        _check(got, want, rtol=1e-9)
+        # (the inputs' chunks are never written, though temporaries are)
+        np.testing.assert_array_equal(np.asarray(x), a_copy)
+
+
+def test_softmax_region_gives_numpy_bits_and_writes_no_input(on_dask):
+    a = _data((60, 30), 9)
+    dx = da.from_array(a.copy(), chunks=(10, 30)).persist()
+    x = lnp.asarray(dx)
+    got = np.asarray(_softmax(lnp, x))
+    # (every step is NumPy's own function on whole rows: the same bits)
+    np.testing.assert_array_equal(got, _softmax(np, a))
+    np.testing.assert_array_equal(dx.compute(), a)
+    np.testing.assert_array_equal(np.asarray(_softmax(lnp, x)), got)
+
+
+def test_region_values_read_later_and_by_other_items(on_dask):
+    a = _data((40, 12), 10)
+    x = lnp.asarray(da.from_array(a, chunks=(10, 12)))
+    e = lnp.exp(x - x.max(axis=1, keepdims=True))
+    p = e / e.sum(axis=1, keepdims=True)
+    total = p.sum(axis=0)              # across chunks: a tree after the region
+    w = np.exp(a - a.max(axis=1, keepdims=True))
+    wp = w / w.sum(axis=1, keepdims=True)
+    _check(total, wp.sum(axis=0), rtol=1e-12)
+    _check(e, w)                       # (a value inside the region, read afterwards)
+    _check(p, wp)
+
+
+def test_run_region_writes_a_dead_temporary_in_place():
+    from lazynp.dask import chunks
+    x = _data((4, 5), 11)
+    m = x.max(axis=1, keepdims=True)
+    f8 = np.dtype(np.float64)
+    sub = ((("subtract", (("x", 0), ("x", 1)), None, f8),), None, (0,), False)
+    exp = ((("exp", (("x", 0),), None, f8),), None, (0,), False)
+    steps = (("group", sub, (("x", 0), ("x", 1)), (0,), None),
+             ("group", exp, (("v", 0),), (1,), None))
+    seen = []
+    real = chunks.run_block
+
+    def spy(*blocks, recipe):
+        out = real(*blocks, recipe=recipe)
+        seen.append(out)
+        return out
+    chunks.run_block = spy
+    try:
+        got = chunks.run_region(x, m, steps=steps, outs=(1,))
+    finally:
+        chunks.run_block = real
+    np.testing.assert_array_equal(got, np.exp(x - m))
+    # (the subtraction's result, read by no later step, took the exponential)
+    assert len(seen) == 1 and got is seen[0]
+    # (a value the task returns is never overwritten)
+    t, e = chunks.run_region(x, m, steps=steps, outs=(0, 1))
+    np.testing.assert_array_equal(t, x - m)
+    np.testing.assert_array_equal(e, np.exp(x - m))

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..core import fusion
 from ..ops.reductions import reduced_axes
-from . import chunks
+from . import chunks, regions
 
 __all__ = ["DaskNode", "lower", "leaf", "TAPING"]
 
@@ -139,17 +139,45 @@ def lower(target: DaskNode):
             for a in n.args:
                 if type(a) is DaskNode and id(a) not in inside:
                     read.add(id(a))
-    for it in items:
-        if type(it) is fusion.FusedGroup:
-            _lower_group(it.members, it.reduction, read)
-        else:
-            n = it[0]
-            if n.op.kind == "reduction":
-                n.value = _dask_reduction(n, lower(n.args[0]))
-            else:
-                # (one op: a kernel saves no temporary; NumPy's loop, as the CPU path)
-                _lower_group([n], None, read | {id(n)}, fusible=False)
+    # (runs of chunk-local items, a row softmax on row chunks: one task per chunk)
+    readers = regions.readers(items, DaskNode)
+    region = None
+    for k, it in enumerate(items):
+        if region is not None and region.add(k, it, DaskNode, _recipe, lower, read):
+            continue
+        _close(region, readers, target, read)
+        region = regions.first_region(it, DaskNode, lower)
+        if region is not None and not region.add(k, it, DaskNode, _recipe, lower, read):
+            region = None
+        if region is None:
+            _lower_item(it, read)
+    _close(region, readers, target, read)
     return target.value
+
+
+def _lower_item(it, read: set) -> None:
+    """Lower one item of the fusion pass on its own."""
+    if type(it) is fusion.FusedGroup:
+        _lower_group(it.members, it.reduction, read)
+    else:
+        n = it[0]
+        if n.op.kind == "reduction":
+            n.value = _dask_reduction(n, lower(n.args[0]))
+        else:
+            # (one op: a kernel saves no temporary; NumPy's loop, as the CPU path)
+            _lower_group([n], None, read | {id(n)}, fusible=False)
+
+
+def _close(region, readers: dict, target: DaskNode, read: set) -> None:
+    """Lower ``region``: one task per chunk for two items or more, else its item alone."""
+    if region is None:
+        return
+    if len(region.items) == 1:
+        _lower_item(region.items[0][1], read)
+        return
+    ks = {k for k, _ in region.items}
+    outputs = {id(target)} | {i for i, rs in readers.items() if rs - ks}
+    regions.emit(region, outputs)
 
 
 def _recipe(members: list, red, out_idx: tuple, can_fuse: bool):
