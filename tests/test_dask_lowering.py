@@ -260,3 +260,77 @@ def test_run_region_writes_a_dead_temporary_in_place():
     t, e = chunks.run_region(x, m, steps=steps, outs=(0, 1))
     np.testing.assert_array_equal(t, x - m)
     np.testing.assert_array_equal(e, np.exp(x - m))
+
+
+# --- stencil writes: one map_overlap ------------------------------------------------------------
+
+def _jacobi(xp, u, steps):
+    u = u.copy()
+    for _ in range(steps):
+        u[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])
+    return u
+
+
+@_SETTINGS
+@given(rows=st.integers(3, 14), cols=st.integers(3, 14), data=st.data(),
+       steps=st.integers(1, 3), seed=st.integers(0, 10))
+def test_stencil_time_loop_equals_numpy(client, rows, cols, data, steps, seed):
+    chunks = (data.draw(st.integers(1, rows)), data.draw(st.integers(1, cols)))
+    a = _data((rows, cols), seed)
+    with lnp.default_device("dask", client=client):
+        u = lnp.asarray(da.from_array(a, chunks=chunks))
+        got = np.asarray(_jacobi(lnp, u, steps))
+    # (the same kernel per element as the CPU path's, on the same operands: NumPy's bits)
+    np.testing.assert_allclose(got, _jacobi(np, a, steps), rtol=1e-15, atol=0)
+
+
+@_SETTINGS
+@given(shape=st.tuples(st.integers(4, 12), st.integers(4, 12)), data=st.data(),
+       seed=st.integers(0, 10))
+def test_writes_of_shifted_slices_equal_numpy(client, shape, data, seed):
+    """Any target slice, shifted sources of any offsets (within the array), chunks from 1."""
+    def window(n):
+        length = data.draw(st.integers(1, n - 1))
+        return length, data.draw(st.integers(0, n - length)), data.draw(st.integers(0, n - length))
+    (l0, t0, s0), (l1, t1, s1) = window(shape[0]), window(shape[1])
+    (m0, _, q0), (m1, _, q1) = (l0, 0, data.draw(st.integers(0, shape[0] - l0))), \
+        (l1, 0, data.draw(st.integers(0, shape[1] - l1)))
+    chunks = (data.draw(st.integers(1, shape[0])), data.draw(st.integers(1, shape[1])))
+    a = _data(shape, seed)
+
+    def prog(xp, u):
+        u = u.copy()
+        u[t0:t0 + l0, t1:t1 + l1] = u[s0:s0 + l0, s1:s1 + l1] * 2.0 - \
+            u[q0:q0 + m0, q1:q1 + m1] + 1.0
+        return u
+    with lnp.default_device("dask", client=client):
+        got = np.asarray(prog(lnp, lnp.asarray(da.from_array(a, chunks=chunks))))
+    np.testing.assert_array_equal(got, prog(np, a))
+
+
+def test_stencil_is_one_map_overlap_per_step(on_dask):
+    a = _data((40, 40), 12)
+    u = lnp.asarray(da.from_array(a, chunks=(10, 10)))
+    lowered = _jacobi(lnp, u, 3).to_dask()
+    graph = dict(lowered.__dask_graph__())
+    assert sum(1 for k in graph if "_stencil_block" in str(k)) == 3 * 16
+    # (as written by hand with dask.array's map_overlap: the same number of tasks)
+    by_hand = da.from_array(a, chunks=(10, 10)).copy()
+    for _ in range(3):
+        by_hand = by_hand.map_overlap(lambda b: b, depth=1, boundary="none")
+    assert _tasks(lowered) <= _tasks(by_hand)
+    np.testing.assert_allclose(np.asarray(_jacobi(lnp, u, 3)), _jacobi(np, a, 3), rtol=1e-15)
+
+
+def test_writes_that_are_not_stencils_take_the_general_path(on_dask):
+    a = _data((12, 12), 13)
+    u = lnp.asarray(da.from_array(a, chunks=(1, 12)))
+    w = lnp.asarray(da.from_array(a * 2, chunks=(4, 4)))
+    ref = a.copy()
+    u[2:10, 1:11] = u[:8, 1:11] + 1.0            # a shift of 2 rows, chunks of 1 row
+    ref[2:10, 1:11] = ref[:8, 1:11] + 1.0
+    u[0:4, 0:4] = w[4:8, 4:8] * 3                # another array's slice
+    ref[0:4, 0:4] = (a * 2)[4:8, 4:8] * 3
+    u[::2, 0:3] = u[::2, 3:6] - 1.0              # steps other than 1
+    ref[::2, 0:3] = ref[::2, 3:6] - 1.0
+    np.testing.assert_array_equal(np.asarray(u), ref)

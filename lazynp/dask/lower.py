@@ -63,12 +63,14 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 class DaskNode:
     """One recorded value of a chunked array: pending (``value`` None) or lowered
     (``value``: a ``dask.array.Array``); ``host``: its NumPy value once a read gathered
-    it, for small values (:mod:`lazynp.dask.reads`); ``origin``: while a gradient is
+    it, for small values (:mod:`lazynp.dask.reads`); ``view_of``: for a slice with steps
+    of 1, the sliced dask array and the slice's starts (:mod:`lazynp.dask.stencil`);
+    ``origin``: while a gradient is
     recorded (:data:`TAPING`), ``(name, input nodes or values, params)`` of a node built with
     a dask.array function (its own ``args`` are empty)."""
 
     __slots__ = ("op", "args", "params", "shape", "dtype", "value", "client", "errstate",
-                 "host", "origin", "__weakref__")
+                 "host", "origin", "view_of", "__weakref__")
 
     def __init__(self, op, args: tuple, params, shape: tuple, dtype, client=None):
         self.op = op
@@ -81,6 +83,7 @@ class DaskNode:
         self.errstate = None
         self.host = None            # (a small value once read: kept on this side)
         self.origin = None
+        self.view_of = None         # (dask array, starts) of a slice x[a:b, c:d] of it
 
     def __repr__(self) -> str:
         st = "pending" if self.value is None else "lowered"
