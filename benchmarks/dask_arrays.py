@@ -649,6 +649,24 @@ def summarize(rows: list[Row], ooc: Row | None) -> Summary:
     return summary
 
 
+def w1_memory_note(rows: list[Row]) -> str | None:
+    """Why W1's memory target is out of reach while its result stays on the cluster: the
+    arithmetic from this run's figures (None when a side did not run)."""
+    w1 = next((r for r in rows if r.name.startswith("W1")), None)
+    if w1 is None or w1.lazynp.probe is None or w1.dask.probe is None or \
+            w1.dask.answer is None:
+        return None
+    result = numpy.asarray(w1.dask.answer).nbytes / MiB
+    lz, dk = w1.lazynp.probe.peak_bytes / MiB, w1.dask.probe.peak_bytes / MiB
+    return (f"W1's memory: both sides keep the {result:.0f} MiB result on the workers (the "
+            f"call persists it; the program does not read it back). lazynp's peak, "
+            f"{lz:.0f} MiB, is that result and {max(lz - result, 0):.0f} MiB more (its fused "
+            f"kernel writes each chunk's result and nothing else); dask.array's, {dk:.0f} MiB, "
+            f"adds {max(dk - result, 0):.0f} MiB of temporaries. 0.5x of dask.array's peak "
+            f"is {dk / 2:.0f} MiB, less than the result itself: with the result kept, "
+            f"{result / dk:.2f}x is the floor, which lazynp reaches.")
+
+
 LOAD_NOTE = ("The machine is shared with other sessions running builds and tests: the figures "
              "are taken under that load (the load average is in the machine line), both sides "
              "in the same run, interleaved.")
@@ -687,6 +705,9 @@ def main(argv: list[str] | None = None) -> int:
     print_table(table_rows(shown), HEADERS)
     summary = summarize(rows, ooc)
     status = summary.print(strict=args.strict)
+    memory_note = w1_memory_note(rows)
+    if memory_note:
+        print("\n" + memory_note)
     if write:
         notes = [LOAD_NOTE,
                  "Columns: `first` is the first call (lowering and Numba compilation "
@@ -698,6 +719,7 @@ def main(argv: list[str] | None = None) -> int:
                  "`result MiB` is its size); "
                  "`tasks/chunk` the tasks the scheduler ran in that call over the input's "
                  "chunks.",
+                 *([memory_note] if memory_note else []),
                  "Summary:\n\n| benchmark | target | measured | result |\n|---|---|---|---|\n"
                  + "\n".join("| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |"
                              for row in summary.table_rows())]

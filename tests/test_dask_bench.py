@@ -52,3 +52,11 @@ def test_no_answer_disagrees_and_the_summary_is_printed(smoke_output):
     assert " NO" not in smoke_output
     assert "out of core (lazynp) completes" in smoke_output
     assert "FAILED" not in smoke_output
+
+
+def test_the_w1_memory_note_gives_its_arithmetic(smoke_output):
+    note = next(line for line in smoke_output.splitlines() if line.startswith("W1's memory"))
+    numbers = [float(x) for x in re.findall(r"(\d+(?:\.\d+)?) MiB", note)]
+    result, lazynp_peak, _, dask_peak, _, half = numbers[:6]
+    assert half == pytest.approx(dask_peak / 2, abs=0.51)
+    assert lazynp_peak >= 0 and result >= 0

@@ -36,7 +36,7 @@ from ..devices.registry import Backend, register_backend
 from ..ops import elementwise as ew
 from ..ops import reductions as R
 from ..ops.registry import OPS
-from . import cluster, io, lower, reads
+from . import cluster, io, lower, reads, stencil
 from .lower import DaskNode
 
 __all__ = ["DaskArray", "DASK"]
@@ -258,13 +258,23 @@ class DaskArray(DeviceArrayMethods):
 
     def __getitem__(self, key):
         if _basic_key(key):
-            return _note(self._view_call(operator.getitem, key), "getitem", (self,), key)
+            out = self._view_call(operator.getitem, key)
+            starts = stencil.slice_starts(key, self.shape)
+            if starts is not None:
+                out._n.view_of = (self._dask(), starts)
+            return _note(out, "getitem", (self,), key)
         return _note(self._call(operator.getitem, _index_key(key)), "getitem (advanced)",
                      (self, key))
 
     def __setitem__(self, key, value):
         self._check_write("an assignment")
         old = self._n
+        if not lower.TAPING[0] and isinstance(value, DaskArray):
+            # (an expression of shifted slices of this array: a halo exchange)
+            arr = stencil.try_write(self._dask(), key, value._n)
+            if arr is not None:
+                self._n = lower.leaf(arr, self._n.client)
+                return
         arr = self._dask().copy()
         v = _lowered(value)
         arr[_index_key(key)] = v
@@ -315,6 +325,10 @@ class DaskArray(DeviceArrayMethods):
 
     # --- recorded (fused) ------------------------------------------------------------------
     def copy(self) -> "DaskArray":
+        if self._n.value is not None and not lower.TAPING[0]:
+            # (dask arrays are values, and a write makes a new one: a copy of a computed
+            # array needs no pass over its chunks, as in dask.array)
+            return _wrap(self._n.value, self._n.client)
         return _record(OPS["copy"], (self._n,), None, self.shape, self.dtype)
 
     def astype(self, dtype, copy: bool = True) -> "DaskArray":

@@ -18,7 +18,7 @@ import numpy as np
 from ..kernels import cpu, fused, pool
 from ..ops.registry import OPS, Op
 
-__all__ = ["run_block", "partial_dtype"]
+__all__ = ["run_block", "run_region", "partial_dtype", "finish_partial"]
 
 #: the reductions a chunk step computes in its kernel, and the NumPy function of each
 _PARTIAL = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min, "any": np.any,
@@ -165,3 +165,109 @@ def _run_numpy(members: list, red) -> None:
         kw = {"dtype": red.dtype} if name in ("sum", "prod") else {}
         red.value = np.asarray(_PARTIAL[name](src, axis=red.params["axis"], keepdims=True,
                                               **kw), dtype=red.dtype)
+
+
+def finish_partial(value: np.ndarray, name: str, count: int, dtype) -> np.ndarray:
+    """A chunk's partial reduction ``value`` as the reduction's result, when the chunk holds
+    every element it reduces (``mean``: the sum over ``count``; the result's dtype)."""
+    if name == "mean":
+        with np.errstate(all="ignore"):
+            value = value / count if count else value * np.nan
+    return value if value.dtype == dtype else value.astype(dtype)
+
+
+def _last_uses(steps: tuple) -> dict:
+    """slot -> the index of the last step that reads it."""
+    last = {}
+    for i, step in enumerate(steps):
+        refs = (step[4],) if step[0] == "reduce" else step[2]
+        for r in refs:
+            if r[0] == "v":
+                last[r[1]] = i
+    return last
+
+
+def _dead_buffer(step_refs: tuple, args: list, i: int, last: dict, outs: tuple, shape,
+                 dtype, blocks: list):
+    """An argument of step ``i`` that it may overwrite: a value this task made, read by no
+    later step nor returned, owning C-ordered memory of the result's shape and dtype, and
+    sharing none with the chunk's input blocks (never written)."""
+    for r, a in zip(step_refs, args):
+        if r[0] == "v" and last.get(r[1]) == i and r[1] not in outs and \
+                type(a) is np.ndarray and a.base is None and a.flags.writeable and \
+                a.flags.c_contiguous and a.shape == shape and a.dtype == dtype and \
+                not any(np.may_share_memory(a, b) for b in blocks):
+            return a
+    return None
+
+
+def _run_one_op_into(recipe: tuple, args: list, refs: tuple, i: int, last: dict,
+                     outs: tuple, blocks: list):
+    """A step of one op run on NumPy (``exp`` left to NumPy's SIMD loop): into a dead
+    argument's buffer when there is one (``exp(t, out=t)``); None otherwise."""
+    members, red, _, can_fuse = recipe
+    if len(members) != 1 or red is not None or can_fuse:
+        return None
+    name, mrefs, params, dtype = members[0]
+    op = OPS[name]
+    if params or op.ufunc is None or op.ufunc.nout != 1 or op.impl_out is None:
+        return None
+    vals = [args[r[1]] if r[0] == "x" else r[1] for r in mrefs]
+    shape = np.broadcast_shapes(*[np.shape(v) for v in vals])
+    buf = _dead_buffer(refs, args, i, last, outs, shape, np.dtype(dtype), blocks)
+    if buf is None:
+        return None
+    # (NumPy picks the loop from the operands, not from ``out``: the same values)
+    op.ufunc(*vals, out=buf)
+    return buf
+
+
+def run_region(*blocks, steps: tuple, outs: tuple):
+    """Run a chunk-local region (:mod:`lazynp.dask.regions`) over one chunk's ``blocks``.
+
+    Parameters
+    ----------
+    *blocks : numpy.ndarray
+        The chunk's blocks of the region's external inputs.
+    steps : tuple
+        In order: ``("group", recipe, refs, slots, finish)`` runs :func:`run_block` on the
+        ``refs`` (``("x", i)``: block ``i``; ``("v", k)``: the value in slot ``k``) and
+        puts its returned values in ``slots`` (``finish``: ``(name, count, dtype)`` of a
+        reduction whose partial, the last value, is its result); ``("reduce", name, kw,
+        dtype, ref, slot)``: NumPy's reduction ``name`` of one value.
+    outs : tuple
+        The slots returned.
+
+    Returns
+    -------
+    numpy.ndarray or tuple
+        The values of ``outs``; one array when there is one.
+    """
+    _worker_setup()
+    blocks = [np.asarray(b) for b in blocks]
+    vals: dict = {}
+    last = _last_uses(steps)
+
+    def get(r):
+        return blocks[r[1]] if r[0] == "x" else vals[r[1]]
+    for i, step in enumerate(steps):
+        if step[0] == "reduce":
+            _, name, kw, dtype, ref, slot = step
+            vals[slot] = finish_partial(np.asarray(getattr(np, name)(get(ref), **kw)), "",
+                                        0, dtype)
+            refs = (ref,)
+        else:
+            _, recipe, refs, slots, finish = step
+            args = [get(r) for r in refs]
+            res = _run_one_op_into(recipe, args, refs, i, last, outs, blocks)
+            if res is None:
+                res = run_block(*args, recipe=recipe)
+            res = res if type(res) is tuple else (res,)
+            for k, v in zip(slots, res):
+                vals[k] = v
+            if finish is not None:
+                vals[slots[-1]] = finish_partial(vals[slots[-1]], *finish)
+        for r in refs:              # (a value no later step reads is freed now)
+            if r[0] == "v" and last.get(r[1]) == i and r[1] not in outs:
+                vals.pop(r[1], None)
+    return vals[outs[0]] if len(outs) == 1 else tuple(vals[k] for k in outs)

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..core import fusion
 from ..ops.reductions import reduced_axes
-from . import chunks
+from . import chunks, regions
 
 __all__ = ["DaskNode", "lower", "leaf", "TAPING"]
 
@@ -63,12 +63,14 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 class DaskNode:
     """One recorded value of a chunked array: pending (``value`` None) or lowered
     (``value``: a ``dask.array.Array``); ``host``: its NumPy value once a read gathered
-    it, for small values (:mod:`lazynp.dask.reads`); ``origin``: while a gradient is
+    it, for small values (:mod:`lazynp.dask.reads`); ``view_of``: for a slice with steps
+    of 1, the sliced dask array and the slice's starts (:mod:`lazynp.dask.stencil`);
+    ``origin``: while a gradient is
     recorded (:data:`TAPING`), ``(name, input nodes or values, params)`` of a node built with
     a dask.array function (its own ``args`` are empty)."""
 
     __slots__ = ("op", "args", "params", "shape", "dtype", "value", "client", "errstate",
-                 "host", "origin", "__weakref__")
+                 "host", "origin", "view_of", "__weakref__")
 
     def __init__(self, op, args: tuple, params, shape: tuple, dtype, client=None):
         self.op = op
@@ -81,6 +83,7 @@ class DaskNode:
         self.errstate = None
         self.host = None            # (a small value once read: kept on this side)
         self.origin = None
+        self.view_of = None         # (dask array, starts) of a slice x[a:b, c:d] of it
 
     def __repr__(self) -> str:
         st = "pending" if self.value is None else "lowered"
@@ -139,17 +142,45 @@ def lower(target: DaskNode):
             for a in n.args:
                 if type(a) is DaskNode and id(a) not in inside:
                     read.add(id(a))
-    for it in items:
-        if type(it) is fusion.FusedGroup:
-            _lower_group(it.members, it.reduction, read)
-        else:
-            n = it[0]
-            if n.op.kind == "reduction":
-                n.value = _dask_reduction(n, lower(n.args[0]))
-            else:
-                # (one op: a kernel saves no temporary; NumPy's loop, as the CPU path)
-                _lower_group([n], None, read | {id(n)}, fusible=False)
+    # (runs of chunk-local items, a row softmax on row chunks: one task per chunk)
+    readers = regions.readers(items, DaskNode)
+    region = None
+    for k, it in enumerate(items):
+        if region is not None and region.add(k, it, DaskNode, _recipe, lower, read):
+            continue
+        _close(region, readers, target, read)
+        region = regions.first_region(it, DaskNode, lower)
+        if region is not None and not region.add(k, it, DaskNode, _recipe, lower, read):
+            region = None
+        if region is None:
+            _lower_item(it, read)
+    _close(region, readers, target, read)
     return target.value
+
+
+def _lower_item(it, read: set) -> None:
+    """Lower one item of the fusion pass on its own."""
+    if type(it) is fusion.FusedGroup:
+        _lower_group(it.members, it.reduction, read)
+    else:
+        n = it[0]
+        if n.op.kind == "reduction":
+            n.value = _dask_reduction(n, lower(n.args[0]))
+        else:
+            # (one op: a kernel saves no temporary; NumPy's loop, as the CPU path)
+            _lower_group([n], None, read | {id(n)}, fusible=False)
+
+
+def _close(region, readers: dict, target: DaskNode, read: set) -> None:
+    """Lower ``region``: one task per chunk for two items or more, else its item alone."""
+    if region is None:
+        return
+    if len(region.items) == 1:
+        _lower_item(region.items[0][1], read)
+        return
+    ks = {k for k, _ in region.items}
+    outputs = {id(target)} | {i for i, rs in readers.items() if rs - ks}
+    regions.emit(region, outputs)
 
 
 def _recipe(members: list, red, out_idx: tuple, can_fuse: bool):
@@ -252,16 +283,56 @@ def _aligned(arrays: list, shape: tuple) -> list:
     return out
 
 
+def within_chunks(arr, axes: tuple) -> bool:
+    """True when each of ``axes`` of the dask array ``arr`` is one chunk: a reduction over
+    them needs no tree (each output block comes from one input block)."""
+    return all(len(arr.chunks[d]) == 1 for d in axes)
+
+
+def _drop_axes(arr, axes: tuple):
+    """``arr`` without its ``axes`` (each of size 1), block by block (a blockwise layer:
+    dask's graph optimization fuses it with its neighbours)."""
+    if not axes:
+        return arr
+    return arr.map_blocks(np.squeeze, axis=axes, drop_axis=axes, dtype=arr.dtype,
+                          meta=np.empty((0,) * (arr.ndim - len(axes)), arr.dtype))
+
+
+#: the partials one aggregation task of a tree reduction may hold at once (bytes)
+FAN_IN_BYTES = 32 << 20
+#: the most partials one aggregation task combines
+MAX_FAN_IN = 64
+
+
+def _fan_in(part) -> int:
+    """How many of the partials ``part``'s blocks one aggregation task combines: as many as
+    fit :data:`FAN_IN_BYTES` (at most :data:`MAX_FAN_IN`, at least dask's 4).  A partial is
+    one chunk's reduced block -- a scalar for a full reduction -- so a tree over scalars is
+    one level (``sum(a*b + c)`` over 10 chunks: 11 tasks, not dask's default of 14)."""
+    block = part.dtype.itemsize * math.prod(max(c, default=1) for c in part.chunks)
+    return int(max(4, min(MAX_FAN_IN, FAN_IN_BYTES // max(block, 1))))
+
+
 def _combine(red, part, axes: tuple):
     """The tree reduction of the chunks' partials ``part`` (reduced axes of size 1 per
-    chunk) into ``red``'s result."""
+    chunk) into ``red``'s result.  When the reduced axes are one chunk each, a partial is
+    already its output block: no tree, only blockwise steps, which dask fuses with the
+    task that made the partial and with the tasks that read the result (a row softmax on
+    row chunks: one task per chunk)."""
     import dask.array as da
     name = red.op.name
     keep = bool((red.params or {}).get("keepdims"))
+    if within_chunks(part, axes):
+        out = part if keep else _drop_axes(part, axes)
+        if name == "mean":
+            count = math.prod(red.args[0].shape[d] for d in axes)
+            with np.errstate(all="ignore"):
+                out = out / count if count else out * np.nan
+        return out.astype(red.dtype) if out.dtype != red.dtype else out
     fn = {"sum": da.sum, "mean": da.sum, "prod": da.prod, "max": da.max, "min": da.min,
           "any": da.any, "all": da.all}[name]
     kw = {"dtype": part.dtype} if name in ("sum", "mean", "prod") else {}
-    out = fn(part, axis=axes, keepdims=keep, **kw)
+    out = fn(part, axis=axes, keepdims=keep, split_every=_fan_in(part), **kw)
     if name == "mean":
         count = math.prod(red.args[0].shape[d] for d in axes)
         with np.errstate(all="ignore"):
@@ -284,6 +355,10 @@ def _dask_reduction(n: DaskNode, x):
         raise NotImplementedError(f"lazynp: {name} is not implemented on chunked (dask) "
                                   f"arrays")
     kw = dict(n.params or {})
+    if name in _BLOCK_REDUCTIONS:
+        axes = reduced_axes(n.params, x.ndim)
+        if within_chunks(x, axes):
+            return _block_reduction(n, x, axes, kw)
     fn = getattr(da, {"amax": "max", "amin": "min"}.get(name, name))
     if name in ("argmax", "argmin", "nanargmax", "nanargmin") and kw.get("axis") is None:
         keep = kw.pop("keepdims", False)
@@ -298,3 +373,32 @@ def _dask_reduction(n: DaskNode, x):
     if out.shape != n.shape:
         out = out.reshape(n.shape)
     return out
+
+
+#: the reductions :func:`_block_reduction` computes with NumPy's function on each block
+_BLOCK_REDUCTIONS = frozenset("""sum prod mean std var max min amax amin any all argmax
+    argmin nansum nanprod nanmean nanstd nanvar nanmax nanmin nanargmax
+    nanargmin""".split())
+
+
+def _reduce_block(block, name: str, kw: dict, dtype):
+    out = np.asarray(getattr(np, name)(block, **kw))
+    return out if out.dtype == dtype else out.astype(dtype)
+
+
+def _block_reduction(n: DaskNode, x, axes: tuple, kw: dict):
+    """A reduction whose reduced ``axes`` are one chunk each: NumPy's own function on each
+    block (a blockwise layer, fused by dask with its neighbours; NumPy's values, as the
+    block holds every element each output reduces)."""
+    keep = bool(kw.get("keepdims"))
+    chunks = tuple((1,) if d in axes else c for d, c in enumerate(x.chunks)
+                   if keep or d not in axes)
+    if n.op.name in ("argmax", "argmin", "nanargmax", "nanargmin") and \
+            kw.get("axis") is None:
+        # (NumPy's flat index: the block is the whole array, as every axis is one chunk)
+        chunks = (((1,),) * x.ndim) if keep else ()
+    out = x.map_blocks(_reduce_block, n.op.name, kw, n.dtype, chunks=chunks,
+                       drop_axis=() if keep else axes, dtype=n.dtype,
+                       meta=np.empty((0,) * len(chunks), n.dtype),
+                       token=f"lazynp-{n.op.name}-block")
+    return out.reshape(n.shape) if out.shape != n.shape else out
