@@ -120,6 +120,24 @@ def test_value_and_grad_over_chunked_data_gives_numpys_value_and_gradient(dask_d
                                   rtol=1e-10)
 
 
+def test_grad_leaves_the_loss_value_uncomputed(dask_device):
+    # grad drops the value: computing it with the gradients cost a pass over the chunks
+    xn, yn = _data(14)
+    w = numpy.array([0.5, -1.0, 2.0])
+    losses = []
+
+    def loss(w, x, y):
+        out = _loss(w, x, y)
+        losses.append(out)
+        return out
+
+    g = lazynp.grad(loss)(w, _chunked(xn, (10, 3)), _chunked(yn, 10))
+    numpy.testing.assert_allclose(numpy.asarray(g), 2.0 / len(yn) * xn.T @ (xn @ w - yn),
+                                  rtol=1e-10)
+    assert losses[0]._n.host is None
+    assert float(losses[0]) == pytest.approx(float(numpy.mean((xn @ w - yn) ** 2)), rel=1e-12)
+
+
 def _logistic(w, b, x, y):
     z = x @ w + b
     return lazynp.mean(lazynp.log1p(lazynp.exp(-y * z)))

@@ -237,7 +237,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True, *, argnum=No
     def wrapped(*args, **kwargs):
         if devices.ACTIVE and devices.any_on_device(args):        # (device hook)
             from .device import value_and_grad as on_device
-            return on_device(fun, argnums, has_aux)(*args, **kwargs)
+            return on_device(fun, argnums, has_aux, want_value=_want_value)(*args, **kwargs)
         watch: list = []
         if devices.DEFAULTS_OPEN:
             # CPU arguments inside a default_device block: the tape, its seed and the

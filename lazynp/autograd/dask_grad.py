@@ -275,8 +275,10 @@ def _plain(args, nums) -> set:
     return {i for i in nums if not isinstance(args[i], DaskArray)}
 
 
-def value_and_grad(fun, argnums=0, has_aux: bool = False):
-    """``(fun(*args), gradient)`` where an argument is a chunked array (see the module)."""
+def value_and_grad(fun, argnums=0, has_aux: bool = False, want_value: bool = True):
+    """``(fun(*args), gradient)`` where an argument is a chunked array (see the module);
+    ``want_value`` False (``grad``): the value is left uncomputed, not gathered with the
+    gradients."""
     single = isinstance(argnums, int)
     nums = (argnums,) if single else tuple(argnums)
 
@@ -294,7 +296,7 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False):
                             "when an argument is chunked")
         _output(out, "lazynp.grad")
         seed = _constant(np.ones((), out.dtype), out._n.client)
-        grads = _results(out, _backward(out._n, inputs, seed), _plain(args, nums), True)
+        grads = _results(out, _backward(out._n, inputs, seed), _plain(args, nums), want_value)
         g = [grads[i] for i in nums]
         return res, (g[0] if single else tuple(g))
     return wrapped

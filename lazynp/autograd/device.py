@@ -92,15 +92,16 @@ def _arg_cotangents(n, g, need):
                               f"{name!r}")
 
 
-def value_and_grad(fun, argnums=0, has_aux: bool = False):
-    """``(fun(*args), gradient)`` for device array arguments ``argnums``."""
+def value_and_grad(fun, argnums=0, has_aux: bool = False, want_value: bool = True):
+    """``(fun(*args), gradient)`` for device array arguments ``argnums`` (``want_value``
+    False: the caller drops the value, so a chunked one is not computed)."""
     single = isinstance(argnums, int)
     nums = (argnums,) if single else tuple(argnums)
 
     def wrapped(*args, **kwargs):
         from . import dask_grad
         if dask_grad.any_chunked(args):
-            return dask_grad.value_and_grad(fun, argnums, has_aux)(*args, **kwargs)
+            return dask_grad.value_and_grad(fun, argnums, has_aux, want_value)(*args, **kwargs)
         rt = _rt()
         args, inputs = _device_inputs(args, nums, "lazynp.grad")
         rt.KEEP_GRAPH[0] += 1
@@ -122,7 +123,7 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False):
 
 def grad(fun, argnums=0, has_aux: bool = False):
     """The gradient of scalar ``fun`` w.r.t. device array argument(s) ``argnums``."""
-    vg = value_and_grad(fun, argnums, has_aux)
+    vg = value_and_grad(fun, argnums, has_aux, want_value=False)
 
     def wrapped(*args, **kwargs):
         v, g = vg(*args, **kwargs)
