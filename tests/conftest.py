@@ -10,10 +10,21 @@ the kernels the test compiles (see its docstring).
 """
 from __future__ import annotations
 
+import importlib.util
+import sys
+
 import pytest
 
-import lazynp
-from lazynp.kernels import cache, cpu
+# (run by an interpreter lazynp was not installed in, the first test to import it fails
+# with "No module named 'numba'": said once, naming the interpreter, instead)
+_MISSING = [m for m in ("numba", "dask") if importlib.util.find_spec(m) is None]
+if _MISSING:
+    pytest.exit(f"lazynp's tests: {sys.executable} lacks lazynp's dependencies "
+                f"{', '.join(_MISSING)}; run them with the interpreter of the environment "
+                f"lazynp is installed in (e.g. after activating it)", returncode=4)
+
+import lazynp  # noqa: E402
+from lazynp.kernels import cache, cpu  # noqa: E402
 
 
 @pytest.fixture
