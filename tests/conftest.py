@@ -4,15 +4,48 @@
 for the tests of lazynp's graph machinery (fusion, tree kernels, flush planning, errors
 raised when a pending value is read).  Under the default policy small work on computed
 arrays runs at once and never reaches that machinery.
+
+``kernel_dir``: the on-disk kernel cache in the test's own temporary folder, holding only
+the kernels the test compiles (see its docstring).
 """
 from __future__ import annotations
 
+import importlib.util
+import sys
+
 import pytest
 
-import lazynp
+# (run by an interpreter lazynp was not installed in, the first test to import it fails
+# with "No module named 'numba'": said once, naming the interpreter, instead)
+_MISSING = [m for m in ("numba", "dask") if importlib.util.find_spec(m) is None]
+if _MISSING:
+    pytest.exit(f"lazynp's tests: {sys.executable} lacks lazynp's dependencies "
+                f"{', '.join(_MISSING)}; run them with the interpreter of the environment "
+                f"lazynp is installed in (e.g. after activating it)", returncode=4)
+
+import lazynp  # noqa: E402
+from lazynp.kernels import cache, cpu  # noqa: E402
 
 
 @pytest.fixture
 def lazy_policy():
     with lazynp.policy("lazy"):
         yield
+
+
+@pytest.fixture
+def kernel_dir(tmp_path):
+    """The kernel cache in a fresh temporary folder without a size bound, restored after.
+
+    The background compile thread writes a kernel's files to the folder set when it
+    compiles it, not when the kernel was queued: compiles still queued by earlier tests are
+    waited for before the folder changes (else they land in this test's folder), and those
+    this test queued are waited for before it is restored."""
+    cpu.wait_compiles()
+    old_dir, old_bound = cache.directory(), cache.max_bytes()
+    lazynp.configure(kernel_cache_dir=tmp_path, kernel_cache_max_bytes=0)
+    try:
+        yield tmp_path
+    finally:
+        cpu.wait_compiles()
+        lazynp.configure(kernel_cache_dir=old_dir, kernel_cache_max_bytes=old_bound)

@@ -17,15 +17,6 @@ SRC = ("import numpy as np\nfrom numba import njit\n"
        "@njit(cache=True)\ndef kernel(x):\n    return x * 2.0 + {}\n")
 
 
-@pytest.fixture
-def kernel_dir(tmp_path):
-    """The kernel cache in a fresh temporary folder, without a bound; restored after."""
-    old_dir, old_bound = cache.directory(), cache.max_bytes()
-    lazynp.configure(kernel_cache_dir=tmp_path, kernel_cache_max_bytes=0)
-    yield tmp_path
-    lazynp.configure(kernel_cache_dir=old_dir, kernel_cache_max_bytes=old_bound)
-
-
 def _compile(k: int, arg=None):
     arg = numpy.arange(3.0) if arg is None else arg
     kernel = cpu.get_kernel(SRC.format(k), (arg,), block=True)

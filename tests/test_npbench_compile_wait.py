@@ -15,18 +15,10 @@ import numpy
 import pytest
 
 import lazynp
-from lazynp.kernels import cache, cpu
+from lazynp.kernels import cpu
 
 SRC = ("import numpy as np\nfrom numba import njit\n"
        "@njit(cache=True)\ndef kernel(x):\n    return x * 3.0 - {}\n")
-
-
-@pytest.fixture
-def kernel_dir(tmp_path):
-    old_dir, old_bound = cache.directory(), cache.max_bytes()
-    lazynp.configure(kernel_cache_dir=tmp_path, kernel_cache_max_bytes=0)
-    yield tmp_path
-    lazynp.configure(kernel_cache_dir=old_dir, kernel_cache_max_bytes=old_bound)
 
 
 @pytest.fixture

@@ -237,27 +237,33 @@ def test_four_threads_200_times(policy, monkeypatch):
 
 # --- fork and multiprocessing -----------------------------------------------------------
 
-_FORK_IN_FLIGHT = """
-    import os, threading, numpy
-    import lazynp as np
-    from lazynp import graph
-    n = 40 << 15
-
+# The fork tests' child code: ``chain`` (STEPS fused steps over ``n`` elements, set before
+# this) and ``ref``, its NumPy value on ``linspace(0, 1, n)``; ``busy``, a thread body that
+# records and flushes while the main thread forks, until ``stop`` is set.
+_CHAIN_AND_BUSY = """
     def chain(np, x):
         y = np.sqrt(x * x + 1) * np.exp(-x)
-        for i in range(6):
+        for i in range(STEPS):
             y = np.sqrt(y * y + 1) * np.exp(-y)
         return y
 
-    x = np.linspace(0, 1, n)
     ref = chain(numpy, numpy.linspace(0, 1, n))
     stop = threading.Event()
 
-    def busy():             # another thread records and flushes while the main one forks
+    def busy():
         z = np.arange(5000.0)
         while not stop.is_set():
             z = np.cumsum(z * 0.5, axis=0) / 7.0
             float(z[-1])
+"""
+
+_FORK_IN_FLIGHT = """
+    import os, threading, numpy
+    import lazynp as np
+    from lazynp import graph
+    n, STEPS = 40 << 15, 6
+""" + _CHAIN_AND_BUSY + """
+    x = np.linspace(0, 1, n)
     t = threading.Thread(target=busy)
     t.start()
     for round in range(2):
@@ -314,23 +320,9 @@ _FORK_COMPILE_HEAD = """
     watchdog.daemon = True
     watchdog.start()
     started = threading.Event()
-    n = 1 << 20
-
-    def chain(np, x):
-        y = np.sqrt(x * x + 1) * np.exp(-x)
-        for i in range(4):
-            y = np.sqrt(y * y + 1) * np.exp(-y)
-        return y
-
-    ref = chain(numpy, numpy.linspace(0, 1, n))
+    n, STEPS = 1 << 20, 4
+""" + _CHAIN_AND_BUSY + """
     x = np.linspace(0, 1, n)
-    stop = threading.Event()
-
-    def busy():             # another thread records and flushes while the main one forks
-        z = np.arange(5000.0)
-        while not stop.is_set():
-            z = np.cumsum(z * 0.5, axis=0) / 7.0
-            float(z[-1])
     t = threading.Thread(target=busy, daemon=True)
     t.start()
 """

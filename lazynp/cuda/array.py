@@ -38,14 +38,9 @@ _SCALARS = (bool, int, float, complex)
 class DeviceArray(DeviceArrayMethods):
     """A lazy array on a CUDA device (``device``: ``"cuda:N"``)."""
 
-    _lazynp_device_array = True
-    __array_priority__ = 200.0
-
     __slots__ = ("_var", "_geom", "_device", "__weakref__")
-
-    def __init__(self, *a, **k):
-        raise TypeError("lazynp: make device arrays with lazynp.asarray(x, device='cuda') "
-                        "or a creation function's device= argument")
+    _MADE_WITH = ("device arrays with lazynp.asarray(x, device='cuda') or a creation "
+                  "function's device= argument")
 
     @classmethod
     def _from_node(cls, node) -> "DeviceArray":
@@ -78,25 +73,6 @@ class DeviceArray(DeviceArrayMethods):
     def dtype(self) -> np.dtype:
         g = self._geom
         return self._var.head.dtype if g is None else g[3]
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        s = 1
-        for d in self.shape:
-            s *= d
-        return s
-
-    @property
-    def itemsize(self) -> int:
-        return self.dtype.itemsize
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.itemsize
 
     @property
     def strides(self) -> tuple:

@@ -50,14 +50,9 @@ _REDUCTIONS = lower._DASK_REDUCTIONS
 class DaskArray(DeviceArrayMethods):
     """A lazy chunked array whose chunks live on a dask cluster (``device``: ``"dask"``)."""
 
-    _lazynp_device_array = True
-    __array_priority__ = 200.0
-
     __slots__ = ("_n", "_base", "_views", "__weakref__")
-
-    def __init__(self, *a, **k):
-        raise TypeError("lazynp: make chunked arrays with lazynp.asarray(dask_array) or a "
-                        "creation function inside lazynp.default_device('dask')")
+    _MADE_WITH = ("chunked arrays with lazynp.asarray(dask_array) or a creation function "
+                  "inside lazynp.default_device('dask')")
 
     @classmethod
     def _from_node(cls, node: DaskNode) -> "DaskArray":
@@ -95,25 +90,6 @@ class DaskArray(DeviceArrayMethods):
     @property
     def dtype(self) -> np.dtype:
         return self._n.dtype
-
-    @property
-    def ndim(self) -> int:
-        return len(self._n.shape)
-
-    @property
-    def size(self) -> int:
-        s = 1
-        for d in self.shape:
-            s *= d
-        return s
-
-    @property
-    def itemsize(self) -> int:
-        return self.dtype.itemsize
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.itemsize
 
     @property
     def chunks(self) -> tuple:
