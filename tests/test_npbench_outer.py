@@ -87,3 +87,35 @@ def test_outer_gradient_flows():
     gu = lazynp.grad(lambda x: lazynp.sum(lazynp.outer(x, lazynp.array(v)) ** 2))(
         lazynp.array(u))
     numpy.testing.assert_allclose(numpy.asarray(gu), 2 * u * numpy.sum(v ** 2))
+
+
+# --- ufunc.outer (floyd_warshall's ``np.minimum(path, np.add.outer(path[:, k], path[k, :]))``):
+# values only; it still runs at once (tests/test_npbench_cliffs.py has its policy)
+
+def _shortest_paths(np, path):
+    for k in range(path.shape[0]):
+        path[:] = np.minimum(path[:], np.add.outer(path[:, k], path[k, :]))
+    return path
+
+
+@pytest.mark.parametrize("n", [12, 400])
+def test_ufunc_outer_in_a_shortest_path_loop_is_numpys(n):
+    rng = numpy.random.default_rng(3)
+    p = rng.integers(-3, 100, (n, n)).astype(numpy.int32)   # (negative entries: the order of
+    p[rng.random((n, n)) < 0.3] = 999                        # the in-place writes matters)
+    expected = _shortest_paths(numpy, p.copy())
+    got = _shortest_paths(lazynp, lazynp.array(p))
+    numpy.testing.assert_array_equal(numpy.asarray(got), expected)
+
+
+@pytest.mark.parametrize("name", ["add", "multiply", "subtract", "maximum", "less", "power"])
+@pytest.mark.parametrize("sa,sb", [((400,), (400,)), ((20, 20), (400,)), ((3,), (4, 5)),
+                                   ((300,), (2, 400))])
+def test_ufunc_outer_is_numpys(name, sa, sb):
+    rng = numpy.random.default_rng(4)
+    a, b = rng.random(sa) + 0.5, rng.random(sb) + 0.5
+    expected = getattr(numpy, name).outer(a, b)
+    got = getattr(lazynp, name).outer(lazynp.array(a), lazynp.array(b))
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    numpy.testing.assert_array_equal(numpy.asarray(got), expected)
+
