@@ -44,3 +44,44 @@ def test_broadcast_mismatch_raises_numpys_error(sa, sb):
     with pytest.raises(ValueError) as got:
         lazynp.array(a) * lazynp.array(b)
     assert str(got.value) == str(want.value)
+
+
+# --- large work from small operands: the size bound counts the result ---------------------
+
+@pytest.mark.parametrize("form", ["dunder", "ufunc"])
+@pytest.mark.parametrize("sa,sb,dtype", [
+    ((1000, 1), (1, 1000), numpy.float64), ((1000, 1), (1000,), numpy.int32),
+    ((4, 1, 400), (1, 400, 1), numpy.float32), ((800,), (800, 1), numpy.int64),
+])
+def test_large_broadcast_of_small_operands_is_recorded(form, sa, sb, dtype):
+    """``u[:, None] * v[None, :]``: two operands far below the size bound, a result above it.
+    The policy sizes elementwise work by its result (lazynp.core.policy.decide), in the C
+    recorder as in the Python one: recorded, so it fuses with what reads it."""
+    rng = numpy.random.default_rng(2)
+    a = (rng.random(sa) * 100).astype(dtype)
+    b = (rng.random(sb) * 100).astype(dtype)
+    expected = a * b
+    assert max(a.size, b.size) < policy.EAGER_MAX_ELEMS <= expected.size
+    la, lb = lazynp.array(a), lazynp.array(b)
+    got = la * lb if form == "dunder" else lazynp.multiply(la, lb)
+    assert got._eager_value() is None, "large work is recorded"
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    numpy.testing.assert_array_equal(numpy.asarray(got), expected)
+
+
+def test_large_broadcast_fuses_with_its_reader():
+    rng = numpy.random.default_rng(5)
+    u, v, w = rng.random(1000), rng.random(1000), rng.random((1000, 1000))
+    expected = w - u[:, None] * v[None, :]
+    got = lazynp.array(w) - lazynp.array(u)[:, None] * lazynp.array(v)[None, :]
+    report = lazynp.explain(got)
+    kernels = [[report.symbol.nodes[i].op for i in g] for g in report.kernels]
+    assert kernels == [["multiply", "subtract"]], kernels
+    numpy.testing.assert_array_equal(numpy.asarray(got), expected)
+
+
+def test_small_broadcast_runs_at_once():
+    got = lazynp.arange(30.0)[:, None] * lazynp.arange(20.0)
+    assert got._eager_value() is not None
+    numpy.testing.assert_array_equal(numpy.asarray(got),
+                                     numpy.arange(30.0)[:, None] * numpy.arange(20.0))
