@@ -617,6 +617,10 @@ def inner(a, b):
 def outer(a, b, out=None):
     if out is not None:
         return _outarg.call_with_out("outer", np.outer, (a, b), {}, out, kind="contraction")
+    if _devices.HOOK:       # (device hook: a device array's outer, as the eager-first functions)
+        r = _devices.dispatch("outer", np.outer, outer, (a, b), {})
+        if r is not _eager.NOT_EAGER:
+            return r
     a, b = asarray(a), asarray(b)
     if not _policy.record_all and a.size * b.size < _policy.EAGER_MAX_ELEMS:
         r = _eager.eager_call(np.outer, (a, b), {}, "opaque")
