@@ -1789,7 +1789,43 @@ cdef bint _to_tree(x, y, bint unary) except -1:
     return True
 
 
-from numpy import broadcast_shapes as _broadcast_shapes
+cdef tuple _broadcast_shapes(tuple a, tuple b):
+    """``numpy.broadcast_shapes(a, b)`` without its arrays (about 5 us a call, paid by every
+    medium broadcast op: conv2d's ``x[:, i:i + K, j:j + K, :, None] * w[None]``); ValueError
+    where NumPy raises one."""
+    cdef Py_ssize_t na = len(a), nb = len(b), n = na if na > nb else nb, k
+    out = [None] * n
+    for k in range(n):
+        da = a[k - n + na] if k - n + na >= 0 else 1
+        db = b[k - n + nb] if k - n + nb >= 0 else 1
+        if da == db or db == 1:
+            out[k] = da
+        elif da == 1:
+            out[k] = db
+        else:
+            raise ValueError("shape mismatch: objects cannot be broadcast to a single shape")
+    return tuple(out)
+
+
+cdef bint _broadcast_large(vx, vy):
+    """Does NumPy's broadcast of the two values run at once have at least ``_eager_max``
+    elements (the policy sizes elementwise work by its result, lazynp.core.policy.decide:
+    ``u[:, None] * v[None, :]`` of two small vectors is large work)?  False where it would
+    not broadcast (NumPy's error, at its call)."""
+    if type(vx) is not _ndarray_np or type(vy) is not _ndarray_np:
+        return False
+    cdef cnp.ndarray x = <cnp.ndarray>vx, y = <cnp.ndarray>vy
+    if cnp.PyArray_SIZE(x) * cnp.PyArray_SIZE(y) < _eager_max:
+        return False      # (a broadcast result has at most the product of the sizes)
+    cdef int nx = cnp.PyArray_NDIM(x), ny = cnp.PyArray_NDIM(y), n = nx if nx > ny else ny, k
+    cdef Py_ssize_t size = 1, dx, dy
+    for k in range(n):
+        dx = cnp.PyArray_DIM(x, k - n + nx) if k - n + nx >= 0 else 1
+        dy = cnp.PyArray_DIM(y, k - n + ny) if k - n + ny >= 0 else 1
+        if dx != dy and dx != 1 and dy != 1:
+            return False
+        size *= dy if dx == 1 else dx
+    return size >= _eager_max
 
 
 #: state.lone_sites: user lines whose medium elementwise op made trees of that op alone
@@ -2516,7 +2552,7 @@ cdef object _binop(int k, x, y):
         vx = _eager_arg(x, sized)
         if vx is not _NE:
             vy = _eager_arg(y, sized)
-            if vy is not _NE:
+            if vy is not _NE and not (sized and _broadcast_large(vx, vy)):
                 if _split_fn is not None and (_large(vx) or _large(vy)):
                     r = _try_split(_split_ufuncs[k], (vx, vy))
                     if r is not None:
@@ -3487,7 +3523,7 @@ cdef object _ufunc_call(UfuncInfo u, self, tuple args):
             va = _eager_arg(args[0], True)
             if va is not _NE:
                 vb = _eager_arg(args[1], True)
-                if vb is not _NE:
+                if vb is not _NE and not _broadcast_large(va, vb):
                     if _split_fn is not None and (_large(va) or _large(vb)):
                         r = _try_split(u.np_uf, (va, vb))
                         if r is not None:

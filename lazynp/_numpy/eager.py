@@ -237,7 +237,7 @@ EAGER_KINDS = {
         diagflat digitize dot dstack einsum extract flatnonzero histogram histogram2d
         histogram_bin_edges histogramdd hstack inner intersect1d isin kron lexsort matmul
         percentile nanpercentile quantile nanquantile
-        nonzero outer pad partition repeat roll searchsorted select setdiff1d setxor1d sort
+        nonzero pad partition repeat roll searchsorted select setdiff1d setxor1d sort
         stack take take_along_axis tensordot tile tril triu union1d unique unique_all
         unique_counts unique_inverse unique_values vander vdot vstack row_stack tri eye
         identity zeros ones empty full zeros_like ones_like empty_like full_like arange

@@ -617,11 +617,20 @@ def inner(a, b):
 def outer(a, b, out=None):
     if out is not None:
         return _outarg.call_with_out("outer", np.outer, (a, b), {}, out, kind="contraction")
+    if _devices.HOOK:       # (device hook: a device array's outer, as the eager-first functions)
+        r = _devices.dispatch("outer", np.outer, outer, (a, b), {})
+        if r is not _eager.NOT_EAGER:
+            return r
     a, b = asarray(a), asarray(b)
-    dt = ew.result_dtypes(np.multiply, (a.dtype, b.dtype))[0]
-    res = lazy_call("outer", np.outer, (a, b), {}, kind="contraction",
-                    meta=lambda n, t: ((a.size, b.size), dt))
-    return res
+    if not _policy.record_all and a.size * b.size < _policy.EAGER_MAX_ELEMS:
+        r = _eager.eager_call(np.outer, (a, b), {}, "opaque")
+        if r is not _eager.NOT_EAGER:
+            return r
+    # NumPy's own definition, a multiply of the raveled operands broadcast against each
+    # other, recorded as one: the work is the result's size (the operands are small), and the
+    # product fuses with the elementwise work around it (``A += outer(u, v)``: one pass).
+    a, b = ravel(a), ravel(b)
+    return UFUNCS["multiply"]._call_py(a[:, None], b[None, :])
 
 
 def tensordot(a, b, axes=2):

@@ -16,6 +16,7 @@ When the C extension is in use, the inner loops of planning and running are its 
 from __future__ import annotations
 
 import math
+from time import thread_time as _thread_time
 
 import numpy as np
 from numpy._core.umath import _extobj_contextvar as _extobj_var
@@ -380,6 +381,7 @@ def _run_item_in_state(item, epoch: int) -> None:
             issue_caught(n)
         return
     nodes = item.nodes()
+    _cpu.forget_declined()
     try:
         # (groups with less work than _shared.min_kernel_work were unfused by _schedule)
         ok = _fused.run_group(item, Node, value_of, _store_checker(item))
@@ -392,7 +394,11 @@ def _run_item_in_state(item, epoch: int) -> None:
             m.state = DONE
             _after_run(m, epoch)
         return
+    t0 = _thread_time()
     _run_group_numpy(item, epoch)
+    # (while its kernel is pending: what the op-by-op run cost counts toward getting the
+    # kernel ready in this thread, lazynp.kernels.cpu's rule)
+    _cpu.charge_op_by_op(_thread_time() - t0)
 
 
 def _run_group_numpy(group, epoch: int) -> None:

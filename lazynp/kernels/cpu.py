@@ -550,6 +550,7 @@ def get_kernel(source: str, args, block: bool = False):
                 STATS["kernel_foreground_compiles"] += 0 if block or SYNC_COMPILE else 1
                 _compile(source, sig)
         return _ready.get(key)
+    _declined.key = key         # (the caller's op-by-op run is charged to it: charge_op_by_op)
     global _worker
     with _lock:
         if key not in _pending:
@@ -572,6 +573,11 @@ def get_kernel(source: str, args, block: bool = False):
 # Numba keeps on disk, what a cache load took: a second process finds its kernels there
 # and loads them in the caller almost at once, compiling nothing.
 
+# The op-by-op work is what the caller measured it to cost (:func:`charge_op_by_op`: the
+# executor times a fused group's op-by-op run, in the thread's CPU time as compiles are), or,
+# for a caller that does not measure it (a tree kernel's), an estimate from the arguments'
+# bytes that undercounts it: the larger of the two counts.
+
 #: NumPy's op-by-op time per byte of a group's arrays, a lower bound (each array read or
 #: written at least once, at about 10 GB/s): the op-by-op estimate undercounts the work,
 #: so a kernel is waited for late rather than early.
@@ -581,7 +587,25 @@ COMPILE_SECONDS_GUESS = 0.5
 LOAD_SECONDS_GUESS = 0.1
 
 _op_by_op_seconds: dict = {}     # key -> estimated op-by-op seconds run while it was pending
+_op_by_op_measured: dict = {}    # key -> measured op-by-op seconds run while it was pending
+_declined = threading.local()    # .key: the kernel this thread's last get_kernel found pending
 _compile_lock = threading.Lock()
+
+
+def forget_declined() -> None:
+    """Before a caller asks for a kernel whose op-by-op run it will charge: no earlier
+    answer of this thread is charged by mistake."""
+    _declined.key = None
+
+
+def charge_op_by_op(seconds: float) -> None:
+    """The caller ran op by op, taking ``seconds``, the work of the kernel that this thread's
+    last :func:`get_kernel` call found pending (nothing when it found none since
+    :func:`forget_declined`): the next requests weigh it against getting the kernel ready."""
+    key = getattr(_declined, "key", None)
+    if key is not None:
+        _declined.key = None
+        _op_by_op_measured[key] = _op_by_op_measured.get(key, 0.0) + seconds
 
 
 def _args_bytes(args) -> int:
@@ -631,7 +655,7 @@ def _worth_waiting(key, source: str, args) -> bool:
     whether the op-by-op work so far has cost as much as getting the kernel ready."""
     spent = _op_by_op_seconds.get(key, 0.0) + _args_bytes(args) * OP_BY_OP_SECONDS_PER_BYTE
     _op_by_op_seconds[key] = spent
-    return spent >= ready_seconds(source)
+    return max(spent, _op_by_op_measured.get(key, 0.0)) >= ready_seconds(source)
 
 
 def wait_compiles() -> None:

@@ -1,0 +1,87 @@
+"""The tree-kernel decision of a medium broadcast op (issue 36: conv2d's and resnet's
+``x[:, i:i + K, j:j + K, :, None] * w[None]`` paid ``numpy.broadcast_shapes``, about 5 us, at
+every call, for the C recorder's question "does this op join a tree kernel?"; the C recorder
+now broadcasts the two shapes itself).  The decision follows the result's size as
+lazynp.core.policy.decide says, the values and errors are NumPy's.  No timing here.
+"""
+from __future__ import annotations
+
+import numpy
+import pytest
+
+import lazynp
+from lazynp.core import policy
+
+PAIRS = [
+    ((256, 1), (1, 1024)), ((1024,), (256, 1)), ((4, 64, 1, 16), (64, 32, 1)),
+    ((2, 256, 512), (512,)), ((512,), (2, 256, 512)), ((8, 5, 5, 3, 1), (1, 5, 5, 3, 8)),
+    ((1, 1, 300_000), (1,)), ((300, 1, 1000), (1, 1)), ((3, 1), (1, 5)), ((), (200_000,)),
+]
+
+
+@pytest.mark.parametrize("sa,sb", PAIRS)
+def test_broadcast_op_decision_and_values(sa, sb):
+    rng = numpy.random.default_rng(1)
+    a, b = rng.random(sa), rng.random(sb)
+    expected = a * b
+    got = lazynp.array(a) * lazynp.array(b)
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    n = expected.size
+    tree_from = min(policy.TREE_MIN_ELEMS, policy.EAGER_MAX_ELEMS)
+    if n < tree_from:
+        assert got._eager_value() is not None, "small work runs at once"
+    elif n < policy.EAGER_MAX_ELEMS and a.ndim and b.ndim:
+        assert got._eager_value() is None, "medium work joins a tree kernel"
+    numpy.testing.assert_array_equal(numpy.asarray(got), expected)
+
+
+@pytest.mark.parametrize("sa,sb", [((600, 300), (7, 300)), ((2, 300, 400), (3, 1, 400)),
+                                   ((400, 500), (400,))])
+def test_broadcast_mismatch_raises_numpys_error(sa, sb):
+    a, b = numpy.ones(sa), numpy.ones(sb)
+    with pytest.raises(ValueError) as want:
+        a * b
+    with pytest.raises(ValueError) as got:
+        lazynp.array(a) * lazynp.array(b)
+    assert str(got.value) == str(want.value)
+
+
+# --- large work from small operands: the size bound counts the result ---------------------
+
+@pytest.mark.parametrize("form", ["dunder", "ufunc"])
+@pytest.mark.parametrize("sa,sb,dtype", [
+    ((1000, 1), (1, 1000), numpy.float64), ((1000, 1), (1000,), numpy.int32),
+    ((4, 1, 400), (1, 400, 1), numpy.float32), ((800,), (800, 1), numpy.int64),
+])
+def test_large_broadcast_of_small_operands_is_recorded(form, sa, sb, dtype):
+    """``u[:, None] * v[None, :]``: two operands far below the size bound, a result above it.
+    The policy sizes elementwise work by its result (lazynp.core.policy.decide), in the C
+    recorder as in the Python one: recorded, so it fuses with what reads it."""
+    rng = numpy.random.default_rng(2)
+    a = (rng.random(sa) * 100).astype(dtype)
+    b = (rng.random(sb) * 100).astype(dtype)
+    expected = a * b
+    assert max(a.size, b.size) < policy.EAGER_MAX_ELEMS <= expected.size
+    la, lb = lazynp.array(a), lazynp.array(b)
+    got = la * lb if form == "dunder" else lazynp.multiply(la, lb)
+    assert got._eager_value() is None, "large work is recorded"
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    numpy.testing.assert_array_equal(numpy.asarray(got), expected)
+
+
+def test_large_broadcast_fuses_with_its_reader():
+    rng = numpy.random.default_rng(5)
+    u, v, w = rng.random(1000), rng.random(1000), rng.random((1000, 1000))
+    expected = w - u[:, None] * v[None, :]
+    got = lazynp.array(w) - lazynp.array(u)[:, None] * lazynp.array(v)[None, :]
+    report = lazynp.explain(got)
+    kernels = [[report.symbol.nodes[i].op for i in g] for g in report.kernels]
+    assert kernels == [["multiply", "subtract"]], kernels
+    numpy.testing.assert_array_equal(numpy.asarray(got), expected)
+
+
+def test_small_broadcast_runs_at_once():
+    got = lazynp.arange(30.0)[:, None] * lazynp.arange(20.0)
+    assert got._eager_value() is not None
+    numpy.testing.assert_array_equal(numpy.asarray(got),
+                                     numpy.arange(30.0)[:, None] * numpy.arange(20.0))
