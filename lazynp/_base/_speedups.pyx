@@ -297,7 +297,9 @@ cdef Py_ssize_t _keep_graph = 0
 # lazynp.core.late_warnings)
 cdef object _protected_ranges = None, _errstate_traps = None, _run_at_call_fn = None
 cdef object _warnings_state_fn = None, _log_default = None, _issue_caught = None
-cdef object _warnings_module = None
+# the namespace of the warnings module handed to configure: ``filters`` read from it with one
+# dict lookup per recorded op (an attribute lookup on the module: ~200 instructions more)
+cdef dict _warnings_ns = None
 cdef dict _caught = None
 cdef object _w_lst = None, _w_first = None, _w_state = None
 cdef Py_ssize_t _w_n = -1
@@ -337,7 +339,7 @@ cdef object _current_wstate():
     """lazynp.core.late_warnings.state(): the same object while ``warnings.filters`` is the same
     list, of the same length, with the same first filter."""
     global _w_lst, _w_first, _w_state, _w_n, _w_traps, _w_ignores
-    lst = _warnings_module.filters
+    lst = _warnings_ns.get("filters")
     if lst is _w_lst and type(lst) is list:
         if len(<list>lst) == _w_n and ((<list>lst)[0] if _w_n else None) is _w_first:
             return _w_state
@@ -367,13 +369,13 @@ def configure(*, bound_flush, extobj_var, default_ext, pkg, tree_ids,
     global _flush_fn, _restart_site_fn, _run_untreed_fn, _tree_into_fn, _lone_sites
     global _run_eager_fn, _run_now_py, _value_for_eager_fn
     global _protected_ranges, _errstate_traps, _run_at_call_fn, _warnings_state_fn
-    global _warnings_module, _log_default, _caught, _issue_caught, _errstate_ignores
+    global _warnings_ns, _log_default, _caught, _issue_caught, _errstate_ignores
     _errstate_ignores = errstate_ignores
     _protected_ranges = protected_ranges
     _errstate_traps = errstate_traps
     _run_at_call_fn = run_at_call
     _warnings_state_fn = warnings_state
-    _warnings_module = warnings_module
+    _warnings_ns = warnings_module.__dict__     # (the handed module's own attributes)
     _log_default = log_default
     _caught = caught
     _issue_caught = issue_caught
@@ -441,6 +443,19 @@ cdef list _fwd = [None] * 16, _rev = [None] * 16, _inpl = [None] * 16, _cmp = [N
 # type is in _never_defer (Python and NumPy numbers, arrays): one Python call less per op
 cdef list _fwd_plain = [None] * 16, _inpl_plain = [None] * 16
 cdef object _never_defer = frozenset()
+
+
+# the commonest of those types (lazynp and NumPy arrays, Python floats and ints), each found by
+# a pointer compare before the set lookup (~80 instructions per recorded operator)
+cdef object _plain0 = None, _plain1 = None, _plain2 = None, _plain3 = None
+
+
+cdef inline bint _never_defers_to(y) except -1:
+    """``type(y) in _never_defer``."""
+    t = type(y)
+    if t is _plain0 or t is _plain1 or t is _plain2 or t is _plain3:
+        return True
+    return t in _never_defer
 cdef list _unary_py = [None] * 4
 
 DEF K_ADD = 0
@@ -650,8 +665,11 @@ def configure_dunders(*, forward, reflected, inplace, compare, unary, forward_pl
     ne, gt, ge); ``unary``: neg, pos, abs, invert.  ``forward_plain``/``inplace_plain``: the
     forward and in-place paths without their deferral check, called instead when the other
     operand's type is in ``never_defer``."""
-    global _never_defer
+    global _never_defer, _plain0, _plain1, _plain2, _plain3
+    import numpy
     _never_defer = frozenset(never_defer)
+    _plain0, _plain1, _plain2, _plain3 = [
+        t if t in _never_defer else None for t in (ndarray, float, int, numpy.ndarray)]
     for i, name in enumerate(BINARY_KINDS):
         _fwd[i] = forward.get(name)
         _rev[i] = reflected.get(name)
@@ -2570,7 +2588,7 @@ cdef object _binop(int k, x, y):
                         return _wrap(r)
                 return _wrap(_number_op(k, vx, vy))
     if isinstance(x, ndarray):
-        f = _fwd_plain[k] if type(y) in _never_defer else _fwd[k]
+        f = _fwd_plain[k] if _never_defers_to(y) else _fwd[k]
         return f(x, y) if f is not None else NotImplemented
     f = _rev[k]
     return f(y, x) if f is not None else NotImplemented
@@ -3220,7 +3238,7 @@ cdef object _inplace(int k, ndarray self, y):
             if target is not None:
                 _inplace_op(k, target, vy)
                 return self
-    if type(y) in _never_defer:
+    if _never_defers_to(y):
         return _inpl_plain[k](self, y)
     return _inpl[k](self, y)
 
