@@ -832,7 +832,12 @@ cdef class ndarray:
 
     @property
     def ndim(self):
-        return len(self.shape)
+        cdef object v = self._shadow
+        if v is None and self._v is None:
+            v = self._val
+        if v is not None:
+            return cnp.PyArray_NDIM(<cnp.ndarray>v)
+        return len((<Node>(<Var>self._v).head).shape)
 
     @property
     def size(self):
@@ -2001,6 +2006,9 @@ cdef class EagerFirst:
     ``lazy_fn``'s name, docstring and signature (``__wrapped__``)."""
 
     cdef readonly object np_fn, lazy_fn, kind, name
+    # np_fn's implementation behind NumPy's __array_function__ dispatch (None: it has none),
+    # called directly when every argument is a plain NumPy array or scalar (_undispatched)
+    cdef object np_impl
     cdef dict __dict__
     cdef object _sized_for     # the _sized_kinds that _sized was computed from
     cdef bint _sized
@@ -2011,6 +2019,8 @@ cdef class EagerFirst:
         self.lazy_fn = lazy_fn
         self.kind = kind
         self.name = np_fn.__name__
+        self.np_impl = getattr(np_fn, "_implementation", None) \
+            if type(np_fn) is _array_function_dispatcher else None
         self._vectorcall = <void *>_eager_first_vectorcall
 
     def __call__(self, *args, **kwargs):
@@ -2125,7 +2135,14 @@ cdef object _eager_positional(EagerFirst self, PyObject **args, size_t n):
             held += 1
         if (self._sized and maxsize >= _eager_max) or maxsize >= _split_min_rows:
             return _SLOW
-        r = lz_vectorcall(self.np_fn, vals, n, NULL)
+        if self.np_impl is not None and _undispatched(vals, n):
+            try:
+                r = lz_vectorcall(self.np_impl, vals, n, NULL)
+            except Exception:
+                # (NumPy's dispatcher checks the arguments first: its own error message)
+                r = lz_vectorcall(self.np_fn, vals, n, NULL)
+        else:
+            r = lz_vectorcall(self.np_fn, vals, n, NULL)
         t = type(r)
         if (t is _ndarray_np and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>r) and
                 cnp.PyArray_BASE(<cnp.ndarray>r) == NULL) or isinstance(r, _np_generic) or \
@@ -2135,6 +2152,24 @@ cdef object _eager_positional(EagerFirst self, PyObject **args, size_t n):
     finally:
         for i in range(held):
             Py_XDECREF(vals[i])
+
+
+cdef object _array_function_dispatcher = None   # numpy._ArrayFunctionDispatcher
+cdef object _exact_np_scalars = frozenset()       # NumPy's own scalar types (not subclasses)
+
+
+cdef bint _undispatched(PyObject **vals, size_t n):
+    """Would NumPy's ``__array_function__`` dispatch of these arguments call the function's
+    implementation itself?  True when each is an exact NumPy array, a Python number, None,
+    or an exact NumPy scalar (none of them overrides the dispatch): NumPy's dispatcher then
+    adds only its own cost (~1,000 instructions a call)."""
+    cdef size_t i
+    for i in range(n):
+        t = type(<object>vals[i])
+        if not (t is _ndarray_np or t is float or t is int or t is bool or t is complex or
+                <object>vals[i] is None or t in _exact_np_scalars):
+            return False
+    return True
 
 
 cdef void _enable_eager_first_vectorcall():
@@ -3105,6 +3140,8 @@ cdef extern from *:
 
 
 import numpy as _numpy
+_array_function_dispatcher = type(_numpy.dot)
+_exact_np_scalars = frozenset(_numpy.sctypeDict.values())
 #: add, subtract, multiply, true_divide by dunder kind (K_ADD...K_TRUEDIV), the comparisons
 #: by rich-comparison code, negative and absolute by unary kind: lz_loop2/lz_loop1's ufuncs
 cdef list _arith_ufuncs = [_numpy.add, _numpy.subtract, _numpy.multiply, _numpy.true_divide]
