@@ -177,6 +177,50 @@ def test_flip_of_a_lazynp_array_calls_only_flip():
     same(r, numpy.arange(6.0)[1:][::-1])
 
 
+# --- views by slices, element writes of attached arrays ----------------------------------------
+
+@pytest.mark.parametrize("index", [
+    slice(None, None, 0), (slice(1, None, 0), 0), slice(1, 5, 2), slice(None, None, -3),
+    slice(None, None, 2 ** 70), slice(-(2 ** 70), 2 ** 70, -1), (slice(1, 3), 2),
+], ids=repr)
+def test_slice_views_and_zero_steps_are_numpys(index):
+    base = numpy.arange(24.0).reshape(6, 4)
+    lz = lazynp.array(base)
+    try:
+        want = base[index]
+    except Exception as e:  # noqa: BLE001 - the same error is the test
+        with pytest.raises(type(e)) as got:
+            lz[index]
+        assert str(got.value) == str(e)
+        return
+    got = lz[index]
+    same(got, want)
+    assert got.strides == want.strides
+
+
+@pytest.mark.parametrize("policy", ["auto", "lazy"])
+def test_element_writes_of_an_array_with_views_are_numpys(policy):
+    """Element writes of an array a view was taken from (its value attached to the
+    graph, as in a cholesky loop: ``A[i, j] -= np.dot(A[i, :j], A[j, :j])``)."""
+    base = numpy.arange(1.0, 17.0).reshape(4, 4)
+    want = base.copy()
+    with lazynp.policy(policy):
+        a = lazynp.array(base)
+        for i in range(1, 4):
+            for j in range(i):
+                a[i, j] -= lazynp.dot(a[i, :j], a[j, :j])
+                want[i, j] -= numpy.dot(want[i, :j], want[j, :j])
+                a[i, j] /= a[j, j]
+                want[i, j] /= want[j, j]
+            a[i] = numpy.float64(0.5) * a[i]
+            want[i] = numpy.float64(0.5) * want[i]
+        v = a[1:, 2]
+        a[3, 2] = 7
+        want[3, 2] = 7
+        same(a, want)
+        same(v, want[1:, 2])
+
+
 # --- ndim -------------------------------------------------------------------------------------
 
 def test_ndim_of_detached_views_and_pending_arrays():

@@ -1482,7 +1482,7 @@ cdef object _basic_view(cnp.ndarray v, index, bint is_tuple):
     cdef cnp.npy_intp *vstrides = cnp.PyArray_STRIDES(v)
     cdef cnp.npy_intp off = 0
     cdef Py_ssize_t start, stop, step, length
-    cdef object item
+    cdef object item, step_obj
     if cnp.PyArray_TYPE(v) == cnp.NPY_VOID or nd == 0:
         return None
     n_items = len(<tuple>index) if is_tuple else 1
@@ -1498,8 +1498,9 @@ cdef object _basic_view(cnp.ndarray v, index, bint is_tuple):
             if not (_slice_bound((<slice>item).start) and _slice_bound((<slice>item).stop)
                     and _slice_bound((<slice>item).step)):
                 return None
-            if (<slice>item).step == 0:
-                return None                 # (NumPy's ValueError)
+            step_obj = (<slice>item).step
+            if step_obj is not None and not step_obj:
+                return None                 # (a zero step: NumPy's ValueError)
             PySlice_Unpack(item, &start, &stop, &step)
             length = PySlice_AdjustIndices(vdims[k], &start, &stop, step)
             if length <= 0:                 # (NumPy points an empty slice at its start)
@@ -1547,7 +1548,9 @@ cdef Py_ssize_t _size_after(ndarray a, Py_ssize_t k) except -1:
         for i in range(k, cnp.PyArray_NDIM(<cnp.ndarray>arr)):
             n *= dims[i]
         return n
-    shape = a.shape
+    # (not a view, and attached: its Var's head has its shape; else the property)
+    shape = (<Node>(<Var>a._v).head).shape if a._shadow is None and a._v is not None \
+        else a.shape
     for i in range(k, len(shape)):
         n *= <Py_ssize_t>shape[i]
     return n
