@@ -3,12 +3,14 @@ cholesky): ``dot`` through NumPy's implementation without its ``__array_function
 dispatch, ``flip`` of a lazynp array, ``ndim``, and the recorded operators' deferral check.
 
 Every result is compared with NumPy's (values, dtype, type, the view's memory and strides,
-exceptions and their messages).  Where a path is an optimisation, a profile hook checks the
-Python calls it makes: deterministic, not timed.
+exceptions and their messages).  Where a path is an optimisation, a profile hook in a fresh
+interpreter checks the Python calls it makes: deterministic, not timed.
 """
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import warnings
 
@@ -22,21 +24,18 @@ PURE = native.ext is None
 C_ONLY = pytest.mark.skipif(PURE, reason="the C extension's paths (LAZYNP_PURE_PYTHON=1)")
 
 
-def python_calls(fn, *args):
-    """The names of the Python functions ``fn(*args)`` calls (not ``fn`` itself when it is
-    C), and its result."""
-    names = []
-
-    def hook(frame, event, arg):
-        if event == "call":
-            names.append(frame.f_code.co_name)
-
-    sys.setprofile(hook)
-    try:
-        result = fn(*args)
-    finally:
-        sys.setprofile(None)
-    return names, result
+def calls_in_fresh_process(setup: str, expression: str) -> list:
+    """The names of the Python functions ``lambda: expression`` calls (after ``setup`` and
+    one untimed call), in a new interpreter: no device hook or policy left by other tests."""
+    code = (f"import json, sys, numpy, lazynp\n{setup}\nf = lambda: {expression}\nf()\n"
+            "names = []\n"
+            "def hook(frame, event, arg):\n"
+            "    if event == 'call':\n"
+            "        names.append(frame.f_code.co_name)\n"
+            "sys.setprofile(hook)\nf()\nsys.setprofile(None)\nprint(json.dumps(names))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def same(got, want):
@@ -129,12 +128,57 @@ def test_dot_still_dispatches_to_an_override(other):
 def test_dot_of_plain_arrays_calls_no_python():
     """NumPy's dispatcher runs a Python function (its argument extractor) and looks for
     overrides on every call; lazynp's arguments are plain NumPy values by then."""
-    x = lazynp.array(numpy.arange(5.0))
-    y = lazynp.array(numpy.arange(5.0) + 1)
-    lazynp.dot(x, y)
-    names, r = python_calls(lazynp.dot, x, y)
-    assert names == [], names
-    same(r, numpy.dot(numpy.arange(5.0), numpy.arange(5.0) + 1))
+    assert calls_in_fresh_process(
+        "x = lazynp.array(numpy.arange(5.0)); y = lazynp.array(numpy.arange(5.0) + 1)",
+        "lazynp.dot(x, y)") == ["<lambda>"]
+
+
+# --- calls with keywords ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("call", [
+    lambda np, a: np.sum(a, axis=1),
+    lambda np, a: np.sum(a, axis=(0, 1), dtype=numpy.float32),
+    lambda np, a: np.mean(a, axis=0, keepdims=True),
+    lambda np, a: np.std(a, axis=-1, ddof=1),
+    lambda np, a: np.argmax(a, axis=0),
+    lambda np, a: np.cumsum(a, axis=1, dtype=numpy.int64),
+    lambda np, a: np.clip(a, 2, 5),
+    lambda np, a: np.round(a / 7, decimals=2),
+    lambda np, a: np.tensordot(a, a, axes=((0, 1), (0, 1))),
+], ids=["sum", "sum-dtype", "mean-keepdims", "std-ddof", "argmax", "cumsum", "clip", "round",
+        "tensordot"])
+def test_calls_with_keywords_are_numpys(call):
+    a = numpy.arange(12.0).reshape(3, 4)
+    same(call(lazynp, lazynp.array(a)), call(numpy, a))
+
+
+@pytest.mark.parametrize("call", [
+    lambda np, a: np.sum(a, axis=1, foo=2),
+    lambda np, a: np.sum(a, axis=2),
+    lambda np, a: np.mean(a, axis=(0, 0)),
+    lambda np, a: np.argmax(a, axis=1.5),
+], ids=["unknown-keyword", "axis-out-of-range", "repeated-axis", "float-axis"])
+def test_keyword_errors_are_numpys(call):
+    a = numpy.arange(12.0).reshape(3, 4)
+    with pytest.raises(Exception) as want:
+        call(numpy, a)
+    with pytest.raises(type(want.value)) as got:
+        call(lazynp, lazynp.array(a))
+    assert str(got.value) == str(want.value)
+
+
+def test_keyword_calls_still_dispatch_to_an_override():
+    want = numpy.mean(_Overriding(2.0), axis=None)
+    assert want == ("taken over", "mean")
+    assert lazynp.mean(_Overriding(2.0), axis=None) == want
+
+
+@C_ONLY
+@pytest.mark.parametrize("name", ["argmax", "cumsum"])
+def test_calls_with_an_axis_skip_numpys_dispatcher(name):
+    names = calls_in_fresh_process("a = lazynp.array(numpy.arange(12.0).reshape(3, 4))",
+                                   f"lazynp.{name}(a, axis=1)")
+    assert names and not [n for n in names if n.endswith("_dispatcher")], names
 
 
 # --- flip -------------------------------------------------------------------------------------
@@ -171,10 +215,8 @@ def test_flip_of_numpy_data_and_subclasses_is_numpys():
 
 @C_ONLY
 def test_flip_of_a_lazynp_array_calls_only_flip():
-    x = lazynp.array(numpy.arange(6.0))
-    names, r = python_calls(lazynp.flip, x[1:])
-    assert names == ["flip"], names
-    same(r, numpy.arange(6.0)[1:][::-1])
+    assert calls_in_fresh_process("x = lazynp.array(numpy.arange(6.0))[1:]",
+                                  "lazynp.flip(x)") == ["<lambda>", "flip"]
 
 
 # --- views by slices, element writes of attached arrays ----------------------------------------

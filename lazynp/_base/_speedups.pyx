@@ -2041,7 +2041,8 @@ cdef class EagerFirst:
             if self._sized_for is not _sized_kinds:
                 self._sized = self.kind in _sized_kinds
                 self._sized_for = _sized_kinds
-            r = _eager_call_sized(self.np_fn, args, kwargs, self.kind, self._sized)
+            r = _eager_call_sized(self.np_fn, args, kwargs, self.kind, self._sized,
+                                  self.np_impl)
             if r is not _NOT_EAGER:
                 return r
         if kwargs is None:
@@ -2161,18 +2162,51 @@ cdef object _array_function_dispatcher = None   # numpy._ArrayFunctionDispatcher
 cdef object _exact_np_scalars = frozenset()       # NumPy's own scalar types (not subclasses)
 
 
+cdef inline bint _plain_value(v):
+    """An argument no ``__array_function__`` override can come from: an exact NumPy array,
+    a Python number or string, None, an exact NumPy scalar, a dtype, a class, or a tuple of
+    Python ints (a shape or axes)."""
+    t = type(v)
+    if t is _ndarray_np or t is float or t is int or t is bool or v is None or \
+            t is complex or t is str or t is type or t in _exact_np_scalars or \
+            (_np_dtype is not None and isinstance(v, _np_dtype)):
+        return True
+    if t is tuple:
+        for x in <tuple>v:
+            if type(x) is not int:
+                return False
+        return True
+    return False
+
+
 cdef bint _undispatched(PyObject **vals, size_t n):
     """Would NumPy's ``__array_function__`` dispatch of these arguments call the function's
-    implementation itself?  True when each is an exact NumPy array, a Python number, None,
-    or an exact NumPy scalar (none of them overrides the dispatch): NumPy's dispatcher then
-    adds only its own cost (~1,000 instructions a call)."""
+    implementation itself?  True when each is a _plain_value (none of them overrides the
+    dispatch): NumPy's dispatcher then adds only its own cost (~1,000 instructions a call)."""
     cdef size_t i
     for i in range(n):
-        t = type(<object>vals[i])
-        if not (t is _ndarray_np or t is float or t is int or t is bool or t is complex or
-                <object>vals[i] is None or t in _exact_np_scalars):
+        if not _plain_value(<object>vals[i]):
             return False
     return True
+
+
+cdef object _call_numpy(fn, impl, tuple vals, dict kw):
+    """``fn(*vals, **kw)`` (``kw`` may be None), through ``impl``, ``fn``'s implementation
+    behind NumPy's dispatch, when every argument is a _plain_value; on any exception there,
+    ``fn`` itself (NumPy's dispatcher checks the arguments first: its own error)."""
+    if impl is not None:
+        for v in vals:
+            if not _plain_value(v):
+                return fn(*vals, **kw) if kw else fn(*vals)
+        if kw:
+            for v in kw.values():
+                if not _plain_value(v):
+                    return fn(*vals, **kw)
+        try:
+            return impl(*vals, **kw) if kw else impl(*vals)
+        except Exception:
+            pass
+    return fn(*vals, **kw) if kw else fn(*vals)
 
 
 cdef void _enable_eager_first_vectorcall():
@@ -2210,8 +2244,9 @@ cdef object _eager_call(fn, tuple args, dict kwargs, kind):
     return _eager_call_sized(fn, args, kwargs, kind, kind in _sized_kinds)
 
 
-cdef object _eager_call_sized(fn, tuple args, dict kwargs, kind, bint sized):
-    """_eager_call with ``kind in _sized_kinds`` given (the caller keeps it)."""
+cdef object _eager_call_sized(fn, tuple args, dict kwargs, kind, bint sized, impl=None):
+    """_eager_call with ``kind in _sized_kinds`` given (the caller keeps it); ``impl``:
+    ``fn``'s implementation behind NumPy's dispatch (EagerFirst.np_impl), or None."""
     if _record_all:
         return _NOT_EAGER
     cdef Py_ssize_t maxsize = 0, i, j, n = len(args)
@@ -2251,12 +2286,12 @@ cdef object _eager_call_sized(fn, tuple args, dict kwargs, kind, bint sized):
             return _NOT_EAGER
         if maxsize >= _split_min_rows:
             return _wrap_result(_split_rows(fn, vals, kw), vals)
-        return _wrap_result(fn(*vals, **kw), vals)
+        return _wrap_result(_call_numpy(fn, impl, vals, kw), vals)
     if sized and maxsize >= _eager_max:
         return _NOT_EAGER
     if maxsize >= _split_min_rows:
         return _wrap_result(_split_rows(fn, vals, {}), vals)
-    return _wrap_result(fn(*vals), vals)
+    return _wrap_result(_call_numpy(fn, impl, vals, None), vals)
 
 
 cdef object _split_rows = None
