@@ -1833,27 +1833,6 @@ cdef tuple _broadcast_shapes(tuple a, tuple b):
     return tuple(out)
 
 
-cdef bint _broadcast_large(vx, vy):
-    """Does NumPy's broadcast of the two values run at once have at least ``_eager_max``
-    elements (the policy sizes elementwise work by its result, lazynp.core.policy.decide:
-    ``u[:, None] * v[None, :]`` of two small vectors is large work)?  False where it would
-    not broadcast (NumPy's error, at its call)."""
-    if type(vx) is not _ndarray_np or type(vy) is not _ndarray_np:
-        return False
-    cdef cnp.ndarray x = <cnp.ndarray>vx, y = <cnp.ndarray>vy
-    if cnp.PyArray_SIZE(x) * cnp.PyArray_SIZE(y) < _eager_max:
-        return False      # (a broadcast result has at most the product of the sizes)
-    cdef int nx = cnp.PyArray_NDIM(x), ny = cnp.PyArray_NDIM(y), n = nx if nx > ny else ny, k
-    cdef Py_ssize_t size = 1, dx, dy
-    for k in range(n):
-        dx = cnp.PyArray_DIM(x, k - n + nx) if k - n + nx >= 0 else 1
-        dy = cnp.PyArray_DIM(y, k - n + ny) if k - n + ny >= 0 else 1
-        if dx != dy and dx != 1 and dy != 1:
-            return False
-        size *= dy if dx == 1 else dx
-    return size >= _eager_max
-
-
 #: state.lone_sites: user lines whose medium elementwise op made trees of that op alone
 #: (the next statement read it: nothing to fuse): they run at once
 cdef set _lone_sites = set()
@@ -2643,7 +2622,7 @@ cdef object _binop(int k, x, y):
         vx = _eager_arg(x, sized)
         if vx is not _NE:
             vy = _eager_arg(y, sized)
-            if vy is not _NE and not (sized and _broadcast_large(vx, vy)):
+            if vy is not _NE:
                 if _split_fn is not None and (_large(vx) or _large(vy)):
                     r = _try_split(_split_ufuncs[k], (vx, vy))
                     if r is not None:
@@ -3616,7 +3595,7 @@ cdef object _ufunc_call(UfuncInfo u, self, tuple args):
             va = _eager_arg(args[0], True)
             if va is not _NE:
                 vb = _eager_arg(args[1], True)
-                if vb is not _NE and not _broadcast_large(va, vb):
+                if vb is not _NE:
                     if _split_fn is not None and (_large(va) or _large(vb)):
                         r = _try_split(u.np_uf, (va, vb))
                         if r is not None:
