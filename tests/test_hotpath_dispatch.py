@@ -327,3 +327,22 @@ def test_recorded_ops_see_warnings_filters_set_after_the_first_op():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([os.path.abspath(__file__), "-q"]))
+
+
+def test_an_error_of_the_undispatched_call_is_not_a_second_call():
+    # NumPy's gh-13631 case: each element's __bool__ changes its answer, so nonzero's two
+    # passes disagree and NumPy raises RuntimeError; calling again (through the dispatcher)
+    # would see settled elements and return quietly
+    class FalseThenTrue:
+        _val = False
+
+        def __bool__(self):
+            try:
+                return self._val
+            finally:
+                self._val = True
+
+    for lib in (numpy, lazynp):
+        a = numpy.array([True, FalseThenTrue()])
+        with pytest.raises(RuntimeError):
+            lib.nonzero(a)

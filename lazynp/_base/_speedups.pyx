@@ -2121,8 +2121,10 @@ cdef object _eager_positional(EagerFirst self, PyObject **args, size_t n):
         if self.np_impl is not None and _undispatched(vals, n):
             try:
                 r = lz_vectorcall(self.np_impl, vals, n, NULL)
-            except Exception:
-                # (NumPy's dispatcher checks the arguments first: its own error message)
+            except TypeError:
+                # (NumPy's dispatcher binds the arguments first and names the function in
+                # its TypeError; any other error is the implementation's own, raised as is:
+                # calling again would run the work's side effects twice)
                 r = lz_vectorcall(self.np_fn, vals, n, NULL)
         else:
             r = lz_vectorcall(self.np_fn, vals, n, NULL)
@@ -2171,8 +2173,9 @@ cdef bint _undispatched(PyObject **vals, size_t n):
 
 cdef object _call_numpy(fn, impl, tuple vals, dict kw):
     """``fn(*vals, **kw)`` (``kw`` may be None), through ``impl``, ``fn``'s implementation
-    behind NumPy's dispatch, when every argument is a _plain_value; on any exception there,
-    ``fn`` itself (NumPy's dispatcher checks the arguments first: its own error)."""
+    behind NumPy's dispatch, when every argument is a _plain_value; on a TypeError there,
+    ``fn`` itself (NumPy's dispatcher binds the arguments first: its own message); any other
+    error is raised as is (a second call would run the work's side effects twice)."""
     if impl is not None:
         for v in vals:
             if not _plain_value(v):
@@ -2183,7 +2186,7 @@ cdef object _call_numpy(fn, impl, tuple vals, dict kw):
                     return fn(*vals, **kw)
         try:
             return impl(*vals, **kw) if kw else impl(*vals)
-        except Exception:
+        except TypeError:
             pass
     return fn(*vals, **kw) if kw else fn(*vals)
 
