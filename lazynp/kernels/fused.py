@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._base import native as _native
-from . import cpu, exprs, fpflags, pool
+from . import contraction, cpu, exprs, fpflags, pool
 
 #: below this many elements a kernel runs serially: waking the parallel threads costs
 #: 0.1-0.6 ms here, and one thread already streams a memory-bound kernel of 200k elements
@@ -162,14 +162,17 @@ def run_group(group, node_type, value_of, stored) -> bool:
     """Run ``group`` with its compiled kernel; False when the kernel is not ready (the
     caller then runs the members on NumPy).  ``stored(member)`` says which members must be
     written (read outside the group)."""
+    red = group.reduction
+    red_axes = _red_axes(group) if red is not None else ()
+    if red is not None and len(group.members) == 1 and \
+            contraction.try_run(group, red_axes, value_of, stored):
+        return True
     layout = _Layout(group, node_type)
     shape = group.shape
     vals = [value_of(a) for a in layout.inputs]
     if not vals:
         return False
     ndim = len(shape)
-    red = group.reduction
-    red_axes = _red_axes(group) if red is not None else ()
     full_red = red is not None and len(red_axes) == ndim
     flat = (red is None or full_red) and \
         all(v.shape == shape and v.flags.c_contiguous for v in vals)
