@@ -88,10 +88,12 @@ def _squeezed(v: np.ndarray, nd: int, keep: list) -> np.ndarray:
     return v.reshape(tuple(v.shape[d] for d in keep)) if v.ndim else v
 
 
-def try_run(group, red_axes: tuple, value_of, stored) -> bool:
-    """Run ``group`` -- one ``multiply`` of two arrays closed by a ``sum`` -- as a
-    contraction when :func:`plan` says it is one and pays; False to leave it to the fused
-    kernel (or NumPy)."""
+def try_run(group, red_axes: tuple, node_type, value_of, stored) -> bool:
+    """Run ``group`` -- one ``multiply`` of two arrays (graph nodes of ``node_type``)
+    closed by a ``sum`` over ``red_axes`` -- as a contraction when :func:`plan` says it is
+    one and pays, setting the sum's value; False to leave it to the fused kernel (or
+    NumPy).  ``value_of(node)``: a node's array; ``stored(member)``: whether the product
+    is read outside the group (then it is computed, not contracted away)."""
     red = group.reduction
     if red is None or red.op.name != "sum" or len(group.members) != 1:
         return False
@@ -100,7 +102,7 @@ def try_run(group, red_axes: tuple, value_of, stored) -> bool:
             red.dtype != m.dtype or any(getattr(a, "dtype", None) != m.dtype for a in m.args):
         return False
     a_node, b_node = m.args
-    if not (hasattr(a_node, "shape") and hasattr(b_node, "shape")):
+    if type(a_node) is not node_type or type(b_node) is not node_type:
         return False
     shape = group.shape
     p = plan(shape, a_node.shape, b_node.shape, red_axes)

@@ -3,13 +3,16 @@
 Layout: *flat* (one 1-D loop) when every array input has the group's shape and is
 C-contiguous, else *nd* (a loop nest).  In the nd layout each input is read from the flat
 buffer of the C-contiguous array that owns its memory, at an offset and element strides
-given at run time (broadcast dimensions: stride 0; ``x[:, 1:-1]``-style views: their own
-strides), with unsigned index arithmetic: Numba then knows every load's address and LLVM
-vectorizes the inner loop (a 2-D stencil of 260k elements: 420 us through Numba's generic
-strided arrays, 105 us so).  Inputs whose memory is not laid out that way (an owner that is
-not C-contiguous, strides that are not whole elements) are passed as strided arrays.  A
-group whose kernel is not compiled yet runs node by node on NumPy while the kernel
-compiles in the background.
+(broadcast dimensions: stride 0; ``x[:, 1:-1]``-style views: their own strides), with
+unsigned index arithmetic: Numba then knows every load's address and LLVM vectorizes the
+inner loop (a 2-D stencil of 260k elements: 420 us through Numba's generic strided arrays,
+105 us so).  Strides of 0 and 1 element are compiled in, others read at run time
+(:func:`stride_kinds`; part of the kernel's key): a broadcast load then has no term for the
+inner loop's index and LLVM hoists it out of the loop.  Inputs whose memory is not laid
+out that way (an owner that is not C-contiguous, strides that are not whole elements) are
+passed as strided arrays.  A group whose kernel is not compiled yet runs node by node on
+NumPy while the kernel compiles in the background.  A sum of a product of two arrays that
+is a tensor contraction runs through BLAS instead (kernels/contraction.py).
 """
 from __future__ import annotations
 
@@ -165,7 +168,7 @@ def run_group(group, node_type, value_of, stored) -> bool:
     red = group.reduction
     red_axes = _red_axes(group) if red is not None else ()
     if red is not None and len(group.members) == 1 and \
-            contraction.try_run(group, red_axes, value_of, stored):
+            contraction.try_run(group, red_axes, node_type, value_of, stored):
         return True
     layout = _Layout(group, node_type)
     shape = group.shape
