@@ -310,7 +310,8 @@ class KernelSpec:
         b = [f"    nb = ({self._extent(k0)} + 63) // 64",
              f"    for blk in {rng}(nb):",
              # (unsigned bounds: ``r0[i]`` then has no negative-index test, and the inner
-             # loop vectorizes: a (2000, 1000) ``sum(x * y, axis=0)`` 6 ms -> 1.4 ms)
+             # loop vectorizes: a (2000, 1000) ``sum(x * y, axis=0)``, the kernel alone, 6.0
+             # -> 1.4 ms CPU time; NumPy 1.9 ms)
              "        lo = np.uint64(blk * 64)",
              f"        hi = np.uint64(min(blk * 64 + 64, {self._extent(k0)}))"]
 
