@@ -48,9 +48,21 @@ def _inputs_of(n: DaskNode) -> tuple:
 def _no_rule(name: str):
     return NotImplementedError(
         f"lazynp.grad on chunked (dask) arrays: no gradient rule for {name!r} (covered: "
-        f"elementwise ufuncs, where, copy, astype, sum, mean, max, min, std, var, matmul, "
-        f"dot, transposes, reshapes, basic indexing, rechunk); gather the data with "
+        f"elementwise ufuncs, where, copy, astype, sum, mean, prod, max, min, std, var, "
+        f"cumsum, sort, matmul, dot, transposes, reshapes, basic indexing, indexing by one "
+        f"host integer or boolean array, a[i] = v, rechunk); gather the data with "
         f"x.to_device('cpu') where it fits in memory")
+
+
+def refuse_nested(who: str) -> None:
+    """Raise when a transform over chunked arrays is called inside another's recording
+    (``hessian`` is ``jacobian(grad)``): the inner backward pass builds dask arrays the
+    outer one has no rules for, so its derivative would be silently wrong."""
+    if lower.TAPING[0]:
+        raise NotImplementedError(
+            f"{who} inside another transform over chunked (dask) arrays (lazynp.hessian, "
+            f"a gradient of a gradient) is not implemented; lazynp.jvp, lazynp.vjp, "
+            f"lazynp.grad and lazynp.jacobian each work on their own")
 
 
 def _chunked(v, like: DaskNode) -> DaskArray:
@@ -123,7 +135,124 @@ def _origin_cotangents(n: DaskNode, g: DaskArray, need: list) -> list:
         return [g]
     if name == "getitem":
         return [_getitem_cotangent(g, x, params)]
+    if name == "getitem (advanced)":
+        return [_take_cotangent(g, x, ins[1])]
+    if name == "lazynp.cumsum":
+        return [_cumsum_cotangent(g, x, params)]
+    if name == "lazynp.sort":
+        return [_sort_cotangent(g, x, params)]
+    if name == "setitem":
+        return _setitem_cotangents(g, ins, params, need)
     raise _no_rule(name)
+
+
+def _flip(a, axis: int):
+    return a[(slice(None),) * axis + (slice(None, None, -1),)]
+
+
+def _cumsum_cotangent(g: DaskArray, x: DaskNode, params) -> DaskArray:
+    """``cumsum``'s transpose: the reversed cumulative sum of ``g`` along the axis."""
+    import dask.array as da
+    axis = (params or {}).get("axis")
+    gd = g._dask()
+    if axis is None:
+        return dask_array._wrap(_flip(da.cumsum(_flip(gd, 0), axis=0), 0).reshape(x.shape),
+                                x.client)
+    axis %= len(x.shape)
+    return dask_array._wrap(_flip(da.cumsum(_flip(gd, axis), axis=axis), axis), x.client)
+
+
+def _unsort_block(x, g, axis: int, kind):
+    """One block of a sort's cotangent: ``g`` put back where ``sort`` took each value."""
+    perm = np.argsort(x, axis=axis, kind=kind)
+    out = np.empty_like(g)
+    np.put_along_axis(out, perm, g, axis=axis)
+    return out
+
+
+def _sort_axis(x, params):
+    """``(x, axis)`` of a sort: the flattened array for ``axis=None``."""
+    axis = (params or {}).get("axis", -1)
+    if axis is None:
+        return x.reshape(-1), 0
+    return x, axis % max(len(x.shape), 1)
+
+
+def sort_blocks(fn, x: DaskArray, t: DaskArray, params, client) -> DaskArray:
+    """``fn(x_block, t_block, axis, kind)`` over blocks holding the whole sorted axis (as
+    the sort's own blocks do): the permutation of a sort applied to (or undone on) ``t``."""
+    import dask.array as da
+    x, axis = _sort_axis(x, params)
+    xd = x._dask().rechunk({axis: -1})
+    td = t._dask().reshape(xd.shape).rechunk(xd.chunks)
+    out = da.map_blocks(fn, xd, td, axis=axis, kind=(params or {}).get("kind"),
+                        dtype=td.dtype, meta=np.empty((0,) * xd.ndim, td.dtype))
+    return dask_array._wrap(out, client)
+
+
+def _sort_cotangent(g: DaskArray, x: DaskNode, params) -> DaskArray:
+    out = sort_blocks(_unsort_block, _wrap(x), g, params, x.client)
+    return out if out.shape == x.shape else out.reshape(x.shape)
+
+
+def one_array_key(key, shape: tuple, what: str):
+    """``(axis, idx)`` of an index that is one host integer (or 1-D boolean) array on one
+    axis, the other entries full slices; raises naming ``what`` for other keys."""
+    if isinstance(key, DaskNode) or isinstance(key, DaskArray):
+        raise _no_rule(f"{what} by a chunked index array")
+    parts = key if type(key) is tuple else (key,)
+    arrays = [k for k, v in enumerate(parts) if not (isinstance(v, slice) and
+                                                     v == slice(None))]
+    if len(arrays) != 1 or any(v is Ellipsis for v in parts):
+        raise _no_rule(f"{what} with this key")
+    axis = arrays[0]
+    v = parts[axis]
+    v = v._value() if isinstance(v, ndarray) else v
+    if not isinstance(v, (np.ndarray, list)):
+        raise _no_rule(f"{what} with this key")
+    idx = np.asarray(v)
+    if idx.dtype == bool:
+        if idx.ndim != 1:
+            raise _no_rule(f"{what} by a boolean mask of several axes")
+        idx = np.flatnonzero(idx)
+    if idx.ndim != 1 or idx.dtype.kind not in "iu":
+        raise _no_rule(f"{what} with this key")
+    return axis, idx % shape[axis] if len(idx) else idx.astype(np.intp)
+
+
+def _take_cotangent(g: DaskArray, x: DaskNode, key) -> DaskArray:
+    """``x[idx]``'s transpose: ``g`` added at ``idx`` (a repeated index adds each time: in
+    rounds, each round's indices distinct, as dask's writes do not add)."""
+    import dask.array as da
+    axis, idx = one_array_key(key, x.shape, "getitem (advanced)")
+    head = (slice(None),) * axis
+    z = da.zeros(x.shape, dtype=g.dtype, chunks=lower.lower(x).chunks)
+    gd = g._dask()
+    remaining = np.arange(len(idx))
+    while len(remaining):
+        _, first = np.unique(idx[remaining], return_index=True)
+        sel = remaining[first]
+        dst = head + (idx[sel],)
+        z[dst] = z[dst] + gd[head + (sel,)]
+        remaining = np.delete(remaining, first)
+    return dask_array._wrap(z, x.client)
+
+
+def _setitem_cotangents(g: DaskArray, ins: tuple, key, need: list) -> list:
+    """``a[key] = v``: ``a``'s cotangent is ``g`` with ``key`` zeroed, ``v``'s is
+    ``g[key]`` (summed where ``v`` was broadcast)."""
+    basic = dask_array._basic_key(key)
+    if not basic:
+        axis, idx = one_array_key(key, g.shape, "setitem")
+        if len(np.unique(idx)) != len(idx):
+            # (NumPy keeps the last write of a repeated index: the others get nothing)
+            raise _no_rule("setitem with a repeated index")
+    g_old = None
+    if need[0]:
+        g_old = g.copy()
+        g_old[key] = np.zeros((), g.dtype)
+    g_val = g[key] if need[1] else None
+    return [g_old, g_val]
 
 
 def _reduction_cotangent(n: DaskNode, g: DaskArray, xs: list):
@@ -143,7 +272,21 @@ def _reduction_cotangent(n: DaskNode, g: DaskArray, xs: list):
         return [mask * (gk / mask.sum(axis=axes, keepdims=True))]
     if name in ("std", "var"):
         return [_std_var_cotangent(name, x, _wrap(n), g, n.params)]
+    if name == "prod":
+        return [gk * prod_of_others(x, axes)]
     raise _no_rule(name)
+
+
+def prod_of_others(x: DaskArray, axes: tuple) -> DaskArray:
+    """For each reduced value, the product of the other values it is reduced with (``prod``'s
+    derivative): ``prod / x`` where no value is 0; at the one zero the product of the
+    others; 0 where two or more are."""
+    zero = x == 0
+    nz = zero.astype(np.int64).sum(axis=axes, keepdims=True)
+    safe = dask_array.where(zero, np.ones((), x.dtype)[()], x)
+    pnz = safe.prod(axis=axes, keepdims=True)
+    return dask_array.where(nz == 0, pnz / safe,
+                            dask_array.where(zero & (nz == 1), pnz, np.zeros((), x.dtype)[()]))
 
 
 def _arg_cotangents(n: DaskNode, g: DaskArray, need: list) -> list:
@@ -283,6 +426,7 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False, want_value: bool = Tru
     nums = (argnums,) if single else tuple(argnums)
 
     def wrapped(*args, **kwargs):
+        refuse_nested("lazynp.grad")
         _open()
         inputs: dict = {}
         try:
@@ -306,6 +450,7 @@ def vjp(fun, *primals):
     """``(fun(*primals), vjp_fn)`` where a primal is chunked; ``vjp_fn(cotangent)`` walks
     the recorded function backward (the recording is kept by ``vjp_fn``)."""
     nums = tuple(range(len(primals)))
+    refuse_nested("lazynp.vjp")
     _open()
     inputs: dict = {}
     try:
