@@ -135,6 +135,22 @@ def test_a_reduction_across_chunks_still_builds_a_tree(on_dask):
     assert any("aggregate" in str(k) for k in graph)
 
 
+@pytest.mark.parametrize("chunks", [(5, 4), (20, 4), (5, 8)])
+def test_a_group_whose_reduced_member_is_not_its_last_equals_numpy(on_dask, chunks):
+    # one fused group: (x == 0) -> astype -> summed, and where(x == 0, 1, x) after it; the
+    # chunk step reduced the last member (the where) instead of the astype
+    def f(xp, x):
+        zero = x == 0
+        nz = zero.astype(np.int64).sum(axis=0, keepdims=True)
+        safe = xp.where(zero, 1.0, x)
+        return xp.where(nz == 0, x.sum(axis=0, keepdims=True) / safe, -1.0), nz
+    a = np.round(_data((20, 8), 6))
+    got, got_nz = f(lnp, lnp.asarray(da.from_array(a, chunks=chunks)))
+    want, want_nz = f(np, a)
+    _check(got, want)
+    _check(got_nz, want_nz)
+
+
 def test_mean_and_dtype_of_reductions_within_chunks(on_dask):
     f = np.linspace(0, 1, 24, dtype=np.float32).reshape(4, 6)
     i = np.arange(24, dtype=np.int32).reshape(4, 6)

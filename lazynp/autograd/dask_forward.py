@@ -206,6 +206,8 @@ def forward(out: DaskNode, seeds: dict, who: str) -> DaskArray:
             continue
         if not any(type(a) is DaskNode and id(a) in tangent for a in _inputs_of(n)):
             continue
+        if n.dtype.kind not in "fc":        # (comparisons, argmax, integer casts: no tangent)
+            continue
         t = _node_tangent(n, tangent, who)
         if t is not None:
             t = _as_shape(t, n)

@@ -101,7 +101,7 @@ def run_block(*blocks, recipe: tuple):
         ``(members, reduction, out_idx, fusible)``: members as ``(op_name, refs, params,
         dtype)`` where a ref is ``("x", i)`` (input block ``i``), ``("m", k)`` (member
         ``k``) or ``("c", value)`` (a scalar); ``reduction`` None or ``(name, axes,
-        dtype)`` over the last member (a keepdims partial); ``out_idx`` the members
+        dtype, k)`` over member ``k`` (a keepdims partial); ``out_idx`` the members
         returned; ``fusible`` False when the members must run on NumPy.
 
     Returns
@@ -125,9 +125,9 @@ def run_block(*blocks, recipe: tuple):
                                  dtype))
     red = None
     if red_spec is not None:
-        name, axes, dtype = red_spec
+        name, axes, dtype, src = red_spec
         rshape = tuple(1 if d in axes else s for d, s in enumerate(shape))
-        red = ChunkNode(_red_op(name), (members[-1],), {"axis": axes, "keepdims": True},
+        red = ChunkNode(_red_op(name), (members[src],), {"axis": axes, "keepdims": True},
                         rshape, dtype)
     group = _Group(members, shape, red)
     out_ids = {id(members[k]) for k in out_idx}
@@ -161,7 +161,7 @@ def _run_numpy(members: list, red) -> None:
         m.value = np.asarray(m.op.impl(*vals, **m.params) if m.params else m.op.impl(*vals))
     if red is not None:
         name = red.op.name
-        src = members[-1].value
+        src = red.args[0].value
         kw = {"dtype": red.dtype} if name in ("sum", "prod") else {}
         red.value = np.asarray(_PARTIAL[name](src, axis=red.params["axis"], keepdims=True,
                                               **kw), dtype=red.dtype)

@@ -206,8 +206,11 @@ def _recipe(members: list, red, out_idx: tuple, can_fuse: bool):
     red_spec = None
     if red is not None:
         nd = len(members[-1].shape)
+        # (the reduced member need not be the last: ``x == 0`` summed, beside
+        # ``where(x == 0, 1, x)``, is one group whose last member is the where)
         red_spec = (_partial_name(red), _axes(red, nd),
-                    chunks.partial_dtype(red.op.name, red.dtype))
+                    chunks.partial_dtype(red.op.name, red.dtype),
+                    next(k for k, m in enumerate(members) if m is red.args[0]))
     return (tuple(specs), red_spec, out_idx, can_fuse), inputs
 
 
