@@ -350,3 +350,39 @@ def test_writes_that_are_not_stencils_take_the_general_path(on_dask):
     u[::2, 0:3] = u[::2, 3:6] - 1.0              # steps other than 1
     ref[::2, 0:3] = ref[::2, 3:6] - 1.0
     np.testing.assert_array_equal(np.asarray(u), ref)
+
+
+# --- the workers' floating-point warnings, issued at the read -----------------------------
+
+def _warned(f, x):
+    import warnings
+    with warnings.catch_warnings(record=True) as ws:
+        warnings.simplefilter("always")
+        v = np.asarray(f(x))
+    return v, sorted(str(w.message) for w in ws if issubclass(w.category, RuntimeWarning))
+
+
+@pytest.mark.parametrize("f", [
+    lambda xp, z: 1.0 / z,                                        # one op (NumPy's loop)
+    lambda xp, z: (z * 2.0 + 1.0) / (z - z),                      # a fused group
+    lambda xp, z: xp.log(z).sum(axis=1),                          # a group and its partial
+    lambda xp, z: xp.exp(z * 1000.0) - z,                         # overflow
+    lambda xp, z: xp.sqrt(z - 1.0).max(axis=1, keepdims=True) / z,  # a chunk-local region
+], ids=["op", "group", "reduction", "overflow", "region"])
+def test_workers_floating_point_warnings_come_back_at_the_read_as_numpys(on_dask, f):
+    a = np.array([[0.0, 1.0, 2.0, 0.0], [3.0, 0.0, 5.0, 6.0]])
+    want, want_msgs = _warned(lambda x: f(np, x), a)
+    got, got_msgs = _warned(lambda x: f(lnp, x), lnp.asarray(da.from_array(a, chunks=(1, 2))))
+    _check(got, want)
+    assert want_msgs and got_msgs == want_msgs
+
+
+def test_a_warning_comes_once_and_not_under_errstate_ignore(on_dask):
+    a = np.array([0.0, 1.0, 2.0, 0.0])
+    z = lnp.asarray(da.from_array(a, chunks=2))
+    r = 1.0 / z
+    assert _warned(lambda r: r, r)[1] == ["divide by zero encountered in divide"]
+    assert _warned(lambda r: r, r)[1] == []             # (read again: not recomputed)
+    with np.errstate(divide="ignore"):
+        assert _warned(lambda z: lnp.log(z), z)[1] == []
+    assert _warned(lambda z: lnp.log(z * 3.0), z)[1] == ["divide by zero encountered in log"]

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..kernels import cpu, fused, pool
 from ..ops.registry import OPS, Op
+from . import fp_warnings
 
 __all__ = ["run_block", "run_region", "partial_dtype", "finish_partial"]
 
@@ -111,6 +112,11 @@ def run_block(*blocks, recipe: tuple):
         a single value.
     """
     _worker_setup()
+    with fp_warnings.task_errstate():
+        return _run_block(blocks, recipe)
+
+
+def _run_block(blocks, recipe: tuple):
     members_spec, red_spec, out_idx, can_fuse = recipe
     blocks = [np.asarray(b) for b in blocks]
     shape = np.broadcast_shapes(*[b.shape for b in blocks]) if blocks else ()
@@ -133,8 +139,8 @@ def run_block(*blocks, recipe: tuple):
     out_ids = {id(members[k]) for k in out_idx}
     ok = False
     if can_fuse and blocks and all(m.shape == shape for m in members):
-        with np.errstate(all="ignore"):
-            ok = _run_fused(group, out_ids)
+        # (a flag NumPy would warn about makes the group run again on NumPy, which logs it)
+        ok = _run_fused(group, out_ids)
     if not ok:
         _run_numpy(members, red)
     outs = [members[k].value for k in out_idx]
@@ -244,6 +250,11 @@ def run_region(*blocks, steps: tuple, outs: tuple):
         The values of ``outs``; one array when there is one.
     """
     _worker_setup()
+    with fp_warnings.task_errstate():
+        return _run_region(blocks, steps, outs)
+
+
+def _run_region(blocks, steps: tuple, outs: tuple):
     blocks = [np.asarray(b) for b in blocks]
     vals: dict = {}
     last = _last_uses(steps)

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..core import fusion
 from ..ops.reductions import reduced_axes
-from . import chunks, regions
+from . import chunks, fp_warnings, regions
 
 __all__ = ["DaskNode", "lower", "leaf", "TAPING"]
 
@@ -385,7 +385,8 @@ _BLOCK_REDUCTIONS = frozenset("""sum prod mean std var max min amax amin any all
 
 
 def _reduce_block(block, name: str, kw: dict, dtype):
-    out = np.asarray(getattr(np, name)(block, **kw))
+    with fp_warnings.task_errstate():
+        out = np.asarray(getattr(np, name)(block, **kw))
     return out if out.dtype == dtype else out.astype(dtype)
 
 
