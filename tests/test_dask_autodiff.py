@@ -404,3 +404,19 @@ def test_elementwise_grad_of_chunked_arrays_stays_chunked_and_equals_numpy(dask_
     assert str(g.device) == "dask"
     numpy.testing.assert_allclose(numpy.asarray(g), numpy.cos(xn) * xn + numpy.sin(xn),
                                   rtol=1e-12)
+
+
+def test_transforms_of_cpu_arguments_inside_a_dask_block_stay_on_the_cpu(dask_device):
+    # (their seeds, tangents and basis vectors were made chunked by the block: AttributeError)
+    w = numpy.array([0.5, -1.0, 2.0])
+    f = lazynp.sin
+    _, t = lazynp.jvp(f, (w,), (numpy.ones(3),))
+    numpy.testing.assert_allclose(numpy.asarray(t), numpy.cos(w), rtol=1e-15)
+    numpy.testing.assert_allclose(numpy.asarray(lazynp.jacobian(f)(w)), numpy.diag(numpy.cos(w)),
+                                  rtol=1e-15)
+    numpy.testing.assert_allclose(numpy.asarray(lazynp.vjp(f, w)[1](numpy.ones(3))[0]),
+                                  numpy.cos(w), rtol=1e-15)
+    numpy.testing.assert_allclose(numpy.asarray(lazynp.elementwise_grad(f)(w)), numpy.cos(w),
+                                  rtol=1e-15)
+    numpy.testing.assert_allclose(numpy.asarray(lazynp.hessian(lambda w: (w ** 3).sum())(w)),
+                                  numpy.diag(6.0 * w), rtol=1e-15)

@@ -106,7 +106,33 @@ def _grads_out(grads, specs, nodes_per_arg, originals, single):
     return res[0] if single else tuple(res)
 
 
+def _cpu_defaults(call):
+    """``call()``; inside a ``default_device`` block, in a ``default_device("cpu")`` one:
+    the arguments are CPU arrays (a device argument took the device hook), so the tape and
+    the arrays the transform makes (seeds, tangents, basis vectors) stay on the CPU."""
+    if _default_not_cpu():
+        with devices.default_device("cpu"):
+            return call()
+    return call()
+
+
+def _default_not_cpu() -> bool:
+    return bool(devices.DEFAULTS_OPEN) and devices.get_default_device().kind != "cpu"
+
+
+def _refuse_chunked_result(out, who: str) -> None:
+    """Raise naming ``who`` when the function of CPU arguments returned a chunked (dask)
+    array: it read chunked data from outside (a closure), which the CPU tape cannot follow."""
+    if getattr(getattr(out, "_device", None), "kind", None) == "dask":
+        raise NotImplementedError(
+            f"{who}: the function returned a chunked (dask) array, but no differentiated "
+            f"argument is chunked: chunked data it reads from outside (a closure or a "
+            f"global) cannot be followed by the CPU tape; pass the chunked data as an "
+            f"argument ({who}(f)(w, x) with f(w, x)), or gather it with x.to_device('cpu')")
+
+
 def _scalar_out(out):
+    _refuse_chunked_result(out, "lazynp.grad")
     out = lnp.asarray(out)
     if out.size != 1:
         raise TypeError(f"lazynp.grad: the function must return a scalar, not an array of "
@@ -349,7 +375,7 @@ def _replay_of(table, fun):
         return None
 
 
-def vjp(fun, *primals, has_aux=False, _replayable=True):
+def vjp(fun, *primals, has_aux=False, _replayable=True, _who="lazynp.vjp"):
     """``(fun(*primals), vjp_fn)``; ``vjp_fn(cotangent)`` returns a tuple with one cotangent
     per primal (pytrees like the primals).  The backward pass runs when vjp_fn is called.
     Calls of the same ``fun`` whose forward graph has the structure of an earlier call run
@@ -360,6 +386,17 @@ def vjp(fun, *primals, has_aux=False, _replayable=True):
             raise NotImplementedError("lazynp.vjp(has_aux=True) on device arrays")
         from .device import vjp as on_device
         return on_device(fun, *primals)
+    if _default_not_cpu():
+        # (CPU arguments inside a default_device block: the tape and vjp_fn's arrays stay
+        # on the CPU, as grad's)
+        with devices.default_device("cpu"):
+            r = vjp(fun, *primals, has_aux=has_aux, _replayable=_replayable, _who=_who)
+        pull = r[1]
+
+        def vjp_fn_on_cpu(cotangent):
+            with devices.default_device("cpu"):
+                return pull(cotangent)
+        return (r[0], vjp_fn_on_cpu) + tuple(r[2:])
     flushes = graph.STATS["flushes"]
     replay = _replay_of(_VJP_REPLAYS, fun) if (_replayable and _replay.enabled() and
                                                  depth() == 0 and not has_aux) else None
@@ -372,6 +409,8 @@ def vjp(fun, *primals, has_aux=False, _replayable=True):
             res, aux = res
         out_leaves = []
         flatten(res, out_leaves)
+        for o in out_leaves:
+            _refuse_chunked_result(o, _who)
         out_arrays = [lnp.asarray(o) for o in out_leaves]
         out_nodes = [o._node() for o in out_arrays]
         tape = tr.capture(protect=True)
@@ -419,6 +458,10 @@ def jvp(fun, primals, tangents):
     if devices.ACTIVE and devices.any_on_device(primals):        # (device hook)
         from .device import jvp as on_device
         return on_device(fun, primals, tangents)
+    return _cpu_defaults(lambda: _jvp_on_cpu(fun, primals, tangents))
+
+
+def _jvp_on_cpu(fun, primals: tuple, tangents: tuple):
     if _replay.enabled() and depth() == 0 and len(primals) == len(tangents) and \
             not any(isinstance(p, (list, tuple, dict)) for p in primals + tangents):
         replay = _replay_of(_JVP_REPLAYS, fun)
@@ -430,7 +473,7 @@ def jvp(fun, primals, tangents):
             if r is not None:
                 return r
     with Trace() as tr:
-        out, fn = vjp(fun, *primals)
+        out, fn = vjp(fun, *primals, _who="lazynp.jvp")
         out_leaves = []
         out_spec = flatten(out, out_leaves)
         us = []
@@ -533,7 +576,11 @@ def elementwise_grad(fun, argnums=0, *, argnum=None):
         if devices.ACTIVE and devices.any_on_device(args):        # (device hook)
             from .device import elementwise_grad as on_device
             return on_device(fun, args, nums, single)
-        out, fn = vjp(_partial(fun, args, nums), *[args[k] for k in nums], _replayable=False)
+        return _cpu_defaults(lambda: on_cpu(args))
+
+    def on_cpu(args):
+        out, fn = vjp(_partial(fun, args, nums), *[args[k] for k in nums], _replayable=False,
+                      _who="lazynp.elementwise_grad")
         leaves = []
         spec = flatten(out, leaves)
         ones = [lnp.ones(lnp.asarray(o).shape, lnp.asarray(o).dtype) for o in leaves]
@@ -553,7 +600,8 @@ def jacobian(fun, argnums=0, *, argnum=None):
     replay = _replay.GradReplay()
 
     def eager(args):
-        out, fn = vjp(_partial(fun, args, nums), *[args[k] for k in nums], _replayable=False)
+        out, fn = vjp(_partial(fun, args, nums), *[args[k] for k in nums], _replayable=False,
+                      _who="lazynp.jacobian")
         out = lnp.asarray(out)
         m = out.size
         rows = []
@@ -575,6 +623,9 @@ def jacobian(fun, argnums=0, *, argnum=None):
         if devices.ACTIVE and devices.any_on_device(args):        # (device hook)
             from .device import jacobian as on_device
             return on_device(fun, args, nums, single)
+        return _cpu_defaults(lambda: on_cpu(args))
+
+    def on_cpu(args):
         if not (_replay.enabled() and depth() == 0) or \
                 any(isinstance(args[k], (list, tuple, dict)) for k in nums):
             return eager(args)
