@@ -420,3 +420,25 @@ def test_transforms_of_cpu_arguments_inside_a_dask_block_stay_on_the_cpu(dask_de
                                   rtol=1e-15)
     numpy.testing.assert_allclose(numpy.asarray(lazynp.hessian(lambda w: (w ** 3).sum())(w)),
                                   numpy.diag(6.0 * w), rtol=1e-15)
+
+
+@pytest.mark.parametrize("in_block", [False, True])
+def test_transforms_of_a_function_reading_chunked_data_from_a_closure_equal_numpy(
+        client, in_block):
+    # (as in JAX: loss = lambda w: mse(w, X, y) with X chunked; the CPU tape cannot follow
+    # the chunked data, so the transform takes the chunked path)
+    xn, _ = _data(36, rows=10)
+    w = numpy.array([0.5, 1.0, -1.0])
+    with lazynp.default_device("dask", client=client):
+        x = _chunked(xn, (4, 3))
+    d = 1.0 - numpy.tanh(xn @ w) ** 2
+    f = lambda w: lazynp.tanh(x @ w)       # noqa: E731
+    with lazynp.default_device("dask", client=client) if in_block else lazynp.default_device("cpu"):
+        got = [lazynp.grad(lambda w: f(w).sum())(w), lazynp.jvp(f, (w,), (w,))[1],
+               lazynp.jacobian(f)(w), lazynp.vjp(f, w)[1](numpy.ones(10))[0],
+               lazynp.elementwise_grad(f)(w)]
+        with pytest.raises(NotImplementedError, match="^lazynp.grad inside another transform"):
+            lazynp.hessian(lambda w: f(w).sum())(w)
+    wants = [xn.T @ d, d * (xn @ w), d[:, None] * xn, xn.T @ d, xn.T @ d]
+    for g, want in zip(got, wants):
+        numpy.testing.assert_allclose(numpy.asarray(g), want, rtol=1e-12, atol=1e-15)

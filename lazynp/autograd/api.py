@@ -120,15 +120,35 @@ def _default_not_cpu() -> bool:
     return bool(devices.DEFAULTS_OPEN) and devices.get_default_device().kind != "cpu"
 
 
-def _refuse_chunked_result(out, who: str) -> None:
-    """Raise naming ``who`` when the function of CPU arguments returned a chunked (dask)
-    array: it read chunked data from outside (a closure), which the CPU tape cannot follow."""
-    if getattr(getattr(out, "_device", None), "kind", None) == "dask":
-        raise NotImplementedError(
+class _ChunkedClosure(NotImplementedError):
+    """The function of CPU arguments returned a chunked (dask) array: it reads chunked data
+    from a closure.  The transform catches it and takes the chunked path
+    (:mod:`lazynp.autograd.dask_grad`, ``dask_forward``) with the data's ``client``."""
+
+    def __init__(self, who: str, client):
+        super().__init__(
             f"{who}: the function returned a chunked (dask) array, but no differentiated "
             f"argument is chunked: chunked data it reads from outside (a closure or a "
-            f"global) cannot be followed by the CPU tape; pass the chunked data as an "
-            f"argument ({who}(f)(w, x) with f(w, x)), or gather it with x.to_device('cpu')")
+            f"global) inside another transform cannot be followed; pass the chunked data "
+            f"as an argument ({who}(f)(w, x) with f(w, x))")
+        self.client = client
+
+
+def _refuse_chunked_result(out, who: str) -> None:
+    """Raise :class:`_ChunkedClosure` when the function of CPU arguments returned a chunked
+    (dask) array: the CPU tape cannot follow the chunked data it read from a closure."""
+    if getattr(getattr(out, "_device", None), "kind", None) == "dask":
+        raise _ChunkedClosure(who, out._n.client)
+
+
+def _chunked_retry(e: _ChunkedClosure):
+    """The module of the chunked path to retry a transform with; raises ``e`` inside
+    another transform's recording (the retry would read the outer traced arguments as
+    constants: a silently zero derivative)."""
+    if depth() > 0:
+        raise e
+    from . import dask_forward
+    return dask_forward
 
 
 def _scalar_out(out):
@@ -265,13 +285,20 @@ def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True, *, argnum=No
             from .device import value_and_grad as on_device
             return on_device(fun, argnums, has_aux, want_value=_want_value)(*args, **kwargs)
         watch: list = []
-        if devices.DEFAULTS_OPEN:
-            # CPU arguments inside a default_device block: the tape, its seed and the
-            # backward pass's arrays stay on the CPU
-            with devices.default_device("cpu"):
+        try:
+            if devices.DEFAULTS_OPEN:
+                # CPU arguments inside a default_device block: the tape, its seed and the
+                # backward pass's arrays stay on the CPU
+                with devices.default_device("cpu"):
+                    r = call(args, kwargs, watch)
+            else:
                 r = call(args, kwargs, watch)
-        else:
-            r = call(args, kwargs, watch)
+        except _ChunkedClosure as e:
+            # (chunked data from a closure: the chunked path, the arguments put on the
+            # cluster as one-chunk arrays)
+            fwd = _chunked_retry(e)
+            return fwd.dask_grad.value_and_grad(fun, argnums, has_aux, _want_value,
+                                                e.client)(*args, **kwargs)
         if watch:       # call's frame is gone: the trace's nodes nobody kept are dead now
             _replay.release_dead(watch)
         return r
@@ -386,11 +413,20 @@ def vjp(fun, *primals, has_aux=False, _replayable=True, _who="lazynp.vjp"):
             raise NotImplementedError("lazynp.vjp(has_aux=True) on device arrays")
         from .device import vjp as on_device
         return on_device(fun, *primals)
+    if _who == "lazynp.vjp" and not has_aux:
+        try:
+            return _vjp_cpu(fun, primals, _replayable, _who)
+        except _ChunkedClosure as e:
+            return _chunked_retry(e).dask_grad.vjp(fun, *primals, client=e.client)
+    return _vjp_cpu(fun, primals, _replayable, _who, has_aux)
+
+
+def _vjp_cpu(fun, primals, _replayable, _who, has_aux=False):
     if _default_not_cpu():
         # (CPU arguments inside a default_device block: the tape and vjp_fn's arrays stay
         # on the CPU, as grad's)
         with devices.default_device("cpu"):
-            r = vjp(fun, *primals, has_aux=has_aux, _replayable=_replayable, _who=_who)
+            r = _vjp_cpu(fun, primals, _replayable, _who, has_aux)
         pull = r[1]
 
         def vjp_fn_on_cpu(cotangent):
@@ -458,7 +494,10 @@ def jvp(fun, primals, tangents):
     if devices.ACTIVE and devices.any_on_device(primals):        # (device hook)
         from .device import jvp as on_device
         return on_device(fun, primals, tangents)
-    return _cpu_defaults(lambda: _jvp_on_cpu(fun, primals, tangents))
+    try:
+        return _cpu_defaults(lambda: _jvp_on_cpu(fun, primals, tangents))
+    except _ChunkedClosure as e:
+        return _chunked_retry(e).jvp(fun, primals, tangents, client=e.client)
 
 
 def _jvp_on_cpu(fun, primals: tuple, tangents: tuple):
@@ -576,7 +615,10 @@ def elementwise_grad(fun, argnums=0, *, argnum=None):
         if devices.ACTIVE and devices.any_on_device(args):        # (device hook)
             from .device import elementwise_grad as on_device
             return on_device(fun, args, nums, single)
-        return _cpu_defaults(lambda: on_cpu(args))
+        try:
+            return _cpu_defaults(lambda: on_cpu(args))
+        except _ChunkedClosure as e:
+            return _chunked_retry(e).elementwise_grad(fun, args, nums, single, client=e.client)
 
     def on_cpu(args):
         out, fn = vjp(_partial(fun, args, nums), *[args[k] for k in nums], _replayable=False,
@@ -623,7 +665,10 @@ def jacobian(fun, argnums=0, *, argnum=None):
         if devices.ACTIVE and devices.any_on_device(args):        # (device hook)
             from .device import jacobian as on_device
             return on_device(fun, args, nums, single)
-        return _cpu_defaults(lambda: on_cpu(args))
+        try:
+            return _cpu_defaults(lambda: on_cpu(args))
+        except _ChunkedClosure as e:
+            return _chunked_retry(e).jacobian(fun, args, nums, single, client=e.client)
 
     def on_cpu(args):
         if not (_replay.enabled() and depth() == 0) or \

@@ -218,13 +218,14 @@ def forward(out: DaskNode, seeds: dict, who: str) -> DaskArray:
     return t
 
 
-def _record(fun, args, nums, who: str):
-    """``(args, inputs, out)``: ``fun`` recorded once on chunked copies of ``args[nums]``."""
+def _record(fun, args, nums, who: str, client=None):
+    """``(args, inputs, out)``: ``fun`` recorded once on chunked copies of ``args[nums]``
+    (``client``: the cluster's when no argument is chunked)."""
     dask_grad.refuse_nested(who)
     dask_grad._open()
     inputs: dict = {}
     try:
-        args2, inputs = dask_grad._inputs(args, nums, who)
+        args2, inputs = dask_grad._inputs(args, nums, who, client)
         out = dask_grad._output(fun(*args2), who)
     finally:
         dask_grad._close(inputs)
@@ -238,22 +239,22 @@ def _tangent_array(t, like: DaskNode, who: str) -> DaskArray:
     return c.astype(like.dtype) if c.dtype != like.dtype else c
 
 
-def jvp(fun, primals, tangents):
+def jvp(fun, primals, tangents, client=None):
     """``(fun(*primals), J @ tangents)`` where a primal is chunked: one forward pass; both
     results are chunked arrays (nothing is computed until a read)."""
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise ValueError("jvp: tangents must have the structure of primals")
     nums = tuple(range(len(primals)))
-    _, inputs, out = _record(fun, primals, nums, "lazynp.jvp")
+    _, inputs, out = _record(fun, primals, nums, "lazynp.jvp", client)
     seeds = {id(inputs[i]): _tangent_array(tangents[i], inputs[i], "lazynp.jvp")
              for i in nums}
     return out, forward(out._n, seeds, "lazynp.jvp")
 
 
-def elementwise_grad(fun, args, nums, single: bool):
+def elementwise_grad(fun, args, nums, single: bool, client=None):
     """The VJP of ``fun`` with a cotangent of ones (:func:`dask_grad.vjp`)."""
-    _, inputs, out = _record(fun, args, nums, "lazynp.elementwise_grad")
+    _, inputs, out = _record(fun, args, nums, "lazynp.elementwise_grad", client)
     seed = dask_grad._constant(np.ones((), out.dtype), out.client)
     grads = dask_grad._results(out, dask_grad._backward(out._n, inputs, seed),
                                dask_grad._plain(args, nums), False)
@@ -266,7 +267,7 @@ def _one_hot(size: int, i: int, shape: tuple, dtype, client) -> DaskArray:
     return dask_grad._constant(e.reshape(shape), client)
 
 
-def jacobian(fun, args, nums, single: bool):
+def jacobian(fun, args, nums, single: bool, client=None):
     """Blocks ``out.shape + x.shape`` of the Jacobian of ``fun`` where an argument is
     chunked: by reverse passes when the output has fewer elements than the differentiated
     arguments together (a plain argument's block is then gathered, as ``grad``'s), else by
@@ -278,7 +279,7 @@ def jacobian(fun, args, nums, single: bool):
         When it would take more than :data:`MAX_PASSES` passes.
     """
     who = "lazynp.jacobian"
-    _, inputs, out = _record(fun, args, nums, who)
+    _, inputs, out = _record(fun, args, nums, who, client)
     m = int(np.prod(out.shape, dtype=np.int64))
     sizes = {i: int(np.prod(inputs[i].shape, dtype=np.int64)) for i in nums}
     n_in = sum(sizes.values())

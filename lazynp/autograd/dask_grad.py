@@ -349,10 +349,11 @@ def _backward(out: DaskNode, inputs: dict, seed: DaskArray) -> dict:
     return out_grads
 
 
-def _inputs(args, nums, who: str):
+def _inputs(args, nums, who: str, client=None):
     """``(args, inputs)``: the differentiated arguments as chunked arrays (a plain one put
-    on the cluster in one chunk), each its own node."""
-    client = next(a._n.client for a in args if isinstance(a, DaskArray))
+    on the cluster in one chunk), each its own node; ``client``: the cluster's when no
+    argument is chunked (the function reads chunked data from a closure)."""
+    client = next((a._n.client for a in args if isinstance(a, DaskArray)), client)
     args = list(args)
     inputs = {}
     for i in nums:
@@ -418,10 +419,11 @@ def _plain(args, nums) -> set:
     return {i for i in nums if not isinstance(args[i], DaskArray)}
 
 
-def value_and_grad(fun, argnums=0, has_aux: bool = False, want_value: bool = True):
-    """``(fun(*args), gradient)`` where an argument is a chunked array (see the module);
-    ``want_value`` False (``grad``): the value is left uncomputed, not gathered with the
-    gradients."""
+def value_and_grad(fun, argnums=0, has_aux: bool = False, want_value: bool = True,
+                   client=None):
+    """``(fun(*args), gradient)`` where an argument is a chunked array, or ``fun`` reads
+    one from a closure (``client``: its cluster's; see the module); ``want_value`` False
+    (``grad``): the value is left uncomputed, not gathered with the gradients."""
     single = isinstance(argnums, int)
     nums = (argnums,) if single else tuple(argnums)
 
@@ -430,7 +432,7 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False, want_value: bool = Tru
         _open()
         inputs: dict = {}
         try:
-            args2, inputs = _inputs(args, nums, "lazynp.grad")
+            args2, inputs = _inputs(args, nums, "lazynp.grad", client)
             res = fun(*args2, **kwargs)
         finally:
             _close(inputs)
@@ -446,7 +448,7 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False, want_value: bool = Tru
     return wrapped
 
 
-def vjp(fun, *primals):
+def vjp(fun, *primals, client=None):
     """``(fun(*primals), vjp_fn)`` where a primal is chunked; ``vjp_fn(cotangent)`` walks
     the recorded function backward (the recording is kept by ``vjp_fn``)."""
     nums = tuple(range(len(primals)))
@@ -454,7 +456,7 @@ def vjp(fun, *primals):
     _open()
     inputs: dict = {}
     try:
-        args, inputs = _inputs(primals, nums, "lazynp.vjp")
+        args, inputs = _inputs(primals, nums, "lazynp.vjp", client)
         out = _output(fun(*args), "lazynp.vjp")
     finally:
         _close(inputs)
