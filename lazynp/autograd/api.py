@@ -31,6 +31,7 @@ from ..core import graph
 from .._numpy import namespace as lnp
 from ..array.ndarray import ndarray, add_member
 from . import replay as _replay
+from .errors import ChunkedClosure as _ChunkedClosure
 from .tape import (AutogradError, Trace, Tape, arrays_in, backward_pass, depth, flatten,
                    fresh_input, stop_gradient, unflatten, RECORD_TRACES, add_pause, paused)
 
@@ -118,20 +119,6 @@ def _cpu_defaults(call):
 
 def _default_not_cpu() -> bool:
     return bool(devices.DEFAULTS_OPEN) and devices.get_default_device().kind != "cpu"
-
-
-class _ChunkedClosure(NotImplementedError):
-    """The function of CPU arguments returned a chunked (dask) array: it reads chunked data
-    from a closure.  The transform catches it and takes the chunked path
-    (:mod:`lazynp.autograd.dask_grad`, ``dask_forward``) with the data's ``client``."""
-
-    def __init__(self, who: str, client):
-        super().__init__(
-            f"{who}: the function returned a chunked (dask) array, but no differentiated "
-            f"argument is chunked: chunked data it reads from outside (a closure or a "
-            f"global) inside another transform cannot be followed; pass the chunked data "
-            f"as an argument ({who}(f)(w, x) with f(w, x))")
-        self.client = client
 
 
 def _refuse_chunked_result(out, who: str) -> None:

@@ -159,6 +159,11 @@ def _origin_tangent(n: DaskNode, tangent: dict, who: str):
         return t.reshape(n.shape)
     if name == "rechunk":
         return t
+    if name == "broadcast_to":
+        return _as_shape(t, n)
+    if name == "getitem's cotangent":
+        key, x = params
+        return dask_grad._getitem_cotangent(t, x, key)
     if name == "getitem":
         return t[params]
     if name == "getitem (advanced)":
@@ -221,6 +226,7 @@ def forward(out: DaskNode, seeds: dict, who: str) -> DaskArray:
 def _record(fun, args, nums, who: str, client=None):
     """``(args, inputs, out)``: ``fun`` recorded once on chunked copies of ``args[nums]``
     (``client``: the cluster's when no argument is chunked)."""
+    dask_grad.refuse_cpu_trace(args, who)
     dask_grad.refuse_nested(who)
     dask_grad._open()
     inputs: dict = {}

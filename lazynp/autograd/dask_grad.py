@@ -26,7 +26,7 @@ from ..dask.array import DaskArray
 from ..dask.lower import DaskNode
 from ..ops.registry import OPS
 from . import rules
-from .errors import traced_value_error
+from .errors import ChunkedClosure, traced_value_error
 from .array_rules import _fit, _kept, _matmul_cotangents, _std_var_cotangent, post_order
 
 __all__ = ["any_chunked", "value_and_grad", "vjp"]
@@ -55,14 +55,42 @@ def _no_rule(name: str):
 
 
 def refuse_nested(who: str) -> None:
-    """Raise when a transform over chunked arrays is called inside another's recording
-    (``hessian`` is ``jacobian(grad)``): the inner backward pass builds dask arrays the
-    outer one has no rules for, so its derivative would be silently wrong."""
+    """Raise when a forward-mode transform over chunked arrays (``jvp``, ``jacobian``,
+    ``elementwise_grad``) is called inside another's recording: its tangents are built
+    with dask.array steps the outer transform has no rules for.  (A reverse pass nested in
+    another, ``hessian`` = ``jacobian(grad)``, is recorded: :func:`nested`.)"""
     if lower.TAPING[0]:
         raise NotImplementedError(
-            f"{who} inside another transform over chunked (dask) arrays (lazynp.hessian, "
-            f"a gradient of a gradient) is not implemented; lazynp.jvp, lazynp.vjp, "
-            f"lazynp.grad and lazynp.jacobian each work on their own")
+            f"{who} inside another transform over chunked (dask) arrays is not "
+            f"implemented; lazynp.grad, lazynp.value_and_grad and lazynp.vjp nest (a "
+            f"hessian is a jacobian of a grad), and each transform works on its own")
+
+
+def refuse_cpu_trace(args, who: str) -> None:
+    """Inside a transform of CPU arguments (its tape open: ``jvp(lambda w: grad(loss)(w,
+    X), ...)`` with ``w`` plain), a reverse pass over chunked data would read the traced
+    ``w`` as a constant, and the outer derivative would silently miss it: raise the
+    exception the outer transform answers by taking the chunked path itself."""
+    from .tape import depth
+    if depth() > 0:
+        raise ChunkedClosure(who, next(
+            (a._n.client for a in args if isinstance(a, DaskArray)), None))
+
+
+def nested() -> bool:
+    """True inside another transform's recording: the backward pass is itself recorded
+    (its dask.array steps note their ``origin``) and nothing is gathered, so that the outer
+    transform differentiates it (a Hessian: ``jacobian(grad(loss))``)."""
+    return lower.TAPING[0] > 0
+
+
+def _note_linear(out: DaskArray, name: str, g: DaskArray, params=None) -> DaskArray:
+    """While recorded (:func:`nested`): note that the linear backward step ``name`` made
+    ``out`` from the cotangent ``g`` (an outer pass raises naming it where it has no rule,
+    rather than take ``out`` for a constant)."""
+    if lower.TAPING[0]:
+        out._n.origin = (name, (g._n,), params)
+    return out
 
 
 def _chunked(v, like: DaskNode) -> DaskArray:
@@ -88,11 +116,13 @@ def _spread(g: DaskArray, x: DaskNode) -> DaskArray:
     """``g`` broadcast to ``x``'s shape in ``x``'s chunks (no values of ``x`` read)."""
     import dask.array as da
     arr = da.broadcast_to(g._dask(), x.shape, chunks=lower.lower(x).chunks)
-    return dask_array._wrap(arr, x.client)
+    return _note_linear(dask_array._wrap(arr, x.client), "broadcast_to", g)
 
 
 def _getitem_cotangent(g: DaskArray, x: DaskNode, key) -> DaskArray:
+    """``x[key]``'s transpose: ``g`` put at ``key`` in zeros of ``x``'s shape."""
     import dask.array as da
+    params0, g0 = key, g
     parts = key if type(key) is tuple else (key,)
     if any(k is None for k in parts):
         # (the new axes of ``x[..., None]`` are g's: drop them, index without them)
@@ -109,7 +139,7 @@ def _getitem_cotangent(g: DaskArray, x: DaskNode, key) -> DaskArray:
         key = tuple(k for k in parts if k is not None)
     z = da.zeros(x.shape, dtype=g.dtype, chunks=lower.lower(x).chunks)
     z[key] = g._dask()
-    return dask_array._wrap(z, x.client)
+    return _note_linear(dask_array._wrap(z, x.client), "getitem's cotangent", g0, (params0, x))
 
 
 def _origin_cotangents(n: DaskNode, g: DaskArray, need: list) -> list:
@@ -131,8 +161,13 @@ def _origin_cotangents(n: DaskNode, g: DaskArray, need: list) -> list:
         return [g.swapaxes(*params)]
     if name == "reshape":
         return [g.reshape(x.shape)]
-    if name == "rechunk":
-        return [g]
+    if name == "getitem's cotangent":
+        # (the transpose of putting g at key: reading key back, in g's shape)
+        key = params[0]
+        parts = key if type(key) is tuple else (key,)
+        return [g[tuple(k for k in parts if k is not None)].reshape(x.shape)]
+    if name in ("rechunk", "broadcast_to"):
+        return [g]          # (broadcast_to: summed back to its input's shape by _fit)
     if name == "getitem":
         return [_getitem_cotangent(g, x, params)]
     if name == "getitem (advanced)":
@@ -156,10 +191,11 @@ def _cumsum_cotangent(g: DaskArray, x: DaskNode, params) -> DaskArray:
     axis = (params or {}).get("axis")
     gd = g._dask()
     if axis is None:
-        return dask_array._wrap(_flip(da.cumsum(_flip(gd, 0), axis=0), 0).reshape(x.shape),
-                                x.client)
-    axis %= len(x.shape)
-    return dask_array._wrap(_flip(da.cumsum(_flip(gd, axis), axis=axis), axis), x.client)
+        out = _flip(da.cumsum(_flip(gd, 0), axis=0), 0).reshape(x.shape)
+    else:
+        axis %= len(x.shape)
+        out = _flip(da.cumsum(_flip(gd, axis), axis=axis), axis)
+    return _note_linear(dask_array._wrap(out, x.client), "cumsum's cotangent", g)
 
 
 def _unsort_block(x, g, axis: int, kind):
@@ -187,7 +223,7 @@ def sort_blocks(fn, x: DaskArray, t: DaskArray, params, client) -> DaskArray:
     td = t._dask().reshape(xd.shape).rechunk(xd.chunks)
     out = da.map_blocks(fn, xd, td, axis=axis, kind=(params or {}).get("kind"),
                         dtype=td.dtype, meta=np.empty((0,) * xd.ndim, td.dtype))
-    return dask_array._wrap(out, client)
+    return _note_linear(dask_array._wrap(out, client), "sort's permutation", t)
 
 
 def _sort_cotangent(g: DaskArray, x: DaskNode, params) -> DaskArray:
@@ -235,7 +271,7 @@ def _take_cotangent(g: DaskArray, x: DaskNode, key) -> DaskArray:
         dst = head + (idx[sel],)
         z[dst] = z[dst] + gd[head + (sel,)]
         remaining = np.delete(remaining, first)
-    return dask_array._wrap(z, x.client)
+    return _note_linear(dask_array._wrap(z, x.client), "indexing's cotangent", g)
 
 
 def _setitem_cotangents(g: DaskArray, ins: tuple, key, need: list) -> list:
@@ -326,7 +362,9 @@ def _backward(out: DaskNode, inputs: dict, seed: DaskArray) -> dict:
         if g is None:
             continue
         ins = _inputs_of(n)
-        need = [type(a) is DaskNode and id(a) in depends for a in ins]
+        # (comparisons, masks, indices: no cotangent flows into a non-float value)
+        need = [type(a) is DaskNode and id(a) in depends and a.dtype.kind in "fc"
+                for a in ins]
         if not any(need):
             continue
         if g.shape != n.shape and (n.origin is not None or n.op.kind != "elementwise"):
@@ -400,6 +438,8 @@ def _output(res, who: str) -> DaskArray:
 def _results(out: DaskArray, grads: dict, plain: set, want_value: bool):
     """Compute the value (where wanted) and the plain arguments' gradients in one
     ``client.compute``; chunked arguments' gradients stay chunked."""
+    if nested():
+        return dict(grads)          # (recorded for the outer transform: stays chunked)
     todo = [(i, g) for i, g in grads.items() if i in plain]
     arrs = [g._dask() for _, g in todo]
     if want_value and out._n.host is None:
@@ -428,7 +468,7 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False, want_value: bool = Tru
     nums = (argnums,) if single else tuple(argnums)
 
     def wrapped(*args, **kwargs):
-        refuse_nested("lazynp.grad")
+        refuse_cpu_trace(args, "lazynp.grad")
         _open()
         inputs: dict = {}
         try:
@@ -452,7 +492,7 @@ def vjp(fun, *primals, client=None):
     """``(fun(*primals), vjp_fn)`` where a primal is chunked; ``vjp_fn(cotangent)`` walks
     the recorded function backward (the recording is kept by ``vjp_fn``)."""
     nums = tuple(range(len(primals)))
-    refuse_nested("lazynp.vjp")
+    refuse_cpu_trace(primals, "lazynp.vjp")
     _open()
     inputs: dict = {}
     try:
