@@ -466,3 +466,26 @@ def test_transforms_of_a_function_reading_chunked_data_from_a_closure_equal_nump
              -2.0 * (xn.T * (numpy.tanh(xn @ w) * d)) @ xn]
     for g, want in zip(got, wants):
         numpy.testing.assert_allclose(numpy.asarray(g), want, rtol=1e-12, atol=1e-15)
+
+
+def _joined(w, x):
+    return ((lazynp.concatenate([x @ w, lazynp.sin(x[:, 0])]) ** 2).sum()
+            + lazynp.stack([x @ w, x[:, 1]], axis=1).max(axis=1).sum())
+
+
+def test_grad_and_jvp_through_stack_and_concatenate_and_grad_of_vmap_equal_the_cpu_path(
+        dask_device):
+    xn, _ = _data(37, rows=10)
+    w, tx = numpy.array([0.5, 1.0, -1.0]), numpy.ones((10, 3))
+    x = _chunked(xn, (4, 3))
+    gw, gx = lazynp.grad(_joined, argnums=(0, 1))(w, x)
+    _, t = lazynp.jvp(_joined, (w, x), (w, tx))
+    want_w, want_x = _on_cpu(lambda w, x: lazynp.grad(_joined, argnums=(0, 1))(w, x), w, xn)
+    _, want_t = _on_cpu(lambda *a: lazynp.jvp(_joined, a[:2], a[2:]), w, xn, w, tx)
+    numpy.testing.assert_allclose(numpy.asarray(gw), numpy.asarray(want_w), rtol=1e-12)
+    numpy.testing.assert_allclose(numpy.asarray(gx), numpy.asarray(want_x), rtol=1e-12)
+    assert float(t) == pytest.approx(float(want_t), rel=1e-12)
+    # (vmap over the rows stacks its results: a gradient goes back through the stack)
+    g = lazynp.grad(lambda w: lazynp.vmap(lambda r: lazynp.tanh(r @ w))(x).sum())(w)
+    numpy.testing.assert_allclose(numpy.asarray(g), xn.T @ (1 - numpy.tanh(xn @ w) ** 2),
+                                  rtol=1e-12)

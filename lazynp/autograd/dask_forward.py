@@ -138,6 +138,14 @@ def _origin_tangent(n: DaskNode, tangent: dict, who: str):
         parts = ([fn(tx, y)] if tx is not None else []) + ([fn(x, ty)] if ty is not None
                                                             else [])
         return parts[0] if len(parts) == 1 else parts[0] + parts[1]
+    if name in ("lazynp.stack", "lazynp.concatenate"):
+        axis = dask_grad.join_axis(n, ins, params, name)
+        ts = [t_of(a) for a in ins]
+        ts = [_as_shape(t, a) if t is not None else
+              dask_grad._spread(dask_grad._constant(np.zeros((), n.dtype), n.client), a)
+              for t, a in zip(ts, ins)]
+        fn = np.stack if name == "lazynp.stack" else np.concatenate
+        return dask_array.call_at_once(name[len("lazynp."):], fn, (ts,), {"axis": axis})
     if name == "setitem":
         old, value = ins
         t_old, t_val = t_of(old), t_of(value)

@@ -172,6 +172,8 @@ def _origin_cotangents(n: DaskNode, g: DaskArray, need: list) -> list:
         return [_getitem_cotangent(g, x, params)]
     if name == "getitem (advanced)":
         return [_take_cotangent(g, x, ins[1])]
+    if name in ("lazynp.stack", "lazynp.concatenate"):
+        return joined_parts(g, n, ins, params, name)
     if name == "lazynp.cumsum":
         return [_cumsum_cotangent(g, x, params)]
     if name == "lazynp.sort":
@@ -179,6 +181,32 @@ def _origin_cotangents(n: DaskNode, g: DaskArray, need: list) -> list:
     if name == "setitem":
         return _setitem_cotangents(g, ins, params, need)
     raise _no_rule(name)
+
+
+def join_axis(n: DaskNode, ins: tuple, params, name: str) -> int:
+    """The axis ``stack``/``concatenate`` joined ``ins`` along; raises naming ``name`` when
+    not every joined array is chunked (``ins`` then misses the host ones)."""
+    p = dict(params or {})
+    axis = p.get("axis", 0)
+    if axis is None or p.get("out") is not None or any(type(a) is not DaskNode for a in ins):
+        raise _no_rule(f"{name} with these arguments")
+    axis %= len(n.shape)
+    sizes = [1 if name == "lazynp.stack" else a.shape[axis] for a in ins]
+    if sum(sizes) != n.shape[axis]:
+        raise _no_rule(f"{name} of chunked and host arrays together")
+    return axis
+
+
+def joined_parts(g: DaskArray, n: DaskNode, ins: tuple, params, name: str) -> list:
+    """``stack``/``concatenate``: each input's cotangent is its slice of ``g``."""
+    axis = join_axis(n, ins, params, name)
+    parts, start = [], 0
+    for a in ins:
+        k = 1 if name == "lazynp.stack" else a.shape[axis]
+        sl = g[(slice(None),) * axis + (slice(start, start + k),)]
+        parts.append(sl.reshape(a.shape) if name == "lazynp.stack" else sl)
+        start += k
+    return parts
 
 
 def _flip(a, axis: int):
