@@ -386,3 +386,20 @@ def test_a_warning_comes_once_and_not_under_errstate_ignore(on_dask):
     with np.errstate(divide="ignore"):
         assert _warned(lambda z: lnp.log(z), z)[1] == []
     assert _warned(lambda z: lnp.log(z * 3.0), z)[1] == ["divide by zero encountered in log"]
+
+
+# --- automatic persisting of a graph that grows with each step -----------------------------
+
+@pytest.mark.parametrize("limit, persisted", [("0", False), ("64", True)])
+def test_a_growing_time_loop_is_persisted_by_the_graphs_size(on_dask, monkeypatch, limit,
+                                                             persisted):
+    from lazynp.dask import persist
+    monkeypatch.setenv("LAZYNP_DASK_PERSIST_TASKS", limit)
+    a = _data((24, 24), 9)
+    before = persist.STATS["auto_persists"]
+    u = _jacobi(lnp, lnp.asarray(da.from_array(a, chunks=(6, 12))), 10)   # 8 blocks
+    layers = len(u.to_dask().dask.layers)
+    _check(u, _jacobi(np, a, 10))
+    assert (persist.STATS["auto_persists"] > before) == persisted
+    # (persisted: the graph behind the result starts at the last persisted step)
+    assert (layers * 8 <= 64) == persisted

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..core import fusion
 from ..ops.reductions import reduced_axes
-from . import chunks, fp_warnings, regions
+from . import chunks, fp_warnings, persist, regions
 
 __all__ = ["DaskNode", "lower", "leaf", "TAPING"]
 
@@ -101,7 +101,9 @@ _LEAF = _Leaf()
 
 
 def leaf(arr, client=None) -> DaskNode:
-    """A lowered node holding the dask array ``arr``."""
+    """A lowered node holding the dask array ``arr`` (persisted when its graph is large:
+    :mod:`lazynp.dask.persist`)."""
+    arr = persist.maybe_persist(arr, client)
     n = DaskNode(_LEAF, (), None, arr.shape, arr.dtype, client)
     n.value = arr
     return n
