@@ -4,8 +4,8 @@
 :func:`jvp` records the function once on the chunked arrays (as :mod:`dask_grad` does for
 ``grad``) and pushes the tangents forward through the recorded nodes, producers first,
 with one forward rule per op: the tangent of each node is itself a chunked array, built
-with the same lazynp ops, so it fuses into one blockwise task per chunk at the read and
-nothing is gathered.  The rules:
+with the same lazynp ops, so its elementwise steps fuse into per-chunk tasks at the read,
+and nothing is gathered.  The rules:
 
 * elementwise ufuncs: the reverse rule of each operand applied to that operand's
   tangent (an elementwise op's Jacobian is diagonal, so its transpose is itself);
@@ -13,7 +13,10 @@ nothing is gathered.  The rules:
   ``sum``/``mean``): the op itself on the tangent; ``matmul``/``dot``: the product rule;
 * ``where``, ``max``/``min`` (ties share the tangent evenly, as the reverse rule),
   ``std``/``var``, ``prod`` (zeros among the reduced values included), ``sort`` (the
-  tangent follows the values' permutation), ``a[i] = v`` writes.
+  tangent follows the values' permutation), ``a[i] = v`` writes, ``stack`` and
+  ``concatenate`` of chunked arrays;
+* the linear steps of a recorded backward pass (``grad`` inside ``jvp``: a
+  Hessian-vector product): ``broadcast_to``, ``getitem``'s cotangent.
 
 An op with no rule on the path from a differentiated argument raises
 ``NotImplementedError`` naming it, never a silent zero.
@@ -32,7 +35,7 @@ import numpy as np
 
 from ..array.ndarray import ndarray
 from ..core.graph import leaf
-from ..dask import array as dask_array, lower
+from ..dask import array as dask_array
 from ..dask.array import DaskArray
 from ..dask.lower import DaskNode
 from ..ops.registry import OPS
@@ -70,8 +73,8 @@ def _reduced(t: DaskArray, n: DaskNode, name: str) -> DaskArray:
     return dask_array.reduce(name, t, axis=axis, keepdims=keep, kw=p or None)
 
 
-def _to_out(v: DaskArray, n: DaskNode, axes: tuple) -> DaskArray:
-    """A keepdims reduction ``v`` over ``axes`` with ``n``'s shape."""
+def _to_out(v: DaskArray, n: DaskNode) -> DaskArray:
+    """A keepdims reduction ``v`` in ``n``'s shape (``keepdims`` or not)."""
     return v if v.shape == n.shape else v.reshape(n.shape)
 
 
@@ -83,7 +86,7 @@ def _reduction_tangent(n: DaskNode, x: DaskArray, t: DaskArray, who: str) -> Das
     if name in ("max", "min"):
         mask = x == ans
         share = (mask * t).sum(axis=axes, keepdims=True) / mask.sum(axis=axes, keepdims=True)
-        return _to_out(share, n, axes)
+        return _to_out(share, n)
     if name in ("std", "var"):
         cnt = 1
         for d in axes:
@@ -91,10 +94,10 @@ def _reduction_tangent(n: DaskNode, x: DaskArray, t: DaskArray, who: str) -> Das
         ddof = (n.params or {}).get("ddof", 0)
         centered = x - x.mean(axis=axes, keepdims=True)
         dvar = (centered * t).sum(axis=axes, keepdims=True) * (2.0 / (cnt - ddof))
-        return _to_out(dvar if name == "var" else dvar / (2.0 * ans), n, axes)
+        return _to_out(dvar if name == "var" else dvar / (2.0 * ans), n)
     if name == "prod":
         others = dask_grad.prod_of_others(x, axes)
-        return _to_out((t * others).sum(axis=axes, keepdims=True), n, axes)
+        return _to_out((t * others).sum(axis=axes, keepdims=True), n)
     raise _no_rule(name, who)
 
 
