@@ -224,22 +224,52 @@ def test_vjp_of_chunked_rows_equals_numpy(dask_device):
     numpy.testing.assert_allclose(numpy.asarray(gx), numpy.outer(s, w), rtol=1e-10)
 
 
-@pytest.mark.parametrize("name, call", [
-    ("lazynp.jacobian", lambda w, x, y: lazynp.jacobian(lambda x: x @ w)(x)),
-    ("lazynp.jvp", lambda w, x, y: lazynp.jvp(lambda x: _loss(w, x, y), (x,), (x,))),
-])
-def test_other_transforms_of_chunked_arrays_raise_naming_the_function(dask_device, name,
-                                                                     call):
+def _logistic_wx(w, x, y):
+    return lazynp.mean(lazynp.log1p(lazynp.exp(-y * (x @ w)))) + (w ** 4).sum()
+
+
+def _max_std_path(w, x, y):
+    h = lazynp.tanh(x * w[None, :])
+    return (h.max(axis=1) ** 2).sum() + h.std() + (y * (x @ w)).mean()
+
+
+@pytest.mark.parametrize("f", [_loss, _logistic_wx, _max_std_path])
+def test_hessian_and_hvp_over_chunked_data_equal_the_cpu_path(dask_device, f):
+    # (jacobian of grad: the inner backward pass is recorded, then differentiated; a
+    # jvp of grad is a Hessian-vector product)
+    xn, _ = _data(6, rows=14)
+    yn = numpy.where(numpy.random.default_rng(6).random(14) > 0.5, 1.0, -1.0)
+    w, v = numpy.array([0.3, -0.6, 0.9]), numpy.array([1.0, 0.5, -2.0])
+    x, y = _chunked(xn, (5, 3)), _chunked(yn, 5)
+    h = lazynp.hessian(f)(w, x, y)
+    _, hv = lazynp.jvp(lambda w: lazynp.grad(f)(w, x, y), (w,), (v,))
+    want = numpy.asarray(_on_cpu(lambda *a: lazynp.hessian(f)(*a), w, xn, yn))
+    numpy.testing.assert_allclose(numpy.asarray(h), want, rtol=1e-10, atol=1e-14)
+    numpy.testing.assert_allclose(numpy.asarray(hv), want @ v, rtol=1e-10, atol=1e-14)
+
+
+def test_a_forward_transform_inside_another_over_chunked_data_raises_naming_it(dask_device):
     xn, yn = _data(6)
-    w = numpy.zeros(3)
-    with pytest.raises(NotImplementedError, match=rf"^{name}: argument \d is a chunked \(dask\)"):
-        call(w, _chunked(xn, (8, 3)), _chunked(yn, 8))
+    with pytest.raises(NotImplementedError, match=r"^lazynp.jvp inside another transform "
+                                                  r"over chunked \(dask\) arrays"):
+        lazynp.grad(lambda w, x: lazynp.jvp(lambda w: (x @ w).sum(), (w,), (w,))[1])(
+            numpy.ones(3), _chunked(xn, (8, 3)))
+
+
+def test_a_jacobian_too_large_to_form_raises_naming_jvp_and_vjp(dask_device, monkeypatch):
+    import lazynp.autograd.dask_forward as dask_forward
+    monkeypatch.setattr(dask_forward, "MAX_PASSES", 5)
+    xn, _ = _data(6, rows=12)
+    with pytest.raises(NotImplementedError, match=r"^lazynp.jacobian on chunked \(dask\) "
+                                                  r"arrays: .* takes 12 passes.*lazynp.jvp"):
+        lazynp.jacobian(lambda x: (x * x).sum(axis=1))(_chunked(xn, (5, 3)))
 
 
 @pytest.mark.parametrize("name, f", [
-    ("lazynp.cumsum", lambda w, x: lazynp.cumsum(x @ w).sum()),
-    ("getitem (advanced)", lambda w, x: (x @ w)[numpy.array([0, 2, 2])].sum()),
-    ("lazynp.sort", lambda w, x: lazynp.sort(x @ w)[:3].sum()),
+    ("lazynp.cumprod", lambda w, x: lazynp.cumprod(x @ w).sum()),
+    ("getitem (advanced) by a chunked index array",
+     lambda w, x: (x @ w)[(x[:, 0] > 0)].sum()),
+    ("lazynp.diff", lambda w, x: (lazynp.diff(x @ w) ** 2).sum()),
 ])
 def test_grad_through_an_op_with_no_rule_raises_naming_it(dask_device, name, f):
     xn, _ = _data(19)
@@ -308,3 +338,154 @@ def test_a_vmap_result_read_after_the_block_uses_the_blocks_client(client, monke
     with lazynp.default_device("dask", client=client):
         got = lazynp.vmap(lambda r: (r * r).sum())(_chunked(xn, (4, 3)))
     numpy.testing.assert_allclose(numpy.asarray(got), (xn * xn).sum(axis=1), rtol=1e-12)
+
+
+# --- forward mode, Jacobians, and the rules of prod, cumsum, sort, indexing, writes -----------
+
+def _rules_path(w, x):
+    # every rule on one path: matmul, elementwise, where, max, std, views, cumsum, sort,
+    # prod, indexing by a host array with a repeated index, a write
+    r = lazynp.tanh(x @ w)
+    v = lazynp.where(r > 0, r, 0.5 * r) * lazynp.exp(x[:, 0])
+    c = lazynp.cumsum(v)
+    s = lazynp.sort(v * 3.0)
+    t = x * 1.0
+    t[1] = w * 2.0
+    return (c.max() + v.std() + (s[:4] * numpy.arange(4.0)).sum() + v[:3].prod()
+            + (v[numpy.array([0, 5, 5, 2])] ** 2).sum() + (t * t).mean() + x.T.reshape(-1)[::4].sum())
+
+
+def _on_cpu(transform, *args):
+    with lazynp.default_device("cpu"):
+        return transform(*[lazynp.asarray(a, device="cpu") for a in args])
+
+
+@pytest.mark.parametrize("seed, chunks", [(30, (5, 3)), (31, (4, 2)), (32, (12, 3))])
+def test_grad_and_jvp_through_every_rule_equal_the_cpu_path(dask_device, seed, chunks):
+    rng = numpy.random.default_rng(seed)
+    xn, _ = _data(seed, rows=12)
+    w, tw, tx = rng.standard_normal(3), rng.standard_normal(3), rng.standard_normal((12, 3))
+    gw, gx = lazynp.grad(_rules_path, argnums=(0, 1))(w, _chunked(xn, chunks))
+    want_w, want_x = _on_cpu(lambda w, x: lazynp.grad(_rules_path, argnums=(0, 1))(w, x), w, xn)
+    numpy.testing.assert_allclose(numpy.asarray(gw), numpy.asarray(want_w), rtol=1e-10)
+    numpy.testing.assert_allclose(numpy.asarray(gx), numpy.asarray(want_x), rtol=1e-10,
+                                  atol=1e-13)
+    out, tan = lazynp.jvp(_rules_path, (w, _chunked(xn, chunks)), (tw, _chunked(tx, chunks)))
+    assert str(tan.device) == "dask"
+    want_out, want_tan = _on_cpu(lambda *a: lazynp.jvp(_rules_path, a[:2], a[2:]), w, xn, tw, tx)
+    assert float(out) == pytest.approx(float(want_out), rel=1e-12)
+    # (the directional derivative is the gradient contracted with the tangents)
+    assert float(tan) == pytest.approx(float(want_tan), rel=1e-10)
+    assert float(tan) == pytest.approx(float(numpy.sum(numpy.asarray(want_w) * tw)
+                                             + numpy.sum(numpy.asarray(want_x) * tx)), rel=1e-9)
+
+
+@pytest.mark.parametrize("x_row", [[2.0, 3.0, 4.0], [2.0, 0.0, 4.0], [0.0, 3.0, 0.0]])
+def test_the_gradient_of_prod_with_zeros_equals_the_product_of_the_others(dask_device, x_row):
+    xn = numpy.array([x_row, [1.5, -2.0, 0.5]])
+    g = lazynp.grad(lambda x: x.prod(axis=1).sum())(_chunked(xn, (1, 2)))
+    want = numpy.array([[numpy.prod(numpy.delete(r, i)) for i in range(3)] for r in xn])
+    numpy.testing.assert_array_equal(numpy.asarray(g), want)
+    _, t = lazynp.jvp(lambda x: x.prod(), (_chunked(xn, (1, 2)),), (numpy.ones_like(xn),))
+    flat = xn.ravel()
+    assert float(t) == pytest.approx(sum(numpy.prod(numpy.delete(flat, i))
+                                         for i in range(flat.size)), abs=1e-12)
+
+
+def test_a_write_with_a_repeated_index_on_the_path_raises_naming_it(dask_device):
+    xn, _ = _data(33, rows=6)
+
+    def f(w, x):
+        t = x * 1.0
+        t[numpy.array([1, 1])] = w
+        return t.sum()
+    with pytest.raises(NotImplementedError, match="no gradient rule for 'setitem with a "
+                                                  "repeated index'"):
+        lazynp.grad(f)(numpy.ones(3), _chunked(xn, (4, 3)))
+
+
+@pytest.mark.parametrize("argnums", [0, 1, (0, 1)])
+def test_jacobian_over_chunked_arrays_equals_the_cpu_path(dask_device, argnums):
+    # output of 5 elements: reverse passes for w (3 elements) and x (15) together;
+    # w alone (3 < 5): forward passes
+    xn, _ = _data(34, rows=5)
+    w = numpy.array([0.3, -0.7, 1.1])
+
+    def f(w, x):
+        return lazynp.sin(x @ w) * x[:, 1] + lazynp.cumsum(x[:, 2])
+    got = lazynp.jacobian(f, argnums=argnums)(w, _chunked(xn, (2, 3)))
+    want = _on_cpu(lambda w, x: lazynp.jacobian(f, argnums=argnums)(w, x), w, xn)
+    got, want = (got, want) if isinstance(argnums, tuple) else ((got,), (want,))
+    for g, wv in zip(got, want):
+        assert g.shape == numpy.asarray(wv).shape
+        numpy.testing.assert_allclose(numpy.asarray(g), numpy.asarray(wv), rtol=1e-12,
+                                      atol=1e-15)
+
+
+def test_elementwise_grad_of_chunked_arrays_stays_chunked_and_equals_numpy(dask_device):
+    xn, _ = _data(35, rows=9)
+    g = lazynp.elementwise_grad(lambda x: lazynp.sin(x) * x)(_chunked(xn, (4, 2)))
+    assert str(g.device) == "dask"
+    numpy.testing.assert_allclose(numpy.asarray(g), numpy.cos(xn) * xn + numpy.sin(xn),
+                                  rtol=1e-12)
+
+
+def test_transforms_of_cpu_arguments_inside_a_dask_block_stay_on_the_cpu(dask_device):
+    # (their seeds, tangents and basis vectors were made chunked by the block: AttributeError)
+    w = numpy.array([0.5, -1.0, 2.0])
+    f = lazynp.sin
+    _, t = lazynp.jvp(f, (w,), (numpy.ones(3),))
+    numpy.testing.assert_allclose(numpy.asarray(t), numpy.cos(w), rtol=1e-15)
+    numpy.testing.assert_allclose(numpy.asarray(lazynp.jacobian(f)(w)), numpy.diag(numpy.cos(w)),
+                                  rtol=1e-15)
+    numpy.testing.assert_allclose(numpy.asarray(lazynp.vjp(f, w)[1](numpy.ones(3))[0]),
+                                  numpy.cos(w), rtol=1e-15)
+    numpy.testing.assert_allclose(numpy.asarray(lazynp.elementwise_grad(f)(w)), numpy.cos(w),
+                                  rtol=1e-15)
+    numpy.testing.assert_allclose(numpy.asarray(lazynp.hessian(lambda w: (w ** 3).sum())(w)),
+                                  numpy.diag(6.0 * w), rtol=1e-15)
+
+
+@pytest.mark.parametrize("in_block", [False, True])
+def test_transforms_of_a_function_reading_chunked_data_from_a_closure_equal_numpy(
+        client, in_block):
+    # (as in JAX: loss = lambda w: mse(w, X, y) with X chunked; the CPU tape cannot follow
+    # the chunked data, so the transform takes the chunked path)
+    xn, _ = _data(36, rows=10)
+    w = numpy.array([0.5, 1.0, -1.0])
+    with lazynp.default_device("dask", client=client):
+        x = _chunked(xn, (4, 3))
+    d = 1.0 - numpy.tanh(xn @ w) ** 2
+    f = lambda w: lazynp.tanh(x @ w)       # noqa: E731
+    with lazynp.default_device("dask", client=client) if in_block else lazynp.default_device("cpu"):
+        got = [lazynp.grad(lambda w: f(w).sum())(w), lazynp.jvp(f, (w,), (w,))[1],
+               lazynp.jacobian(f)(w), lazynp.vjp(f, w)[1](numpy.ones(10))[0],
+               lazynp.elementwise_grad(f)(w)]
+        got.append(lazynp.hessian(lambda w: f(w).sum())(w))
+    wants = [xn.T @ d, d * (xn @ w), d[:, None] * xn, xn.T @ d, xn.T @ d,
+             -2.0 * (xn.T * (numpy.tanh(xn @ w) * d)) @ xn]
+    for g, want in zip(got, wants):
+        numpy.testing.assert_allclose(numpy.asarray(g), want, rtol=1e-12, atol=1e-15)
+
+
+def _joined(w, x):
+    return ((lazynp.concatenate([x @ w, lazynp.sin(x[:, 0])]) ** 2).sum()
+            + lazynp.stack([x @ w, x[:, 1]], axis=1).max(axis=1).sum())
+
+
+def test_grad_and_jvp_through_stack_and_concatenate_and_grad_of_vmap_equal_the_cpu_path(
+        dask_device):
+    xn, _ = _data(37, rows=10)
+    w, tx = numpy.array([0.5, 1.0, -1.0]), numpy.ones((10, 3))
+    x = _chunked(xn, (4, 3))
+    gw, gx = lazynp.grad(_joined, argnums=(0, 1))(w, x)
+    _, t = lazynp.jvp(_joined, (w, x), (w, tx))
+    want_w, want_x = _on_cpu(lambda w, x: lazynp.grad(_joined, argnums=(0, 1))(w, x), w, xn)
+    _, want_t = _on_cpu(lambda *a: lazynp.jvp(_joined, a[:2], a[2:]), w, xn, w, tx)
+    numpy.testing.assert_allclose(numpy.asarray(gw), numpy.asarray(want_w), rtol=1e-12)
+    numpy.testing.assert_allclose(numpy.asarray(gx), numpy.asarray(want_x), rtol=1e-12)
+    assert float(t) == pytest.approx(float(want_t), rel=1e-12)
+    # (vmap over the rows stacks its results: a gradient goes back through the stack)
+    g = lazynp.grad(lambda w: lazynp.vmap(lambda r: lazynp.tanh(r @ w))(x).sum())(w)
+    numpy.testing.assert_allclose(numpy.asarray(g), xn.T @ (1 - numpy.tanh(xn @ w) ** 2),
+                                  rtol=1e-12)

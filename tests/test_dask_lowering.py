@@ -135,6 +135,22 @@ def test_a_reduction_across_chunks_still_builds_a_tree(on_dask):
     assert any("aggregate" in str(k) for k in graph)
 
 
+@pytest.mark.parametrize("chunks", [(5, 4), (20, 4), (5, 8)])
+def test_a_group_whose_reduced_member_is_not_its_last_equals_numpy(on_dask, chunks):
+    # one fused group: (x == 0) -> astype -> summed, and where(x == 0, 1, x) after it; the
+    # chunk step reduced the last member (the where) instead of the astype
+    def f(xp, x):
+        zero = x == 0
+        nz = zero.astype(np.int64).sum(axis=0, keepdims=True)
+        safe = xp.where(zero, 1.0, x)
+        return xp.where(nz == 0, x.sum(axis=0, keepdims=True) / safe, -1.0), nz
+    a = np.round(_data((20, 8), 6))
+    got, got_nz = f(lnp, lnp.asarray(da.from_array(a, chunks=chunks)))
+    want, want_nz = f(np, a)
+    _check(got, want)
+    _check(got_nz, want_nz)
+
+
 def test_mean_and_dtype_of_reductions_within_chunks(on_dask):
     f = np.linspace(0, 1, 24, dtype=np.float32).reshape(4, 6)
     i = np.arange(24, dtype=np.int32).reshape(4, 6)
@@ -334,3 +350,56 @@ def test_writes_that_are_not_stencils_take_the_general_path(on_dask):
     u[::2, 0:3] = u[::2, 3:6] - 1.0              # steps other than 1
     ref[::2, 0:3] = ref[::2, 3:6] - 1.0
     np.testing.assert_array_equal(np.asarray(u), ref)
+
+
+# --- the workers' floating-point warnings, issued at the read -----------------------------
+
+def _warned(f, x):
+    import warnings
+    with warnings.catch_warnings(record=True) as ws:
+        warnings.simplefilter("always")
+        v = np.asarray(f(x))
+    return v, sorted(str(w.message) for w in ws if issubclass(w.category, RuntimeWarning))
+
+
+@pytest.mark.parametrize("f", [
+    lambda xp, z: 1.0 / z,                                        # one op (NumPy's loop)
+    lambda xp, z: (z * 2.0 + 1.0) / (z - z),                      # a fused group
+    lambda xp, z: xp.log(z).sum(axis=1),                          # a group and its partial
+    lambda xp, z: xp.exp(z * 1000.0) - z,                         # overflow
+    lambda xp, z: xp.sqrt(z - 1.0).max(axis=1, keepdims=True) / z,  # a chunk-local region
+], ids=["op", "group", "reduction", "overflow", "region"])
+def test_workers_floating_point_warnings_come_back_at_the_read_as_numpys(on_dask, f):
+    a = np.array([[0.0, 1.0, 2.0, 0.0], [3.0, 0.0, 5.0, 6.0]])
+    want, want_msgs = _warned(lambda x: f(np, x), a)
+    got, got_msgs = _warned(lambda x: f(lnp, x), lnp.asarray(da.from_array(a, chunks=(1, 2))))
+    _check(got, want)
+    assert want_msgs and got_msgs == want_msgs
+
+
+def test_a_warning_comes_once_and_not_under_errstate_ignore(on_dask):
+    a = np.array([0.0, 1.0, 2.0, 0.0])
+    z = lnp.asarray(da.from_array(a, chunks=2))
+    r = 1.0 / z
+    assert _warned(lambda r: r, r)[1] == ["divide by zero encountered in divide"]
+    assert _warned(lambda r: r, r)[1] == []             # (read again: not recomputed)
+    with np.errstate(divide="ignore"):
+        assert _warned(lambda z: lnp.log(z), z)[1] == []
+    assert _warned(lambda z: lnp.log(z * 3.0), z)[1] == ["divide by zero encountered in log"]
+
+
+# --- automatic persisting of a graph that grows with each step -----------------------------
+
+@pytest.mark.parametrize("limit, persisted", [("0", False), ("64", True)])
+def test_a_growing_time_loop_is_persisted_by_the_graphs_size(on_dask, monkeypatch, limit,
+                                                             persisted):
+    from lazynp.dask import persist
+    monkeypatch.setenv("LAZYNP_DASK_PERSIST_TASKS", limit)
+    a = _data((24, 24), 9)
+    before = persist.STATS["auto_persists"]
+    u = _jacobi(lnp, lnp.asarray(da.from_array(a, chunks=(6, 12))), 10)   # 8 blocks
+    layers = len(u.to_dask().dask.layers)
+    _check(u, _jacobi(np, a, 10))
+    assert (persist.STATS["auto_persists"] > before) == persisted
+    # (persisted: the graph behind the result starts at the last persisted step)
+    assert (layers * 8 <= 64) == persisted

@@ -31,6 +31,7 @@ from ..core import graph
 from .._numpy import namespace as lnp
 from ..array.ndarray import ndarray, add_member
 from . import replay as _replay
+from .errors import ChunkedClosure as _ChunkedClosure
 from .tape import (AutogradError, Trace, Tape, arrays_in, backward_pass, depth, flatten,
                    fresh_input, stop_gradient, unflatten, RECORD_TRACES, add_pause, paused)
 
@@ -106,7 +107,39 @@ def _grads_out(grads, specs, nodes_per_arg, originals, single):
     return res[0] if single else tuple(res)
 
 
+def _cpu_defaults(call):
+    """``call()``; inside a ``default_device`` block, in a ``default_device("cpu")`` one:
+    the arguments are CPU arrays (a device argument took the device hook), so the tape and
+    the arrays the transform makes (seeds, tangents, basis vectors) stay on the CPU."""
+    if _default_not_cpu():
+        with devices.default_device("cpu"):
+            return call()
+    return call()
+
+
+def _default_not_cpu() -> bool:
+    return bool(devices.DEFAULTS_OPEN) and devices.get_default_device().kind != "cpu"
+
+
+def _refuse_chunked_result(out, who: str) -> None:
+    """Raise :class:`_ChunkedClosure` when the function of CPU arguments returned a chunked
+    (dask) array: the CPU tape cannot follow the chunked data it read from a closure."""
+    if getattr(getattr(out, "_device", None), "kind", None) == "dask":
+        raise _ChunkedClosure(who, out._n.client)
+
+
+def _chunked_retry(e: _ChunkedClosure):
+    """The module of the chunked path to retry a transform with; raises ``e`` inside
+    another transform's recording (the retry would read the outer traced arguments as
+    constants: a silently zero derivative)."""
+    if depth() > 0:
+        raise e
+    from . import dask_forward
+    return dask_forward
+
+
 def _scalar_out(out):
+    _refuse_chunked_result(out, "lazynp.grad")
     out = lnp.asarray(out)
     if out.size != 1:
         raise TypeError(f"lazynp.grad: the function must return a scalar, not an array of "
@@ -239,13 +272,20 @@ def value_and_grad(fun, argnums=0, has_aux=False, _want_value=True, *, argnum=No
             from .device import value_and_grad as on_device
             return on_device(fun, argnums, has_aux, want_value=_want_value)(*args, **kwargs)
         watch: list = []
-        if devices.DEFAULTS_OPEN:
-            # CPU arguments inside a default_device block: the tape, its seed and the
-            # backward pass's arrays stay on the CPU
-            with devices.default_device("cpu"):
+        try:
+            if devices.DEFAULTS_OPEN:
+                # CPU arguments inside a default_device block: the tape, its seed and the
+                # backward pass's arrays stay on the CPU
+                with devices.default_device("cpu"):
+                    r = call(args, kwargs, watch)
+            else:
                 r = call(args, kwargs, watch)
-        else:
-            r = call(args, kwargs, watch)
+        except _ChunkedClosure as e:
+            # (chunked data from a closure: the chunked path, the arguments put on the
+            # cluster as one-chunk arrays)
+            fwd = _chunked_retry(e)
+            return fwd.dask_grad.value_and_grad(fun, argnums, has_aux, _want_value,
+                                                e.client)(*args, **kwargs)
         if watch:       # call's frame is gone: the trace's nodes nobody kept are dead now
             _replay.release_dead(watch)
         return r
@@ -349,7 +389,7 @@ def _replay_of(table, fun):
         return None
 
 
-def vjp(fun, *primals, has_aux=False, _replayable=True):
+def vjp(fun, *primals, has_aux=False, _replayable=True, _who="lazynp.vjp"):
     """``(fun(*primals), vjp_fn)``; ``vjp_fn(cotangent)`` returns a tuple with one cotangent
     per primal (pytrees like the primals).  The backward pass runs when vjp_fn is called.
     Calls of the same ``fun`` whose forward graph has the structure of an earlier call run
@@ -360,6 +400,26 @@ def vjp(fun, *primals, has_aux=False, _replayable=True):
             raise NotImplementedError("lazynp.vjp(has_aux=True) on device arrays")
         from .device import vjp as on_device
         return on_device(fun, *primals)
+    if _who == "lazynp.vjp" and not has_aux:
+        try:
+            return _vjp_cpu(fun, primals, _replayable, _who)
+        except _ChunkedClosure as e:
+            return _chunked_retry(e).dask_grad.vjp(fun, *primals, client=e.client)
+    return _vjp_cpu(fun, primals, _replayable, _who, has_aux)
+
+
+def _vjp_cpu(fun, primals, _replayable, _who, has_aux=False):
+    if _default_not_cpu():
+        # (CPU arguments inside a default_device block: the tape and vjp_fn's arrays stay
+        # on the CPU, as grad's)
+        with devices.default_device("cpu"):
+            r = _vjp_cpu(fun, primals, _replayable, _who, has_aux)
+        pull = r[1]
+
+        def vjp_fn_on_cpu(cotangent):
+            with devices.default_device("cpu"):
+                return pull(cotangent)
+        return (r[0], vjp_fn_on_cpu) + tuple(r[2:])
     flushes = graph.STATS["flushes"]
     replay = _replay_of(_VJP_REPLAYS, fun) if (_replayable and _replay.enabled() and
                                                  depth() == 0 and not has_aux) else None
@@ -372,6 +432,8 @@ def vjp(fun, *primals, has_aux=False, _replayable=True):
             res, aux = res
         out_leaves = []
         flatten(res, out_leaves)
+        for o in out_leaves:
+            _refuse_chunked_result(o, _who)
         out_arrays = [lnp.asarray(o) for o in out_leaves]
         out_nodes = [o._node() for o in out_arrays]
         tape = tr.capture(protect=True)
@@ -419,6 +481,13 @@ def jvp(fun, primals, tangents):
     if devices.ACTIVE and devices.any_on_device(primals):        # (device hook)
         from .device import jvp as on_device
         return on_device(fun, primals, tangents)
+    try:
+        return _cpu_defaults(lambda: _jvp_on_cpu(fun, primals, tangents))
+    except _ChunkedClosure as e:
+        return _chunked_retry(e).jvp(fun, primals, tangents, client=e.client)
+
+
+def _jvp_on_cpu(fun, primals: tuple, tangents: tuple):
     if _replay.enabled() and depth() == 0 and len(primals) == len(tangents) and \
             not any(isinstance(p, (list, tuple, dict)) for p in primals + tangents):
         replay = _replay_of(_JVP_REPLAYS, fun)
@@ -430,7 +499,7 @@ def jvp(fun, primals, tangents):
             if r is not None:
                 return r
     with Trace() as tr:
-        out, fn = vjp(fun, *primals)
+        out, fn = vjp(fun, *primals, _who="lazynp.jvp")
         out_leaves = []
         out_spec = flatten(out, out_leaves)
         us = []
@@ -533,7 +602,14 @@ def elementwise_grad(fun, argnums=0, *, argnum=None):
         if devices.ACTIVE and devices.any_on_device(args):        # (device hook)
             from .device import elementwise_grad as on_device
             return on_device(fun, args, nums, single)
-        out, fn = vjp(_partial(fun, args, nums), *[args[k] for k in nums], _replayable=False)
+        try:
+            return _cpu_defaults(lambda: on_cpu(args))
+        except _ChunkedClosure as e:
+            return _chunked_retry(e).elementwise_grad(fun, args, nums, single, client=e.client)
+
+    def on_cpu(args):
+        out, fn = vjp(_partial(fun, args, nums), *[args[k] for k in nums], _replayable=False,
+                      _who="lazynp.elementwise_grad")
         leaves = []
         spec = flatten(out, leaves)
         ones = [lnp.ones(lnp.asarray(o).shape, lnp.asarray(o).dtype) for o in leaves]
@@ -553,7 +629,8 @@ def jacobian(fun, argnums=0, *, argnum=None):
     replay = _replay.GradReplay()
 
     def eager(args):
-        out, fn = vjp(_partial(fun, args, nums), *[args[k] for k in nums], _replayable=False)
+        out, fn = vjp(_partial(fun, args, nums), *[args[k] for k in nums], _replayable=False,
+                      _who="lazynp.jacobian")
         out = lnp.asarray(out)
         m = out.size
         rows = []
@@ -575,6 +652,12 @@ def jacobian(fun, argnums=0, *, argnum=None):
         if devices.ACTIVE and devices.any_on_device(args):        # (device hook)
             from .device import jacobian as on_device
             return on_device(fun, args, nums, single)
+        try:
+            return _cpu_defaults(lambda: on_cpu(args))
+        except _ChunkedClosure as e:
+            return _chunked_retry(e).jacobian(fun, args, nums, single, client=e.client)
+
+    def on_cpu(args):
         if not (_replay.enabled() and depth() == 0) or \
                 any(isinstance(args[k], (list, tuple, dict)) for k in nums):
             return eager(args)

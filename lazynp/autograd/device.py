@@ -244,6 +244,10 @@ def vjp(fun, *primals):
 
 def elementwise_grad(fun, args, nums, single: bool):
     """The VJP of ``fun`` at ``args`` with a cotangent of ones."""
+    from . import dask_grad
+    if dask_grad.any_chunked(args):
+        from . import dask_forward
+        return dask_forward.elementwise_grad(fun, args, nums, single)
     _, (g,) = pullbacks(fun, args, nums, lambda o: (full(o.shape, 1, o.dtype, o.device),),
                         "lazynp.elementwise_grad")
     return g[nums[0]] if single else tuple(g[i] for i in nums)
@@ -262,6 +266,10 @@ def _basis(out):
 
 def jacobian(fun, args, nums, single: bool):
     """``out.shape + x.shape`` blocks, one backward pass per output element."""
+    from . import dask_grad
+    if dask_grad.any_chunked(args):
+        from . import dask_forward
+        return dask_forward.jacobian(fun, args, nums, single)
     from ..cuda.array import call_at_once
     out, rows = pullbacks(fun, args, nums, _basis, "lazynp.jacobian")
     blocks = []
@@ -277,6 +285,10 @@ def jacobian(fun, args, nums, single: bool):
 
 def jvp(fun, primals, tangents):
     """``(fun(*primals), J @ tangents)``: the Jacobian contracted with the tangents."""
+    from . import dask_grad
+    if dask_grad.any_chunked(primals):
+        from . import dask_forward
+        return dask_forward.jvp(fun, primals, tangents)
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise ValueError("jvp: tangents must have the structure of primals")

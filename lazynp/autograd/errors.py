@@ -37,3 +37,17 @@ def traced_value_error(name: str) -> TracedValueError:
 class PhaseDependentGradient(AutogradError):
     """The differentiated function depends on the phases (or signs) of eigenvectors or
     singular vectors, which the decomposition leaves arbitrary: it has no gradient."""
+
+
+class ChunkedClosure(NotImplementedError):
+    """The function of CPU arguments returned a chunked (dask) array: it reads chunked data
+    from a closure.  The transform catches it and takes the chunked path
+    (:mod:`lazynp.autograd.dask_grad`, ``dask_forward``) with the data's ``client``."""
+
+    def __init__(self, who: str, client):
+        super().__init__(
+            f"{who}: the function returned a chunked (dask) array, but no differentiated "
+            f"argument is chunked: chunked data it reads from outside (a closure or a "
+            f"global) inside another transform cannot be followed; pass the chunked data "
+            f"as an argument ({who}(f)(w, x) with f(w, x))")
+        self.client = client

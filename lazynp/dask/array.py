@@ -256,7 +256,10 @@ class DaskArray(DeviceArrayMethods):
         arr[_index_key(key)] = v
         self._n = lower.leaf(arr, self._n.client)
         if lower.TAPING[0]:
-            self._n.origin = ("setitem", _nodes_in((old, key, value)), None)
+            # (the written value's node, or the value; the key as given: the rules of
+            # lazynp.autograd.dask_grad and dask_forward index the cotangent with it)
+            self._n.origin = ("setitem", (old, value._n if isinstance(value, DaskArray)
+                                          else value), key)
 
     @property
     def T(self) -> "DaskArray":
@@ -637,7 +640,7 @@ def call_at_once(name: str, np_fn, args, kwargs):
     out = _wrap_result(fn(*largs, **kw), client)
     if name == "dot" and len(args) == 2 and not kwargs:
         return _note(out, "dot", tuple(args))
-    return _note(out, f"lazynp.{name}", _nodes_in((args, kwargs)))
+    return _note(out, f"lazynp.{name}", _nodes_in((args, kwargs)), kwargs)
 
 
 def _wrap_result(res, client):

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..kernels import cpu, fused, pool
 from ..ops.registry import OPS, Op
+from . import fp_warnings
 
 __all__ = ["run_block", "run_region", "partial_dtype", "finish_partial"]
 
@@ -101,7 +102,7 @@ def run_block(*blocks, recipe: tuple):
         ``(members, reduction, out_idx, fusible)``: members as ``(op_name, refs, params,
         dtype)`` where a ref is ``("x", i)`` (input block ``i``), ``("m", k)`` (member
         ``k``) or ``("c", value)`` (a scalar); ``reduction`` None or ``(name, axes,
-        dtype)`` over the last member (a keepdims partial); ``out_idx`` the members
+        dtype, k)`` over member ``k`` (a keepdims partial); ``out_idx`` the members
         returned; ``fusible`` False when the members must run on NumPy.
 
     Returns
@@ -111,6 +112,11 @@ def run_block(*blocks, recipe: tuple):
         a single value.
     """
     _worker_setup()
+    with fp_warnings.task_errstate():
+        return _run_block(blocks, recipe)
+
+
+def _run_block(blocks, recipe: tuple):
     members_spec, red_spec, out_idx, can_fuse = recipe
     blocks = [np.asarray(b) for b in blocks]
     shape = np.broadcast_shapes(*[b.shape for b in blocks]) if blocks else ()
@@ -125,16 +131,16 @@ def run_block(*blocks, recipe: tuple):
                                  dtype))
     red = None
     if red_spec is not None:
-        name, axes, dtype = red_spec
+        name, axes, dtype, src = red_spec
         rshape = tuple(1 if d in axes else s for d, s in enumerate(shape))
-        red = ChunkNode(_red_op(name), (members[-1],), {"axis": axes, "keepdims": True},
+        red = ChunkNode(_red_op(name), (members[src],), {"axis": axes, "keepdims": True},
                         rshape, dtype)
     group = _Group(members, shape, red)
     out_ids = {id(members[k]) for k in out_idx}
     ok = False
     if can_fuse and blocks and all(m.shape == shape for m in members):
-        with np.errstate(all="ignore"):
-            ok = _run_fused(group, out_ids)
+        # (a flag NumPy would warn about makes the group run again on NumPy, which logs it)
+        ok = _run_fused(group, out_ids)
     if not ok:
         _run_numpy(members, red)
     outs = [members[k].value for k in out_idx]
@@ -161,7 +167,7 @@ def _run_numpy(members: list, red) -> None:
         m.value = np.asarray(m.op.impl(*vals, **m.params) if m.params else m.op.impl(*vals))
     if red is not None:
         name = red.op.name
-        src = members[-1].value
+        src = red.args[0].value
         kw = {"dtype": red.dtype} if name in ("sum", "prod") else {}
         red.value = np.asarray(_PARTIAL[name](src, axis=red.params["axis"], keepdims=True,
                                               **kw), dtype=red.dtype)
@@ -244,6 +250,11 @@ def run_region(*blocks, steps: tuple, outs: tuple):
         The values of ``outs``; one array when there is one.
     """
     _worker_setup()
+    with fp_warnings.task_errstate():
+        return _run_region(blocks, steps, outs)
+
+
+def _run_region(blocks, steps: tuple, outs: tuple):
     blocks = [np.asarray(b) for b in blocks]
     vals: dict = {}
     last = _last_uses(steps)

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..core import fusion
 from ..ops.reductions import reduced_axes
-from . import chunks, regions
+from . import chunks, fp_warnings, persist, regions
 
 __all__ = ["DaskNode", "lower", "leaf", "TAPING"]
 
@@ -101,7 +101,9 @@ _LEAF = _Leaf()
 
 
 def leaf(arr, client=None) -> DaskNode:
-    """A lowered node holding the dask array ``arr``."""
+    """A lowered node holding the dask array ``arr`` (persisted when its graph is large:
+    :mod:`lazynp.dask.persist`)."""
+    arr = persist.maybe_persist(arr, client)
     n = DaskNode(_LEAF, (), None, arr.shape, arr.dtype, client)
     n.value = arr
     return n
@@ -206,8 +208,11 @@ def _recipe(members: list, red, out_idx: tuple, can_fuse: bool):
     red_spec = None
     if red is not None:
         nd = len(members[-1].shape)
+        # (the reduced member need not be the last: ``x == 0`` summed, beside
+        # ``where(x == 0, 1, x)``, is one group whose last member is the where)
         red_spec = (_partial_name(red), _axes(red, nd),
-                    chunks.partial_dtype(red.op.name, red.dtype))
+                    chunks.partial_dtype(red.op.name, red.dtype),
+                    next(k for k, m in enumerate(members) if m is red.args[0]))
     return (tuple(specs), red_spec, out_idx, can_fuse), inputs
 
 
@@ -382,7 +387,8 @@ _BLOCK_REDUCTIONS = frozenset("""sum prod mean std var max min amax amin any all
 
 
 def _reduce_block(block, name: str, kw: dict, dtype):
-    out = np.asarray(getattr(np, name)(block, **kw))
+    with fp_warnings.task_errstate():
+        out = np.asarray(getattr(np, name)(block, **kw))
     return out if out.dtype == dtype else out.astype(dtype)
 
 

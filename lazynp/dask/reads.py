@@ -80,6 +80,8 @@ def gather(arr, client, dtype) -> np.ndarray:
     RuntimeError
         When the value cannot be computed or does not come within :func:`timeout`.
     """
+    from . import fp_warnings
+    fp_warnings.listen(client)
     try:
         fut = client.compute(arr)
     except Exception as e:
@@ -96,5 +98,6 @@ def gather(arr, client, dtype) -> np.ndarray:
         raise RuntimeError(f"lazynp: a chunked (dask) array's value could not be computed "
                            f"(its chunks failed or were lost and could not be recomputed): "
                            f"{type(e).__name__}: {e}") from e
+    fp_warnings.issue_pending(client)
     value = np.asarray(value)
     return value if value.dtype == dtype else value.astype(dtype)
