@@ -23,7 +23,8 @@ class FakeClocks:
                 lambda c: self.per_thread[c], lambda: self.wall)
 
 
-def test_other_threads_busy_from_their_share_of_the_wall_time():
+def test_other_threads_busy_from_their_share_of_the_wall_time(monkeypatch):
+    monkeypatch.setattr(_cpus, "_yielding_clocks", set())     # (no compiler thread here)
     fake = FakeClocks()
     others = _cpus.OtherThreads(fake.clocks())
     assert others.busy() is False               # (no window yet)
