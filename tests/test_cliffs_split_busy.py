@@ -146,3 +146,18 @@ def test_other_threads_counts_a_real_busy_thread():
     finally:
         stop.set()
         t.join()
+
+
+def test_the_helper_keeps_no_array_of_a_finished_split(monkeypatch):
+    """The helper thread's frame dropped the job's arrays: once the caller lets go of the
+    operands and the result of a split, they are freed (clipping at L held 2 GB arrays)."""
+    import gc
+    import weakref
+    monkeypatch.setattr(_split, "_others", _Stub(False))
+    a = numpy.random.default_rng(5).standard_normal(3 << 20)
+    r = _split.call(numpy.multiply, (a, 2.0))
+    assert r is not None, "the call was not split"
+    alive = [weakref.ref(a), weakref.ref(r)]
+    del a, r
+    gc.collect()
+    assert [w() is None for w in alive] == [True, True]

@@ -2626,14 +2626,18 @@ cdef object _binop(int k, x, y):
         if vx is not _NE:
             vy = _eager_arg(y, sized)
             if vy is not _NE:
+                if k <= K_TRUEDIV:
+                    # (NumPy's elision before a split: writing into the temporary allocates
+                    # nothing; a split's new result of a large array is a fresh mapping,
+                    # page-faulted in, and one more array alive at the peak)
+                    r = _elide(k, x, y, vx, vy)
+                    if r is not None:
+                        return r
                 if _split_fn is not None and (_large(vx) or _large(vy)):
                     r = _try_split(_split_ufuncs[k], (vx, vy))
                     if r is not None:
                         return _wrap(r)
                 if k <= K_TRUEDIV:
-                    r = _elide(k, x, y, vx, vy)
-                    if r is not None:
-                        return r
                     r = lz_loop2(_arith_ufuncs[k], vx, vy)
                     if r is not None:
                         return _wrap(r)
@@ -3238,7 +3242,9 @@ cdef object _elide(int k, x, y, vx, vy):
     temporary lazynp array (only the interpreter's stack refers to it, its buffer only to
     it) of the result's dtype and shape, the result is written into that buffer and the
     temporary returned (no new allocation: for large arrays a fresh one costs page faults).
-    add, sub, mul, truediv on inexact dtypes; None when it does not apply."""
+    add, sub, mul, truediv on inexact dtypes, add, sub, mul on integers (NumPy elides
+    those too: clipping's ``np.clip(a, 2, 10) * np.int64(4) + ...``); None when it does
+    not apply."""
     cdef ndarray t
     cdef object other, tv
     cdef bint left
@@ -3259,11 +3265,20 @@ cdef object _elide(int k, x, y, vx, vy):
             not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>tv) or not lz_in_binary_op():
         return None
     dk = (<cnp.ndarray>tv).dtype.kind
-    if dk != "f" and dk != "c":
+    if dk == "i" or dk == "u":
+        # integers: add, sub and mul keep the dtype with a Python int (NumPy's weak
+        # promotion; a value that does not fit raises NumPy's error before any write) or
+        # an operand of the same dtype; a true division makes floats
+        if k == K_TRUEDIV:
+            return None
+    elif dk != "f" and dk != "c":
         return None
     to = type(other)
-    if to is float or to is int:
+    if to is int or to is bool:
         pass
+    elif to is float:
+        if dk != "f" and dk != "c":
+            return None
     elif to is complex:
         if dk != "c":
             return None
@@ -3272,6 +3287,10 @@ cdef object _elide(int k, x, y, vx, vy):
                 (<cnp.ndarray>other).dtype != (<cnp.ndarray>tv).dtype:
             return None
         if not _same_shape(<cnp.ndarray>other, <cnp.ndarray>tv):
+            return None
+    elif to in _exact_np_scalars:
+        # a NumPy scalar of the temporary's own dtype (clipping's ``np.int64(4)``)
+        if other.dtype != (<cnp.ndarray>tv).dtype:
             return None
     else:
         return None
