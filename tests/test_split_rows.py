@@ -2,7 +2,6 @@
 ``ufunc.accumulate``) and 1-D stable argsorts of large arrays run on two threads
 (lazynp/_split.py): the results are NumPy's exactly (values, dtype, shape, memory order),
 floating-point warnings and errors are NumPy's, and the split really happens."""
-import types
 import warnings
 
 import numpy
@@ -27,9 +26,6 @@ def splits(monkeypatch):
             count[0] += 1
         return r
     monkeypatch.setattr(_split, "_both", both)
-    # (as if no other thread kept a CPU busy: an OpenBLAS call of an earlier test leaves its
-    # workers spinning, and the split then steps aside)
-    monkeypatch.setattr(_split, "_others", types.SimpleNamespace(busy=lambda clocks=(): False))
     return count
 
 

@@ -2,7 +2,6 @@
 ...ij")`` with ``k`` of length 1) is written on two threads, which take chunks of the batch
 in turn (lazynp/_base/split.py ``einsum_into``): the values are NumPy's one call bit for
 bit, other einsums stay one call, and floating-point warnings are NumPy's."""
-import types
 import warnings
 
 import numpy
@@ -26,9 +25,6 @@ def splits(monkeypatch):
             count[0] += 1
         return r
     monkeypatch.setattr(_split, "_both", both)
-    # (as if no other thread kept a CPU busy: an OpenBLAS call of an earlier test leaves its
-    # workers spinning, and the split then steps aside)
-    monkeypatch.setattr(_split, "_others", types.SimpleNamespace(busy=lambda clocks=(): False))
     return count
 
 

@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from .cpus import Apart, OtherThreads, allowed_cpus
+from .cpus import Apart, allowed_cpus
 
 #: Elements from which a cheap elementwise ufunc (add, multiply...) is split.  Measured on the
 #: 2-core reference machine where it matters, on an operand the previous op just wrote (in
@@ -82,10 +81,6 @@ class _Helper:
         self._apart = Apart()         # (the helper runs on another CPU than its caller)
         self._thread = threading.Thread(target=self._loop, name="lazynp-split", daemon=True)
         self._thread.start()
-        try:
-            self.clocks = (time.pthread_getcpuclockid(self._thread.ident),)
-        except (AttributeError, OSError):    # (no per-thread CPU clocks: none subtracted)
-            self.clocks = ()
 
     def _loop(self):
         self._apart.bind(threading.get_native_id())
@@ -123,7 +118,6 @@ class _Helper:
 
 _helper = None
 _lock = threading.Lock()       # one split at a time (calls from several threads)
-_others = OtherThreads()       # (held under _lock)
 _mine = _Noted()
 _dtypes: dict = {}
 
@@ -194,56 +188,24 @@ def call(uf: np.ufunc, args: tuple):
     return out if _halves(uf, args, out, size) else None
 
 
-#: The flat range of a split ufunc call is cut into this many chunks (at most), which the two
-#: threads take in turn: a thread that gets its CPU late takes fewer of them instead of
-#: holding up the other with a whole half.  Measured on the 2-core reference machine,
-#: ``1.5 * A`` on 2000 x 2000 float64 right after a matrix-vector product (whose OpenBLAS
-#: worker then spins on the other core): in two fixed halves 2.66 ms, one thread 1.79 ms.
-SPLIT_CHUNKS = 16
-#: ...and no chunk is smaller than this many elements (each costs a ufunc call on views).
-SPLIT_CHUNK_MIN = 1 << 15
-
-
-def _chunk_bounds(size: int) -> list:
-    """``[(lo, hi), ...]``: the flat range ``0:size`` in chunks of a multiple of
-    :data:`_ALIGN` elements (the last takes the rest), at most :data:`SPLIT_CHUNKS` of
-    them and, but for the last, none under :data:`SPLIT_CHUNK_MIN` elements."""
-    step = max(size // SPLIT_CHUNKS, SPLIT_CHUNK_MIN) // _ALIGN * _ALIGN
-    if step <= 0 or step >= size:
-        return [(0, size)]
-    cuts = list(range(0, size, step))
-    if size - cuts[-1] < step // 2 and len(cuts) > 1:
-        cuts.pop()              # (a short tail joins the chunk before it)
-    return [(lo, hi) for lo, hi in zip(cuts, cuts[1:] + [size])]
-
-
 def _halves(uf: np.ufunc, args: tuple, out: np.ndarray, size: int) -> bool:
-    """``uf(*args, out=out)`` on two threads (``out`` C-contiguous, of ``size`` elements),
-    which take chunks of the flat range in turn (:func:`_chunk_bounds`); True when all ran
-    clean (no error, no floating-point flag).  Each chunk starts on a multiple of
-    :data:`_ALIGN` elements, so every element meets the loop code one call would use."""
+    """``uf(*args, out=out)`` in two halves (``out`` C-contiguous, of ``size`` elements);
+    True when both ran clean (no error, no floating-point flag)."""
+    cut = (size // 2) // _ALIGN * _ALIGN
     flat_out = out.reshape(-1)
-    flat = tuple(a.reshape(-1) if type(a) is np.ndarray else a for a in args)
-    chunks = iter(_chunk_bounds(size))     # (shared: each chunk is taken by one thread)
-
-    def take_chunks():
-        for lo, hi in chunks:
-            uf(*[a[lo:hi] if type(a) is np.ndarray else a for a in flat],
-               out=flat_out[lo:hi])
-    return _both(take_chunks, (), {}, (), {}) is not None
+    lo = tuple(a.reshape(-1)[:cut] if type(a) is np.ndarray else a for a in args)
+    hi = tuple(a.reshape(-1)[cut:] if type(a) is np.ndarray else a for a in args)
+    return _both(uf, lo, {"out": flat_out[:cut]}, hi, {"out": flat_out[cut:]}) is not None
 
 
 def _both(fn, lo: tuple, lo_kw: dict, hi: tuple, hi_kw: dict):
     """``fn(*hi, **hi_kw)`` on the helper thread while this one runs ``fn(*lo, **lo_kw)``:
     the two results, or None when either half raised or met a floating-point flag (the
-    caller then makes NumPy's own call, for its errors), when another thread is
-    splitting (one split at a time), or when other threads of the process kept a CPU busy
-    lately (:class:`~lazynp._base.cpus.OtherThreads`: no CPU is free for the helper)."""
+    caller then makes NumPy's own call, for its errors), or when another thread is
+    splitting (one split at a time)."""
     if not _lock.acquire(blocking=False):
         return None
     try:
-        if _others.busy(_helper.clocks if _helper is not None else ()):
-            return None     # (no free CPU for the helper: the caller makes one call)
         return _both_locked(fn, lo, lo_kw, hi, hi_kw)
     finally:
         _lock.release()
@@ -554,10 +516,9 @@ def _run_rows(fn, rule, args: tuple, kwargs: dict):
 
 def reset_after_fork() -> None:
     """In a forked child: the helper thread is gone (a new one starts on first use)."""
-    global _helper, _lock, _others
+    global _helper, _lock
     _helper = None
     _lock = threading.Lock()
-    _others = OtherThreads()
 
 
 def install(speedups) -> None:

@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from .._base import counters as _counters, cpus as _cpus
+from .._base import counters as _counters
 from . import cache as _cache, threading_layer as _threading_layer
 
 
@@ -476,7 +476,6 @@ def _cache_hit_count(disp) -> int:
 def _work_loop() -> None:
     try:  # compile at low priority: the user's work comes first (Linux: per-thread nice)
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        _cpus.register_yielding_thread()    # (its CPU time leaves a CPU free for helpers)
     except (AttributeError, OSError):
         pass
     while True:
