@@ -93,6 +93,10 @@ class _Helper:
                     self.result = fn(*args, **kwargs)
                 except BaseException as e:         # noqa: BLE001 (the caller reruns)
                     self._error = e
+                # (this frame's names would keep the job's arrays, the operands and the
+                # output of a split, alive until the next split: clipping at L held
+                # 2 GB arrays that way)
+                fn = args = kwargs = None
                 self._done.release()
 
     def start(self, fn, args, kwargs):

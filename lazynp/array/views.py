@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .calls import lazy_call
-from .indexing import empty_like_shadow
-from .ndarray import _data_offset
+from ..core import graph
+from .calls import function_op, lazy_call
+from .indexing import _Slot, empty_like_shadow
+from .ndarray import _data_offset, ndarray
 
 
 def _in_shadow(var, sh: np.ndarray) -> bool:
@@ -76,13 +77,51 @@ def reshape(arr, shape, order="C", copy=None):
     except ValueError:
         if copy is False:
             raise
-        # the error NumPy gives for a bad shape, else the shape of the copy
-        res = np.broadcast_to(np.zeros((), arr.dtype), arr.shape).reshape(shape, order=order)
-        return lazy_call("reshape", np.reshape, (arr, shape), {"order": order},
-                         meta=lambda n, t: (res.shape, res.dtype))
+        return _reshape_copy(arr, shape, order)
     if copy:
         return lazy_call("reshape", np.reshape, (arr, shape), {"order": order},
                          meta=lambda n, t: (r.shape, r.dtype))
     if r.size == 0:
         return empty_like_shadow(r)
     return arr._view_of(r)
+
+
+def _copy_shape(size: int, shape):
+    """The shape ``shape`` (an int or a tuple of ints, one of them may be -1) resolves to
+    for ``size`` elements, or None when NumPy must say what is wrong with it."""
+    if type(shape) is int:
+        shape = (shape,)
+    elif type(shape) is not tuple:
+        return None
+    known = 1
+    unknown = -1
+    for i, n in enumerate(shape):
+        if type(n) is not int or n < -1 or n == -1 and unknown >= 0:
+            return None
+        if n == -1:
+            unknown = i
+        else:
+            known *= n
+    if unknown < 0:
+        return shape if known == size else None
+    if known == 0 or size % known:
+        return None
+    return shape[:unknown] + (size // known,) + shape[unknown + 1:]
+
+
+def _reshape_copy(arr, shape, order: str):
+    """``np.reshape(arr, shape, order=order)`` where NumPy copies (the shadow has no view of
+    that shape): a recorded ``reshape`` call, as :func:`lazy_call` records it, with its
+    template built here (stockham_fft reshapes a transposed view each step: 38 -> 18 us,
+    NumPy's copy 15 us, for 32768 complex elements)."""
+    res = _copy_shape(arr.size, shape)
+    if res is None:
+        # the error NumPy gives for a bad shape, else the shape of the copy
+        res = np.broadcast_to(np.zeros((), arr.dtype), arr.shape).reshape(
+            shape, order=order).shape
+        return lazy_call("reshape", np.reshape, (arr, shape), {"order": order},
+                         meta=lambda n, t: (res, arr.dtype))
+    op = function_op("reshape", np.reshape, "opaque")
+    tpl = ((_Slot(0), shape), {"order": order})
+    return ndarray._from_node(graph.record(op, (arr._node(),), {"tpl": tpl}, res, arr.dtype),
+                              False)
