@@ -18,7 +18,8 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 
 def _pending(a) -> bool:
-    return a._v.head.state == graph.PENDING
+    # (a detached array, ``_v`` None, is a computed value: work run at once in C)
+    return a._v is not None and a._v.head.state == graph.PENDING
 
 
 def _softmax(x):
