@@ -8,6 +8,16 @@ Two steps in two processes (Numba's CUDA simulator and its real target cannot sh
     with :func:`lazynp.cuda.codegen.compile_source` wrapped so each launch records its kernel
     source and argument types; writes the distinct (source, signature) pairs.
 
+``python tests/_cuda_kernel_capture.py benchmark OUT.json``
+    Under the simulator, runs ``benchmarks/gpu.py --smoke`` (its output on stdout) and writes
+    the pairs its launches used (tests/test_cuda_benchmark.py runs it this way).
+
+In a full test session the capture is not rerun: tests/conftest.py records the launches of
+the device tests as they run in the suite (:func:`install_session_recorder`, gated by
+:data:`RECORDING`) and tests/test_cuda_benchmark.py hands over the benchmark's pairs;
+tests/test_cuda_compile.py, run last, uses them when every device test ran
+(:func:`session_capture`), and runs ``capture`` otherwise.
+
 ``python tests/_cuda_kernel_capture.py compile IN.json OUT.json [CACHE_DIR]``
     On the real target (no GPU needed): ``numba.cuda.compile_ptx`` for compute capability
     9.0 and ``ptxas -arch=sm_90 -v`` where ``ptxas`` is found, two worker processes; results
@@ -44,7 +54,10 @@ def _signature(args) -> list:
     return sig
 
 
-def _install_recorder(seen: dict) -> None:
+def _install_recorder(seen: dict, gate: list | None = None) -> None:
+    """Wrap :func:`lazynp.cuda.codegen.compile_source` so that each launch of the kernels it
+    gives records ``(source, signature)`` in ``seen`` (only while ``gate[0]`` is true, when
+    a gate is given)."""
     from lazynp.cuda import codegen
     original = codegen.compile_source
 
@@ -52,12 +65,16 @@ def _install_recorder(seen: dict) -> None:
         def __init__(self, kernel, source):
             self.kernel, self.source = kernel, source
 
+        def __getattr__(self, name):
+            return getattr(self.kernel, name)
+
         def __getitem__(self, config):
             launch = self.kernel[config]
 
             def record_and_launch(*args):
-                sig = _signature(args)
-                seen.setdefault(json.dumps([self.source, sig]), None)
+                if gate is None or gate[0]:
+                    sig = _signature(args)
+                    seen.setdefault(json.dumps([self.source, sig]), None)
                 return launch(*args)
             return record_and_launch
 
@@ -66,20 +83,18 @@ def _install_recorder(seen: dict) -> None:
     codegen.compile_source = compile_and_record
 
 
-def capture(out_path: str) -> None:
-    import runpy
+def device_test_files() -> list:
+    """The device test files whose launches the capture records (this module's callers
+    excluded: the compile test, and the benchmark's test, which runs ``benchmark``)."""
+    folder = os.path.join(ROOT, "tests")
+    return sorted(f for f in os.listdir(folder)
+                  if f.startswith("test_cuda_") and f.endswith(".py") and
+                  f not in ("test_cuda_compile.py", "test_cuda_benchmark.py"))
 
-    import pytest
-    seen: dict = {}
-    sys.path.insert(0, os.path.join(ROOT, "tests"))
-    import _cuda_sim  # noqa: F401  (numba.cuda in simulator mode, before lazynp imports it)
-    _install_recorder(seen)
-    tests = sorted(os.path.join(ROOT, "tests", f) for f in os.listdir(os.path.join(ROOT, "tests"))
-                   if f.startswith("test_cuda_") and f.endswith(".py") and
-                   f not in ("test_cuda_compile.py", "test_cuda_benchmark.py"))
-    rc = pytest.main(["-q", "-x", "-p", "no:cacheprovider", *tests])
-    if rc != 0:
-        raise SystemExit(f"the device tests failed under the simulator (pytest exit {rc})")
+
+def _run_benchmark_smoke() -> None:
+    """``benchmarks/gpu.py --smoke`` as its ``__main__``, in this process."""
+    import runpy
     argv = sys.argv
     sys.argv = [os.path.join(ROOT, "benchmarks", "gpu.py"), "--smoke"]
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
@@ -90,10 +105,76 @@ def capture(out_path: str) -> None:
             raise
     finally:
         sys.argv = argv
+
+
+def _write_pairs(seen: dict, out_path: str) -> int:
     pairs = [json.loads(k) for k in seen]
     with open(out_path, "w") as f:
         json.dump(pairs, f)
-    print(f"captured {len(pairs)} kernel launches signatures")
+    return len(pairs)
+
+
+def capture(out_path: str) -> None:
+    import pytest
+    seen: dict = {}
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import _cuda_sim  # noqa: F401  (numba.cuda in simulator mode, before lazynp imports it)
+    _install_recorder(seen)
+    tests = [os.path.join(ROOT, "tests", f) for f in device_test_files()]
+    rc = pytest.main(["-q", "-x", "-p", "no:cacheprovider", *tests])
+    if rc != 0:
+        raise SystemExit(f"the device tests failed under the simulator (pytest exit {rc})")
+    _run_benchmark_smoke()
+    print(f"captured {_write_pairs(seen, out_path)} kernel launches signatures")
+
+
+def benchmark(out_path: str) -> None:
+    seen: dict = {}
+    _install_recorder(seen)
+    _run_benchmark_smoke()
+    n = _write_pairs(seen, out_path)
+    print(f"captured {n} kernel launches signatures", file=sys.stderr)
+
+
+# ------------------------------------------------------------------ capture in the test session
+
+#: launches recorded in this test session, while :data:`RECORDING` ``[0]`` is true (a
+#: device test runs: tests/conftest.py sets it)
+SESSION_SEEN: dict = {}
+RECORDING = [False]
+#: what tests/conftest.py learns of the session: the device tests collected (node ids by
+#: file), deselected, run (node ids reported passed or skipped), whether one failed, the
+#: command line's arguments, and the benchmark's pairs (tests/test_cuda_benchmark.py)
+SESSION: dict = {"installed": False, "collected": {}, "deselected": set(), "ran": set(),
+                 "failed": False, "args": [], "benchmark": None}
+
+
+def install_session_recorder() -> None:
+    """Record the device tests' launches in this session (tests/_cuda_sim.py, once the
+    simulator is imported and before any test runs)."""
+    if not SESSION["installed"]:
+        _install_recorder(SESSION_SEEN, gate=RECORDING)
+        SESSION["installed"] = True
+
+
+def session_capture() -> list | None:
+    """The pairs this session's device tests and benchmark smoke run launched, when every
+    device test was collected whole and ran without failing (what ``capture`` would record);
+    None otherwise."""
+    if not SESSION["installed"] or SESSION["failed"] or SESSION["benchmark"] is None:
+        return None
+    for name in device_test_files():
+        ids = SESSION["collected"].get(name)
+        if not ids or any(d.split("::")[0].endswith(name) for d in SESSION["deselected"]):
+            return None
+        if any("::" in a and a.split("::")[0].endswith(name) for a in SESSION["args"]):
+            return None                 # (only some of the file's tests were asked for)
+        if not ids <= SESSION["ran"]:
+            return None
+    seen = dict.fromkeys(SESSION_SEEN)
+    for pair in SESSION["benchmark"]:
+        seen.setdefault(json.dumps(pair), None)
+    return [json.loads(k) for k in seen]
 
 
 # ------------------------------------------------------------------ compile (real target)
@@ -240,6 +321,8 @@ if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "capture":
         capture(sys.argv[2])
+    elif cmd == "benchmark":
+        benchmark(sys.argv[2])
     elif cmd == "compile":
         compile_all(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)
     else:

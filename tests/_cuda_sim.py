@@ -34,6 +34,9 @@ def _import_simulator() -> None:
 
 if not REAL_GPU:
     _import_simulator()
+    # (the device tests' launches in this session, for tests/test_cuda_compile.py)
+    from _cuda_kernel_capture import install_session_recorder
+    install_session_recorder()
 
 #: real-GPU-only tests: ``LAZYNP_TEST_REAL_GPU=1 pytest -m gpu``
 gpu = pytest.mark.gpu

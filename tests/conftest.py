@@ -7,6 +7,11 @@ arrays runs at once and never reaches that machinery.
 
 ``kernel_dir``: the on-disk kernel cache in the test's own temporary folder, holding only
 the kernels the test compiles (see its docstring).
+
+The hooks record the CUDA kernels the device tests launch as they run, for
+tests/test_cuda_compile.py (moved to the end of the session), which compiles them for a real
+GPU: a full session need not rerun the device tests to capture them
+(tests/_cuda_kernel_capture.py).
 """
 from __future__ import annotations
 
@@ -23,8 +28,51 @@ if _MISSING:
                 f"{', '.join(_MISSING)}; run them with the interpreter of the environment "
                 f"lazynp is installed in (e.g. after activating it)", returncode=4)
 
+import _cuda_kernel_capture as _capture  # noqa: E402
 import lazynp  # noqa: E402
 from lazynp.kernels import cache, cpu  # noqa: E402
+
+_COMPILE_TEST = "test_cuda_compile.py"
+_DEVICE_FILES = frozenset(_capture.device_test_files())
+
+
+# --- the device tests' kernels, captured as they run (tests/_cuda_kernel_capture.py) -------
+
+def pytest_collection_modifyitems(config, items):
+    # tests/test_cuda_compile.py compiles the kernels the device tests launched in this
+    # session: it runs after them (and after the benchmark's smoke run)
+    last = [item for item in items if item.path.name == _COMPILE_TEST]
+    if last:
+        items[:] = [item for item in items if item.path.name != _COMPILE_TEST] + last
+
+
+def pytest_deselected(items):
+    _capture.SESSION["deselected"].update(item.nodeid for item in items)
+
+
+def pytest_collection_finish(session):
+    collected: dict = {}
+    for item in session.items:
+        if item.path.name in _DEVICE_FILES:
+            collected.setdefault(item.path.name, set()).add(item.nodeid)
+    _capture.SESSION.update(collected=collected, args=list(session.config.args))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _capture.RECORDING[0] = item.path.name in _DEVICE_FILES
+    try:
+        yield
+    finally:
+        _capture.RECORDING[0] = False
+
+
+def pytest_runtest_logreport(report):
+    if report.nodeid.split("::")[0].rsplit("/", 1)[-1] in _DEVICE_FILES:
+        if report.failed:
+            _capture.SESSION["failed"] = True
+        elif report.when == "call" or report.skipped:
+            _capture.SESSION["ran"].add(report.nodeid)
 
 
 @pytest.fixture

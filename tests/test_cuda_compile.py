@@ -7,7 +7,10 @@ the real target cannot share a process) compiles each with numba-cuda's real com
 for compute capability 9.0 (H100) and assembles it with ``ptxas -arch=sm_90`` (or nvJitLink,
 the ptxas of the NVVM's release, when the installed ``ptxas`` is older), printing the count,
 register use and spills.  Results are cached by source hash in the temp directory, and so is
-the captured list, under a hash of the sources and tests that generate it.
+the captured list, under a hash of the sources and tests that generate it.  In a full test
+session the device tests and the benchmark's smoke run have already run (this test runs
+last, tests/conftest.py): the kernels they launched were recorded then, and no second
+capture runs.
 
 Skipped only when numba-cuda finds no NVVM (``pip install numba-cuda[cu13]`` brings it; a
 CUDA toolkit at ``CUDA_HOME`` or ``/usr/local/cuda`` also serves).
@@ -21,6 +24,8 @@ import sys
 import tempfile
 
 import pytest
+
+import _cuda_kernel_capture
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HELPER = os.path.join(ROOT, "tests", "_cuda_kernel_capture.py")
@@ -81,17 +86,23 @@ def _capture_key() -> str:
 
 def _captured_kernels(tmp_path):
     """The kernel sources and signatures the device tests generate under the simulator.
-    Capturing reruns every device test (they also run in the suite itself), so the list is
-    kept in the compile cache's folder under a hash of what it depends on."""
+    In a session that ran every device test and the benchmark's smoke run (this test runs
+    after them: tests/conftest.py), the launches they recorded; else capturing reruns every
+    device test, so the list is kept in the compile cache's folder under a hash of what it
+    depends on."""
     kept = os.path.join(CACHE, f"capture-{_capture_key()}.json")
     captured = tmp_path / "kernels.json"
-    if os.path.exists(kept):
+    in_session = _cuda_kernel_capture.session_capture()
+    if in_session is not None:
+        captured.write_text(json.dumps(in_session))
+    elif os.path.exists(kept):
         with open(kept) as f:
             captured.write_text(f.read())
         return captured
-    r = subprocess.run([sys.executable, HELPER, "capture", str(captured)], capture_output=True,
-                       text=True, env=_env(True), cwd=ROOT, timeout=600)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    else:
+        r = subprocess.run([sys.executable, HELPER, "capture", str(captured)],
+                           capture_output=True, text=True, env=_env(True), cwd=ROOT, timeout=600)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     os.makedirs(CACHE, exist_ok=True)
     with open(kept + ".part", "w") as f:
         f.write(captured.read_text())
