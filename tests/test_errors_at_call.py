@@ -51,8 +51,8 @@ def _force(r):
 
 # --- the four patterns -----------------------------------------------------------------
 
-def pattern_inv(np, n):
-    A = np.ones((n, n))                        # singular
+def pattern_inv(np, shape):
+    A = np.ones(shape)                         # singular
     try:
         Ainv = np.linalg.inv(A)
         caught = False
@@ -62,10 +62,12 @@ def pattern_inv(np, n):
     return caught, _force(Ainv)
 
 
-@pytest.mark.parametrize("n", [3, 730], ids=["3x3", "730x730"])
-def test_linalg_error_reaches_except(policy, n):
-    got_caught, got = pattern_inv(lazynp, n)
-    ref_caught, ref = pattern_inv(numpy, n)
+# (large: a stack of 16x16 matrices of more than EAGER_MAX_ELEMS elements in all, as a
+# 730x730 one has, but whose pinv takes milliseconds, not seconds)
+@pytest.mark.parametrize("shape", [(3, 3), (-(-LARGE // 256), 16, 16)], ids=["3x3", "large"])
+def test_linalg_error_reaches_except(policy, shape):
+    got_caught, got = pattern_inv(lazynp, shape)
+    ref_caught, ref = pattern_inv(numpy, shape)
     assert got_caught is ref_caught is True
     numpy.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-15)
 
