@@ -169,7 +169,7 @@ QUICK = Sizes(n=5_000_000, n_chunk=500_000, rows=5_000, cols=1_000, row_chunk=50
               ooc_worker_memory=1 * GiB, ooc_chunk=8_000_000, repeat=3)
 SMOKE = Sizes(n=4_000, n_chunk=1_000, rows=40, cols=30, row_chunk=10, grid=24, grid_chunk=8,
               steps=3, fit_rows=400, features=5, fit_chunk=100, fit_steps=3,
-              worker_memory=1 * GiB, ooc_worker_memory=0, ooc_chunk=1_000, repeat=2)
+              worker_memory=1 * GiB, ooc_worker_memory=0, ooc_chunk=1_000, repeat=1)
 
 
 # --- measuring on the workers --------------------------------------------------------------
