@@ -196,7 +196,7 @@ def main() -> int:
     peers = Peers(sim)
     rng = numpy.random.default_rng(0)
     repeat = 1 if smoke else args.repeat(10, 3)
-    warm = 1 if smoke else 2
+    warm = 0 if smoke else 2
     summary = Summary()
     # (the simulator's timings mean nothing: its rows are information only)
     kind = "info" if sim else "time"
