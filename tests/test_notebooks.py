@@ -21,14 +21,16 @@ NOTEBOOK_LIMIT_S = 120
 SVG = "{http://www.w3.org/2000/svg}"
 CHROMIUM = "/usr/bin/chromium"
 
+#: the notebooks run so far: name -> the executed notebook, or why it failed (a string)
 _executed: dict = {}
+#: how many notebooks run at once (each on its own kernel; they mostly wait on imports and
+#: cluster start-up, as the docs test's sessions do)
+PARALLEL = 3
 
 
-def _execute(name: str):
-    """The notebook ``name`` executed on a fresh ``python3`` kernel of this interpreter,
-    importing this checkout's lazynp (cached for the session)."""
-    if name in _executed:
-        return _executed[name]
+def _run(name: str):
+    """The notebook ``name`` executed on a fresh ``python3`` kernel of this interpreter, or
+    why it failed (a string)."""
     nb = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
     client = nbclient.NotebookClient(nb, timeout=NOTEBOOK_LIMIT_S, kernel_name="python3",
                                      record_timing=False,
@@ -40,24 +42,61 @@ def _execute(name: str):
         if client.km is not None:
             client.km.interrupt_kernel()
 
-    old = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = str(ROOT) + (os.pathsep + old if old else "")
     timer = threading.Timer(NOTEBOOK_LIMIT_S, stop)
     timer.start()
     try:
         client.execute()
     except nbclient.exceptions.CellExecutionError as exc:
         if stopped:
-            pytest.fail(f"{name}.ipynb ran longer than {NOTEBOOK_LIMIT_S} s")
-        pytest.fail(f"{name}.ipynb: a cell failed:\n{exc}")
+            return f"{name}.ipynb ran longer than {NOTEBOOK_LIMIT_S} s"
+        return f"{name}.ipynb: a cell failed:\n{exc}"
     finally:
         timer.cancel()
+    return nb
+
+
+def _run_all(names) -> None:
+    """Run the notebooks ``names`` not run yet, ``PARALLEL`` at once, importing this
+    checkout's lazynp; their results go to ``_executed``."""
+    from concurrent.futures import ThreadPoolExecutor
+    todo = [n for n in names if n not in _executed]
+    if not todo:
+        return
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(ROOT) + (os.pathsep + old if old else "")
+    try:
+        with ThreadPoolExecutor(min(PARALLEL, len(todo))) as pool:
+            for name, result in zip(todo, pool.map(_run, todo)):
+                _executed[name] = result
+    finally:
         if old is None:
             del os.environ["PYTHONPATH"]
         else:
             os.environ["PYTHONPATH"] = old
-    _executed[name] = nb
-    return nb
+
+
+def _execute(name: str):
+    """The notebook ``name`` executed (cached for the session)."""
+    _run_all([name])
+    result = _executed[name]
+    if isinstance(result, str):
+        pytest.fail(result)
+    return result
+
+
+@pytest.fixture(scope="module")
+def notebooks_run_together(request):
+    """Every notebook this session's tests execute, run together at the first of them."""
+    wanted = set()
+    for item in request.session.items:
+        if item.path == request.node.path:
+            callspec = getattr(item, "callspec", None)
+            if callspec is not None and item.originalname == "test_notebook_runs_top_to_bottom":
+                wanted.add(callspec.params["name"])
+            elif item.originalname in ("test_rendered_notebook_has_graphs_and_tables_that_parse",
+                                       "test_screenshot_of_a_graph_is_not_blank"):
+                wanted.add("03-symbol-and-jit")
+    _run_all([n for n in NAMES if n in wanted])
 
 
 def test_the_notebooks_are_there():
@@ -66,7 +105,7 @@ def test_the_notebooks_are_there():
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_notebook_runs_top_to_bottom(name):
+def test_notebook_runs_top_to_bottom(name, notebooks_run_together):
     nb = _execute(name)
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert code and all(c.execution_count is not None for c in code)
