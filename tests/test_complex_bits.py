@@ -2,6 +2,8 @@
 multiply, square and absolute use fused multiply-adds in their SIMD loops, so a kernel's
 own ``a * b`` differed in a quarter of the elements; and ``z ** 2`` is NumPy's ``square``
 (its operator's fast path), not ``np.power``."""
+import functools
+
 import numpy
 import pytest
 
@@ -11,11 +13,18 @@ from lazynp.kernels import cpu
 N = 1 << 20       # recorded (above the policy's size bound): the fusion pass runs it
 
 
-def _pair(dtype, seed=1):
+@functools.lru_cache(maxsize=None)
+def _generated_pair(dtype, seed):
     rng = numpy.random.default_rng(seed)
     a = (rng.standard_normal(N) + 1j * rng.standard_normal(N)).astype(dtype)
     b = (rng.standard_normal(N) + 1j * rng.standard_normal(N)).astype(dtype)
     return a, b
+
+
+def _pair(dtype, seed=1):
+    # (generating them takes 75 ms, more than most of the tests: made once, copies handed out)
+    a, b = _generated_pair(dtype, seed)
+    return a.copy(), b.copy()
 
 
 CASES = {
