@@ -287,8 +287,7 @@ def _jacobi(xp, u, steps):
     return u
 
 
-# (12 examples, not 25: each runs up to 3 map_overlap steps over up to 14x14 chunks, 0.25 s)
-@settings(_SETTINGS, max_examples=12)
+@_SETTINGS
 @given(rows=st.integers(3, 14), cols=st.integers(3, 14), data=st.data(),
        steps=st.integers(1, 3), seed=st.integers(0, 10))
 def test_stencil_time_loop_equals_numpy(client, rows, cols, data, steps, seed):
@@ -301,7 +300,7 @@ def test_stencil_time_loop_equals_numpy(client, rows, cols, data, steps, seed):
     np.testing.assert_allclose(got, _jacobi(np, a, steps), rtol=1e-15, atol=0)
 
 
-@settings(_SETTINGS, max_examples=15)      # (15 examples, not 25: 0.15 s each)
+@_SETTINGS
 @given(shape=st.tuples(st.integers(4, 12), st.integers(4, 12)), data=st.data(),
        seed=st.integers(0, 10))
 def test_writes_of_shifted_slices_equal_numpy(client, shape, data, seed):
