@@ -59,7 +59,7 @@ def test_small_outer_runs_at_once():
 
 
 def test_large_outer_is_recorded_and_fuses_with_the_update():
-    n = 800                     # (n * n is above the default size bound, n is far below it)
+    n = 1000                    # (n * n is at the default size bound, n is far below it)
     assert n < policy.EAGER_MAX_ELEMS <= n * n
     rng = numpy.random.default_rng(0)
     A, u1, v1, u2, v2 = (rng.standard_normal(s) for s in ((n, n), n, n, n, n))

@@ -12,7 +12,7 @@ import lazynp as np
 from lazynp.core import policy as _policy
 
 #: above the size bound: the work is recorded, so the result was a pending 0-d array
-N = 2 * _policy.EAGER_MAX_ELEMS
+N = -(-2 * _policy.EAGER_MAX_ELEMS // 512) * 512   # twice the bound, rounded up to whole rows of 512
 
 
 def _pair(build):

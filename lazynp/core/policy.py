@@ -63,7 +63,15 @@ SIZED_KINDS = frozenset(("elementwise", "reduction", "write"))
 #: policy_threshold.py's crossing moved to about 2^21.3 (the stencil pays from 2^20, the
 #: chain and the softmax row not up to 2^21), but on dropin.py 2^19 still beats 2^21
 #: (geometric mean 0.945x vs 0.910x at the 10x sizes, equal at the small ones): kept.
-EAGER_MAX_ELEMS = int(os.environ.get("LAZYNP_EAGER_MAX_ELEMS", str(1 << 19)))
+#: 2026-12-07, once policy_threshold.py compared what the bound chooses between (policy
+#: ``auto`` on both sides, only the bound moved): the crossing measured 3.3M elements (wall
+#: clock, two runs) and 2.6M (CPU clock), with 2^19 outside its factor-4 window in all three.
+#: 10^6 is the smallest round size inside it; it keeps 1000x1000 work recorded.  At 10^6,
+#: dropin.py (two alternating runs each): small sizes 1.240x/1.230x -> 1.266x/1.216x, 10x
+#: sizes 1.578x/1.530x -> 1.640x/1.673x; on NPBench it changes one decision at S (2mm:
+#: 0.89x -> 1.03x, medians of 3 runs) and one at M (conv2d: 0.98x -> 0.93x, within its
+#: run-to-run spread of 0.88-1.13x).
+EAGER_MAX_ELEMS = int(os.environ.get("LAZYNP_EAGER_MAX_ELEMS", "1000000"))
 
 #: Elementwise ufunc work from this many elements (and below :data:`EAGER_MAX_ELEMS`) is
 #: recorded when it joins a *tree kernel* (kernels/tree.py: a chain of same-shape
