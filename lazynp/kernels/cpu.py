@@ -34,7 +34,8 @@ SYNC_COMPILE = os.environ.get("LAZYNP_SYNC_COMPILE", "0") == "1"
 
 
 
-_threading_layer.choose()
+_threading_layer.wanted_layer()         # (a bad LAZYNP_THREADING_LAYER fails the import)
+_threading_layer.choose_if_numba_loaded()
 _parallel_lock = threading.Lock()
 
 
@@ -537,6 +538,7 @@ def get_kernel(source: str, args, block: bool = False):
         return disp
     sig = _signatures.get(tkey)
     if sig is None:
+        _threading_layer.ensure_chosen()    # (before Numba's first use by lazynp)
         from numba import typeof
         sig = _signatures[tkey] = tuple(typeof(a) for a in args)
     key = (source, sig)
