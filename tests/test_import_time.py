@@ -182,3 +182,18 @@ def test_lazynps_first_kernel_loads_numba_and_chooses_the_layer():
     """
     out = _run(code)
     assert out == {"ok": True, "flags": 0, "layer": "workqueue"}
+
+
+def test_the_kernel_cache_counts_numbas_cache_dir_before_numba_is_loaded(tmp_path):
+    # (Numba keeps a kernel's compiled files under NUMBA_CACHE_DIR when it is set; the cache's
+    # size, bound and clearing must see them in a process that has not loaded Numba yet)
+    code = f"""
+        import json
+        import lazynp
+        from lazynp.kernels import cache
+        folders = cache._folders()
+        print(json.dumps({{"numba_dir": any(f.startswith({str(tmp_path / "nb")!r})
+                                         for f in folders)}}))
+    """
+    out = _run(code, NUMBA_CACHE_DIR=str(tmp_path / "nb"), LAZYNP_CACHE_DIR=str(tmp_path / "k"))
+    assert out["numba_dir"]
