@@ -538,8 +538,12 @@ def get_kernel(source: str, args, block: bool = False):
         return disp
     sig = _signatures.get(tkey)
     if sig is None:
-        _threading_layer.ensure_chosen()    # (before Numba's first use by lazynp)
-        from numba import typeof
+        # Numba is first imported here (import lazynp does not), under _lock so that a fork
+        # (fork_prepare takes _lock) never copies a half-done import; the threading layer is
+        # chosen before Numba's first use by lazynp
+        with _lock:
+            _threading_layer.ensure_chosen()
+            from numba import typeof
         sig = _signatures[tkey] = tuple(typeof(a) for a in args)
     key = (source, sig)
     disp = _ready.get(key)
