@@ -100,7 +100,8 @@ def choose(wanted: str | None = None) -> str:
     elif current != "default":
         decision = f"{current!r}, left as the user set it (numba.config.THREADING_LAYER)"
     elif _running() is not None:
-        decision = f"{_running()!r}, left: Numba's threads were running before lazynp chose one"
+        decision = (f"{_running()!r}, left: Numba's threads were running before lazynp "
+                    "chose one")
     else:
         _before = numba.config.THREADING_LAYER
         numba.config.THREADING_LAYER = wanted
