@@ -34,7 +34,7 @@ from ._numpy.namespace import *  # noqa: E402,F401,F403
 from ._numpy.composite import *  # noqa: E402,F401,F403
 from ._numpy.ufunc import ufunc  # noqa: E402
 from ._numpy.conversion import load, fromfile  # noqa: E402
-from . import linalg, fft, random, lib, testing  # noqa: E402
+from . import linalg, fft, random, lib  # noqa: E402  (testing: on first use, below)
 from . import symbol  # noqa: E402
 from .symbol import Symbol  # noqa: E402
 from .jit import jit  # noqa: E402
@@ -70,9 +70,11 @@ _NP_SUBMODULES = ("polynomial", "ma", "char", "strings", "rec", "emath", "ctypes
 
 
 def __getattr__(name: str):
-    if name == "kvstore":       # imported on first use (it loads dask.distributed)
+    if name in ("kvstore", "testing"):
+        # imported on first use: kvstore loads dask.distributed, testing numpy.testing (40 ms,
+        # which NumPy loads on first use too)
         import importlib
-        return importlib.import_module(".kvstore", __name__)
+        return importlib.import_module(f".{name}", __name__)
     if name == "_core":
         from ._numpy.ufunc import core_module
         mod = globals()[name] = core_module()

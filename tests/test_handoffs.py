@@ -109,6 +109,14 @@ def test_in_place_operators_follow_numpy():
 
 # --- Numba ----------------------------------------------------------------------------------
 
+# What Numba's numba_extensions entry point does at its first compile where lazynp is installed
+# (pyproject.toml); a checkout run in place (or an install older than the entry point) has none.
+# Both import orders, through the entry point itself: tests/test_import_time.py.
+import lazynp_numba_extension  # noqa: E402
+
+lazynp_numba_extension.init()
+
+
 @numba.njit(cache=False)
 def _total(x):
     return x.sum()

@@ -16,14 +16,15 @@ import pytest
 import lazynp
 from lazynp._base import malloc, native
 
+# (show_config first: lazynp chooses the layer at Numba's first use, show_config among them)
 _REPORT = """
     import json, lazynp, numba
     from lazynp._base import malloc
     from lazynp.kernels import threading_layer
+    info = lazynp.show_config(mode="dicts")["lazynp"]
     print(json.dumps({"layer": str(numba.config.THREADING_LAYER),
                       "decision": threading_layer.decision,
-                      "malloc": malloc.report, "tuned": malloc.tuned,
-                      "info": lazynp.show_config(mode="dicts")["lazynp"]}))
+                      "malloc": malloc.report, "tuned": malloc.tuned, "info": info}))
 """
 
 

@@ -1217,8 +1217,7 @@ where_ = where
 
 # ufuncs by name (add, exp, ...) and NumPy's aliases
 _UFUNC_NAMES = {}
-for _n in dir(np):
-    _u = getattr(np, _n)
+for _n, _u in sorted(vars(np).items()):    # (not dir(np): see lazynp._numpy.ufunc.UFUNCS)
     if isinstance(_u, np.ufunc) and _u.signature is None:
         _UFUNC_NAMES[_n] = UFUNCS[_u.__name__]
 globals().update(_UFUNC_NAMES)

@@ -463,8 +463,9 @@ for _method in ("reduce", "accumulate", "outer", "at", "reduceat"):
     getattr(ufunc, _method).__qualname__ = _method
 
 UFUNCS: dict[str, ufunc] = {}   # by NumPy's attribute names and ufunc names (no gufuncs)
-for _name in dir(np):
-    _u = getattr(np, _name)
+# (NumPy's module dict, not dir(np): getattr on dir's names would import the submodules NumPy
+# loads lazily, numpy.testing, numpy.f2py, numpy.ma..., 60 ms of import; none is a ufunc)
+for _name, _u in sorted(vars(np).items()):
     if isinstance(_u, np.ufunc) and _u.signature is None:
         if _u.__name__ not in UFUNCS:
             UFUNCS[_u.__name__] = ufunc(_u)

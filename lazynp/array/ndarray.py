@@ -710,9 +710,13 @@ def configure_core(*, getitem, setitem, array_ufunc, real: property, imag: prope
     _native.ext.configure_parts(real, imag)
 
 
-def _register_with_numba() -> None:
+def register_with_numba() -> None:
+    """Teach Numba to type lazynp arrays (:mod:`.numba_typing`, which imports Numba): at
+    import when Numba is loaded already, else at Numba's first compile (its extension entry
+    point, :mod:`lazynp_numba_extension`), so ``import lazynp`` does not load Numba."""
     from .numba_typing import register
     register(ndarray)
 
 
-_register_with_numba()
+if "numba" in sys.modules:
+    register_with_numba()

@@ -8,6 +8,10 @@ function compiles as for the NumPy array), whose unboxing computes the array and
 NumPy array ``numpy.asarray(a)`` gives (its buffer: in-place writes of the compiled
 function are seen through ``a``, as with a NumPy argument).  Returned arrays are NumPy's,
 as a compiled function returns them for a NumPy argument.
+
+This module imports Numba, so it is loaded only once Numba is (``register_with_numba`` in
+:mod:`lazynp.array.ndarray`): with lazynp when Numba was imported first, else from Numba's
+extension entry point (:mod:`lazynp_numba_extension`) at Numba's first compile.
 """
 from __future__ import annotations
 
@@ -63,8 +67,14 @@ def _box_lazy(typ, val, c):
     return box_array(typ.as_numpy_array(), val, c)
 
 
+_registered: set = set()
+
+
 def register(array_cls: type) -> None:
-    """Teach Numba to type and unbox ``array_cls`` (``lazynp.ndarray``) arguments."""
+    """Teach Numba to type and unbox ``array_cls`` (``lazynp.ndarray``) arguments (once)."""
+    if array_cls in _registered:
+        return
+    _registered.add(array_cls)
 
     @typeof_impl.register(array_cls)
     def _typeof_lazy(val, c):

@@ -100,7 +100,9 @@ def _folders() -> list:
     Numba's own folder for them when ``NUMBA_CACHE_DIR`` is set."""
     folders = [_directory, os.path.join(_directory, "__pycache__")]
     numba_config = sys.modules.get("numba.core.config")
-    numba_dir = getattr(numba_config, "CACHE_DIR", "") if numba_config else ""
+    # (before Numba is loaded, which import lazynp no longer does: the variable it will read)
+    numba_dir = getattr(numba_config, "CACHE_DIR", "") if numba_config else \
+        os.environ.get("NUMBA_CACHE_DIR", "")
     if numba_dir:
         try:
             from numba.core.caching import _CacheLocator

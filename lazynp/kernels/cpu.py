@@ -34,7 +34,8 @@ SYNC_COMPILE = os.environ.get("LAZYNP_SYNC_COMPILE", "0") == "1"
 
 
 
-_threading_layer.choose()
+_threading_layer.wanted_layer()         # (a bad LAZYNP_THREADING_LAYER fails the import)
+_threading_layer.choose_if_numba_loaded()
 _parallel_lock = threading.Lock()
 
 
@@ -537,7 +538,12 @@ def get_kernel(source: str, args, block: bool = False):
         return disp
     sig = _signatures.get(tkey)
     if sig is None:
-        from numba import typeof
+        # Numba is first imported here (import lazynp does not), under _lock so that a fork
+        # (fork_prepare takes _lock) never copies a half-done import; the threading layer is
+        # chosen before Numba's first use by lazynp
+        with _lock:
+            _threading_layer.ensure_chosen()
+            from numba import typeof
         sig = _signatures[tkey] = tuple(typeof(a) for a in args)
     key = (source, sig)
     disp = _ready.get(key)

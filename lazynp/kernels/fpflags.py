@@ -11,13 +11,9 @@ result and runs the group on NumPy, which then warns (or raises) exactly as NumP
 """
 from __future__ import annotations
 
-import ctypes.util
 import platform
 
 import numpy as np
-from llvmlite import ir
-from numba.core import cgutils, types
-from numba.extending import intrinsic
 
 # (FE_INVALID, FE_DIVBYZERO, FE_OVERFLOW, FE_ALL_EXCEPT) of the C library
 _FLAGS = {"x86_64": (0x01, 0x04, 0x08, 0x3F), "amd64": (0x01, 0x04, 0x08, 0x3F),
@@ -25,38 +21,59 @@ _FLAGS = {"x86_64": (0x01, 0x04, 0x08, 0x3F), "amd64": (0x01, 0x04, 0x08, 0x3F),
 INVALID, DIVBYZERO, OVERFLOW, _ALL = _FLAGS.get(platform.machine().lower(), (0, 0, 0, 0))
 SUPPORTED = _ALL != 0
 
-if SUPPORTED:
-    import llvmlite.binding as _llvm
-    _libm = ctypes.util.find_library("m")
-    if _libm:
-        _llvm.load_library_permanently(_libm)
+
+def _intrinsics() -> dict:
+    """Build ``fp_clear`` and ``fp_test`` (Numba and llvmlite are imported here, at the first
+    kernel source that imports them, not with lazynp)."""
+    import ctypes.util
+
+    from llvmlite import ir
+    from numba.core import cgutils, types
+    from numba.extending import intrinsic
+
+    if SUPPORTED:
+        import llvmlite.binding as _llvm
+        libm = ctypes.util.find_library("m")
+        if libm:
+            _llvm.load_library_permanently(libm)
+
+    def _call(builder, name: str, arg: int):
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i32, [i32]), name)
+        return builder.call(fn, [ir.Constant(i32, arg)])
+
+    @intrinsic
+    def fp_clear(typingctx):
+        """Clear this thread's floating-point exception flags."""
+        def codegen(context, builder, sig, args):
+            if SUPPORTED:
+                _call(builder, "feclearexcept", _ALL)
+            return context.get_dummy_value()
+        return types.none(), codegen
+
+    @intrinsic
+    def fp_test(typingctx):
+        """This thread's raised invalid / divide-by-zero / overflow flags (an int64 bit
+        set)."""
+        def codegen(context, builder, sig, args):
+            if not SUPPORTED:
+                return ir.Constant(ir.IntType(64), 0)
+            return builder.sext(_call(builder, "fetestexcept", INVALID | DIVBYZERO | OVERFLOW),
+                                ir.IntType(64))
+        return types.int64(), codegen
+
+    return {"fp_clear": fp_clear, "fp_test": fp_test}
 
 
-def _call(builder, name: str, arg: int):
-    i32 = ir.IntType(32)
-    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i32, [i32]), name)
-    return builder.call(fn, [ir.Constant(i32, arg)])
-
-
-@intrinsic
-def fp_clear(typingctx):
-    """Clear this thread's floating-point exception flags."""
-    def codegen(context, builder, sig, args):
-        if SUPPORTED:
-            _call(builder, "feclearexcept", _ALL)
-        return context.get_dummy_value()
-    return types.none(), codegen
-
-
-@intrinsic
-def fp_test(typingctx):
-    """This thread's raised invalid / divide-by-zero / overflow flags (an int64 bit set)."""
-    def codegen(context, builder, sig, args):
-        if not SUPPORTED:
-            return ir.Constant(ir.IntType(64), 0)
-        return builder.sext(_call(builder, "fetestexcept", INVALID | DIVBYZERO | OVERFLOW),
-                            ir.IntType(64))
-    return types.int64(), codegen
+def __getattr__(name: str):
+    # ``from lazynp.kernels.fpflags import fp_clear, fp_test`` (the kernel sources) builds
+    # both once; they then stay module globals
+    if name in ("fp_clear", "fp_test"):
+        built = _intrinsics()
+        for key, value in built.items():
+            globals().setdefault(key, value)
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 #: ops whose vectorized machine code raises flags on a quiet NaN operand (ordered compares

@@ -56,7 +56,7 @@ def config_info() -> dict:
     """What :func:`show_config` prints, as a dict of strings."""
     nbytes, nkernels, nfiles = _cache.size()
     bound = _cache.max_bytes()
-    layer = _threading_layer.decision
+    layer = _threading_layer.ensure_chosen()     # (imports Numba)
     active = _threading_layer.running()
     return {
         "recorder": _recorder(),

@@ -8,13 +8,23 @@ launches its parallel kernels one at a time (:class:`lazynp.kernels.cpu._OneAtAT
 
 lazynp leaves the layer alone (and says why in :func:`lazynp.show_config`) when the user
 configured Numba: ``NUMBA_THREADING_LAYER`` set, ``numba.config.THREADING_LAYER`` set in
-code before ``import lazynp``, or Numba's threads already running; or when
+code before lazynp chooses, or Numba's threads already running; or when
 ``LAZYNP_THREADING_LAYER=default`` (or :func:`set_layer` ``("default")``) asks for
 Numba's own choice.  Any layer name Numba accepts can be asked for instead.
+
+``import lazynp`` does not import Numba, so the choice (:func:`ensure_chosen`) is made when
+Numba is first needed, always before Numba's threads start: at ``import lazynp`` when Numba
+is already imported; else at Numba's first compile (its extension entry point,
+:mod:`lazynp_numba_extension`), lazynp's first kernel or :func:`lazynp.show_config`,
+whichever comes first.  A ``numba.config.THREADING_LAYER`` set after ``import lazynp`` but
+before that moment is therefore respected too.  The name in ``LAZYNP_THREADING_LAYER`` is
+checked at import (:func:`wanted_layer`).
 """
 from __future__ import annotations
 
 import os
+import sys
+import threading
 
 from .._base import config as _config
 
@@ -24,11 +34,38 @@ LAYERS = ("default", "safe", "forksafe", "threadsafe", "tbb", "omp", "workqueue"
 _before: str | None = None
 #: why the layer is what it is (for lazynp.show_config)
 decision = "not chosen yet"
+_chosen = False
+_choose_lock = threading.RLock()
+
+
+def wanted_layer() -> str:
+    """The layer ``LAZYNP_THREADING_LAYER`` asks for; raises ValueError naming the variable
+    for a name Numba does not accept (checked at ``import lazynp``, without Numba)."""
+    name = _config.THREADING_LAYER.strip().lower()
+    if name not in LAYERS:
+        raise ValueError(f"LAZYNP_THREADING_LAYER={name!r}: expected one of {LAYERS}")
+    return name
+
+
+def ensure_chosen() -> str:
+    """Make lazynp's choice (:func:`choose`) once, importing Numba; returns
+    :data:`decision`.  Called before anything of lazynp's runs on Numba."""
+    if not _chosen:
+        with _choose_lock:
+            if not _chosen:
+                choose()
+    return decision
+
+
+def choose_if_numba_loaded() -> None:
+    """At ``import lazynp``: choose now when the user imported Numba first (Numba's own
+    parallel functions may run before any lazynp kernel)."""
+    if "numba" in sys.modules:
+        ensure_chosen()
 
 
 def _running() -> str | None:
     """The layer Numba's threads run on, or None when no parallel kernel ran yet."""
-    import sys
     parallel = sys.modules.get("numba.np.ufunc.parallel")
     if parallel is None or not getattr(parallel, "_is_initialized", False):
         return None
@@ -45,13 +82,15 @@ def running() -> str | None:
 
 
 def choose(wanted: str | None = None) -> str:
-    """At import: ask Numba for ``wanted`` (default ``LAZYNP_THREADING_LAYER``) unless the
-    user configured Numba's threading layer; returns :data:`decision`."""
-    global decision, _before
+    """Before Numba's first use (:func:`ensure_chosen`): ask Numba for ``wanted`` (default
+    ``LAZYNP_THREADING_LAYER``) unless the user configured Numba's threading layer; returns
+    :data:`decision`."""
+    global decision, _before, _chosen
     import numba
-    wanted = (_config.THREADING_LAYER if wanted is None else wanted).strip().lower()
+    wanted = wanted_layer() if wanted is None else wanted.strip().lower()
     if wanted not in LAYERS:
         raise ValueError(f"LAZYNP_THREADING_LAYER={wanted!r}: expected one of {LAYERS}")
+    _chosen = True
     current = str(numba.config.THREADING_LAYER).lower()
     if wanted == "default":
         decision = "Numba's own choice (LAZYNP_THREADING_LAYER=default)"
@@ -61,7 +100,8 @@ def choose(wanted: str | None = None) -> str:
     elif current != "default":
         decision = f"{current!r}, left as the user set it (numba.config.THREADING_LAYER)"
     elif _running() is not None:
-        decision = f"{_running()!r}, left: Numba's threads were running before lazynp loaded"
+        decision = (f"{_running()!r}, left: Numba's threads were running before lazynp "
+                    "chose one")
     else:
         _before = numba.config.THREADING_LAYER
         numba.config.THREADING_LAYER = wanted
@@ -74,8 +114,9 @@ def set_layer(name: str) -> str:
     """After import, before the first parallel kernel runs: ask Numba for layer ``name``
     (``"default"``: give back the value lazynp found).  Raises RuntimeError once Numba's
     threads run (the layer is fixed for the process then)."""
-    global decision, _before
+    global decision, _before, _chosen
     import numba
+    _chosen = True      # (the user's choice: lazynp's own is not made after it)
     name = str(name).strip().lower()
     if name not in LAYERS:
         raise ValueError(f"lazynp.configure: threading_layer={name!r}: expected one of "
