@@ -82,6 +82,19 @@ def lazy_policy():
 
 
 @pytest.fixture
+def kernels_at_any_size(monkeypatch):
+    """Kernels compile on first use (in the calling thread) and run at any size, through
+    the fusion pass (not tree kernels)."""
+    import lazynp._base.config as lconfig
+    from lazynp.core.state import shared as graph_state
+    monkeypatch.setattr(cpu, "SYNC_COMPILE", True)
+    monkeypatch.setattr(lconfig, "FUSION", True)
+    monkeypatch.setattr(graph_state, "min_fused_work", 0)
+    monkeypatch.setattr(graph_state, "min_kernel_work", 0)
+    monkeypatch.setattr(graph_state, "tree_flushes", False)
+
+
+@pytest.fixture
 def kernel_dir(tmp_path):
     """The kernel cache in a fresh temporary folder without a size bound, restored after.
 

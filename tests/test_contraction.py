@@ -17,21 +17,10 @@ import numpy
 import pytest
 
 import lazynp
-import lazynp._base.config as lconfig
-from lazynp.core.state import shared as graph_state
 from lazynp.kernels import contraction
-from lazynp.kernels import cpu as kcpu
 
-pytestmark = pytest.mark.usefixtures("lazy_policy")
+pytestmark = pytest.mark.usefixtures("lazy_policy", "kernels_at_any_size")
 
-
-@pytest.fixture(autouse=True)
-def kernels_run(monkeypatch):
-    monkeypatch.setattr(kcpu, "SYNC_COMPILE", True)
-    monkeypatch.setattr(lconfig, "FUSION", True)
-    monkeypatch.setattr(graph_state, "min_fused_work", 0)
-    monkeypatch.setattr(graph_state, "min_kernel_work", 0)
-    monkeypatch.setattr(graph_state, "tree_flushes", False)
 
 
 def _contractions() -> int:
