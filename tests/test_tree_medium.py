@@ -404,6 +404,30 @@ def test_a_pending_tree_with_a_numpy_scalar_operand_stays_a_tree():
         assert trees() - before == 1
 
 
+def test_a_numpy_float64_operand_of_a_computed_array_starts_a_tree():
+    """``np.logical_and(r1 <= radius, radius < r2)`` with ``r1 = radius.max() * c`` (a NumPy
+    float64): the first op on the computed array is recorded into the tree, as it is with
+    a Python float, on either side of the operator and through the ufunc; one kernel."""
+    rng = numpy.random.default_rng(31)
+    radius, data = rng.random(N), rng.random(N)
+    lr = lazynp.array(radius)
+    r1, r2 = radius.max() * 0.25, radius.max() * 0.5
+    assert type(r1) is numpy.float64
+    for build, n_ops in ((lambda m, r: m.logical_and(r1 <= r, r < r2), 3),
+                         (lambda m, r: m.logical_and(m.less_equal(r1, r), m.less(r, r2)), 3),
+                         (lambda m, r: (r - r1) * r2 + (r1 * r) / r2, 5)):
+        before, stats = trees(), lazynp.stats()
+        got = build(lazynp, lr)
+        after = lazynp.stats()
+        assert after["ops_recorded"] - stats["ops_recorded"] == n_ops
+        assert after["ops_eager"] == stats["ops_eager"]
+        exact(got, build(numpy, radius))
+        assert trees() - before == 1
+    mask = numpy.logical_and(r1 <= radius, radius < r2)
+    assert lazynp.array(data)[lazynp.logical_and(r1 <= lr, lr < r2)].mean() == \
+        data[mask].mean()
+
+
 def _dag_program(mod, x, y, steps):
     """The last value of a program whose steps read any two earlier values; only that one
     is held when it is read (the others are inlined into its tree, none written apart)."""

@@ -435,6 +435,7 @@ cdef object _getitem_py = None, _setitem_py = None, _writable_py = None, _constr
 cdef object _data_offset_fn = None, _view_node_fn = None
 cdef type _np_generic = None, _np_integer = None, _np_float64 = None
 cdef object _np_dtype = None
+cdef object _F64_DTYPE = None      # numpy.dtype(numpy.float64)
 cdef object _view_on_fn = None
 cdef object _check_buffer_dtype_py = None      # ndarray.check_buffer_dtype
 cdef object _array_py = None, _array_ufunc_py = None, _transpose_py = None
@@ -588,7 +589,7 @@ def configure_array(cls, *, leaf, leaf_op, materialize, getitem, setitem, writab
     global _LEAF
     global _setitem_py, _writable_py, _construct_py, _data_offset_fn, _view_node_fn
     global _np_generic, _view_on_fn, _ndarray_np, _array_py, _np_integer, _array_ufunc_py
-    global _np_dtype, _np_float64
+    global _np_dtype, _np_float64, _F64_DTYPE
     global _transpose_py
     import numpy
     _array_py = array
@@ -604,6 +605,7 @@ def configure_array(cls, *, leaf, leaf_op, materialize, getitem, setitem, writab
     _ascontig_fn = numpy.ascontiguousarray
     _np_generic = numpy.generic
     _np_float64 = numpy.float64
+    _F64_DTYPE = numpy.dtype(numpy.float64)
     _np_integer = numpy.integer
     _np_dtype = numpy.dtype
     _getitem_py = getitem
@@ -3713,9 +3715,9 @@ cdef object _ufunc_call(UfuncInfo u, self, tuple args):
         a = args[0]
         b = args[1]
         if type(a) is _array_cls:
-            if type(b) is _array_cls or _py_scalar(type(b)):
+            if type(b) is _array_cls or _py_scalar(type(b)) or type(b) is _np_float64:
                 return u.binary(a, b)
-        elif type(b) is _array_cls and _py_scalar(type(a)):
+        elif type(b) is _array_cls and (_py_scalar(type(a)) or type(a) is _np_float64):
             return u.binary_r(b, a)
     return self._call_py(*args)
 
@@ -3753,6 +3755,12 @@ def binary_dunder(uf, bint reflected, bint sequence_aware, result_dtypes, check_
         if tb is float or tb is int or tb is bool or tb is complex:
             nb = b
             kb = tb
+            sb = ()
+        elif tb is _np_float64:
+            # (a NumPy float64, ``radius.max() * i``: a constant of its dtype, not a weak
+            # scalar; a medium op on it joins a tree kernel as a Python float's does)
+            nb = b
+            kb = _F64_DTYPE
             sb = ()
         elif tb is _array_cls:
             nb = _node_of(b)

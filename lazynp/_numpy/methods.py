@@ -78,6 +78,8 @@ def should_defer(self, other, reflected: str | None, inplace: bool = False) -> b
     return prio > _NUMPY_PRIORITY
 
 
+_F64 = np.dtype(np.float64)
+
 #: the operator Python tries on the right operand after a comparison gives way
 _SWAPPED = {"__lt__": "__gt__", "__le__": "__ge__", "__eq__": "__eq__", "__ne__": "__ne__",
             "__gt__": "__lt__", "__ge__": "__le__"}
@@ -444,6 +446,12 @@ def _array_ufunc(self, uf, method, *inputs, **kwargs):
         if method == "reduce" and isinstance(out[0], ndarray):
             _refuse_numpy_mean_into_lazy_out()
     lazy = UFUNCS.get(uf.__name__)
+    if method == "__call__" and any(type(x) is np.ndarray and x.shape == () and
+                                    x.dtype == _F64 for x in inputs):
+        # (``np.float64(c) <= lazy``: NumPy hands its scalar as a 0-d array; as the scalar
+        # it is, read now as NumPy reads it, the op can join a tree kernel)
+        inputs = tuple(x[()] if type(x) is np.ndarray and x.shape == () and x.dtype == _F64
+                       else x for x in inputs)
     if lazy is None or lazy._np is not uf:
         if uf is np.matmul and method == "__call__":
             return ns.matmul(*inputs, **kwargs)

@@ -23,6 +23,7 @@ from ..ops.core import TUPLE_GET, UFUNC_CALL
 from ..ops.registry import Op, register
 
 _NoValue = np._NoValue
+_F64 = np.dtype(np.float64)
 
 
 def _ufunc_out_impl(base, *vals, geom, ufunc, kw, has_where):
@@ -143,6 +144,12 @@ class ufunc(_UfuncBase, metaclass=_UfuncType):
                 if t is int:
                     has_int = True
                 s = ()
+            elif t is np.float64:
+                # (a constant of its dtype, not a weak scalar: medium work on it joins a
+                # tree kernel as a Python float's does, lazynp.core.policy.decide)
+                ops.append(a)
+                keys.append(_F64)
+                s = ()
             else:
                 return self._call(*args)
             if shape is None or shape == s:
@@ -209,6 +216,10 @@ class ufunc(_UfuncBase, metaclass=_UfuncType):
             if tb is float or tb is int or tb is bool or tb is complex:
                 nb = b
                 kb = tb
+                sb = ()
+            elif tb is np.float64:
+                nb = b
+                kb = _F64
                 sb = ()
             elif tb is ndarray:
                 nb = b._var.head if b._geom is None else b._node()
