@@ -134,3 +134,37 @@ def test_an_error_of_a_pending_input_is_raised_at_the_reduction():
     a = np.arange(N) * 1.0
     with pytest.raises(ValueError):
         (a + np.ones(3)).sum()
+
+
+
+@pytest.mark.parametrize("name,args", [
+    ("tanh", (numpy.float64(0.5),)), ("log", (numpy.float64(-1.0),)),
+    ("sqrt", (numpy.float64(2.0),)), ("add", (numpy.float64(1.5), 2)),
+    ("maximum", (numpy.float64(numpy.nan), 0.0)), ("divide", (1.0, numpy.float64(0.0))),
+    ("power", (numpy.float64(2.0), numpy.float64(1e6))), ("less", (3, numpy.float64(2.5))),
+    ("floor_divide", (numpy.float64(7.0), True)), ("arctan2", (0j, numpy.float64(1.0))),
+])
+def test_ufuncs_on_numpy_scalars_are_numpys_calls(name, args):
+    """``np.tanh(a[i, i])`` in a loop takes NumPy's own call (C fast path): NumPy's scalar
+    type, value, warnings and errors."""
+    import warnings
+
+    def outcome(m):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                r = getattr(m, name)(*args)
+            except Exception as e:
+                r = (type(e), str(e))
+        return r, [(w.category, str(w.message)) for w in caught]
+
+    (want, want_w), (got, got_w) = outcome(numpy), outcome(np)
+    assert type(got) is type(want) and got_w == want_w
+    if type(want) is tuple:
+        assert got == want
+    else:
+        numpy.testing.assert_array_equal(got, want, strict=True)
+    with numpy.errstate(all="raise"):
+        if want_w:
+            with pytest.raises(FloatingPointError):
+                getattr(np, name)(*args)

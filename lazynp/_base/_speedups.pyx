@@ -3620,6 +3620,21 @@ cdef inline bint _py_scalar(t):
     return t is float or t is int or t is bool or t is complex
 
 
+cdef inline bint _numpy_scalars(tuple args):
+    """One or two operands, a NumPy float64 among them and the other a Python scalar or
+    NumPy float64."""
+    cdef Py_ssize_t n = len(args)
+    if n == 1:
+        return type(args[0]) is _np_float64
+    if n != 2:
+        return False
+    ta = type(args[0])
+    tb = type(args[1])
+    if ta is _np_float64:
+        return tb is _np_float64 or _py_scalar(tb)
+    return tb is _np_float64 and _py_scalar(ta)
+
+
 cdef class UfuncBase:
     """The base of ``lazynp.ufunc`` with the C call path: ``np.exp(a)``, ``np.add(a, b)``,
     ``np.maximum(a, 0)`` on lazy arrays and Python scalars in C (a type slot, no method
@@ -3628,9 +3643,15 @@ cdef class UfuncBase:
     cdef public object _c       # UfuncInfo, or None: always the Python path
 
     def __call__(self, *args, **kwargs):
+        global _n_eager
         info = self._c
         if info is None:
             return self._call_py(*args, **kwargs)
+        if not kwargs and not _record_all and _numpy_scalars(args):
+            # ``np.tanh(a[i, i])`` in a Python loop: NumPy's own call on its scalars (what
+            # _ufunc_call ends in, without its questions about arrays)
+            _n_eager += 1
+            return (<UfuncInfo>info).np_uf(*args)
         if kwargs or len(args) == 3:
             r = _ufunc_into_first(<UfuncInfo>info, args, kwargs)
             if r is not _NE:
