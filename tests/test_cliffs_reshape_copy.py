@@ -82,3 +82,19 @@ def test_a_plain_shape_builds_its_template_without_lazy_call(monkeypatch):
     assert calls == []
     lazynp.reshape(src, (-2, 60))              # (NumPy's own reading of the shape)
     assert calls == [1]
+
+
+def test_a_copy_of_a_computed_array_runs_at_once_and_of_a_large_pending_one_is_numpys():
+    from lazynp.core import policy
+    lz = lazynp.array(_source()).transpose(1, 0, 3, 2)
+    before = lazynp.stats()
+    r = lazynp.reshape(lz, (-1,))
+    after = lazynp.stats()
+    assert after["ops_eager"] - before["ops_eager"] == 1
+    assert after["ops_recorded"] == before["ops_recorded"]
+    assert r._eager_value() is not None                  # computed: NumPy's copy
+    n = policy.EAGER_MAX_ELEMS
+    big = (lazynp.arange(2 * n, dtype=numpy.float64) * 2.0).reshape(2, n).T
+    flat = lazynp.reshape(big, (-1,))     # (the recorded call: the policy decides)
+    want = (numpy.arange(2 * n, dtype=numpy.float64) * 2.0).reshape(2, n).T.reshape(-1)
+    numpy.testing.assert_array_equal(numpy.asarray(flat), want, strict=True)

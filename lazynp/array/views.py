@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import graph
+from ..core import graph, policy as _policy
 from .calls import function_op, lazy_call
 from .indexing import _Slot, empty_like_shadow
 from .ndarray import _data_offset, ndarray
+from .operands import value_for_eager, wrap
 
 
 def _in_shadow(var, sh: np.ndarray) -> bool:
@@ -121,6 +122,13 @@ def _reshape_copy(arr, shape, order: str):
             shape, order=order).shape
         return lazy_call("reshape", np.reshape, (arr, shape), {"order": order},
                          meta=lambda n, t: (res, arr.dtype))
+    if not _policy.record_all:
+        # a computed (or small pending) array: NumPy's copy at once, without the recorded
+        # call's template (26.8 -> 16 us against NumPy's 14 us, 32768 complex elements)
+        v = value_for_eager(arr)
+        if v is not None:
+            graph.STATS["ops_eager"] += 1
+            return wrap(v.reshape(res, order=order), (v,))
     op = function_op("reshape", np.reshape, "opaque")
     tpl = ((_Slot(0), shape), {"order": order})
     return ndarray._from_node(graph.record(op, (arr._node(),), {"tpl": tpl}, res, arr.dtype),
