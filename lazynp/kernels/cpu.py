@@ -14,6 +14,7 @@ itself and uses it (:func:`ready_seconds`; the rule is explained above it).
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -71,9 +72,7 @@ _REDUCE_STEP = {"sum": "acc = acc + {v}", "mean": "acc = acc + {v}", "prod": "ac
 # table): Numba's exp is a scalar libm call, about 3x slower than NumPy's SIMD exp here.
 # At most 1 ulp from NumPy's result (checked in tests/test_fusion.py).
 _PRELUDE_EXP = """
-import warnings as _w
-with _w.catch_warnings():
-    _w.simplefilter("ignore")
+with np.errstate(all="ignore"):     # (not warnings.catch_warnings: see _compile)
     _T2 = np.ldexp(1.0, np.arange(-1100, 1100))
 
 
@@ -437,8 +436,41 @@ def _source_on_disk(disp) -> None:
 _source_of: dict = {}        # kernel module name -> its source (for _source_on_disk)
 
 
+#: threads compiling a kernel now (:func:`_compile`); Numba's warning capture skips them
+_compiling = threading.local()
+
+
+def _capture_warnings_off_main_thread() -> None:
+    """Numba's type inference captures the warnings of each typing step with
+    ``warnings.catch_warnings(record=True)`` (``numba.core.errors.WarningsFixer``), which
+    swaps the process's warning filters and ``showwarning`` for the step.  Before Python
+    3.14 that state is shared by all threads: a compile on lazynp's background thread
+    would undo a ``catch_warnings``, ``pytest.warns`` or ``simplefilter("error")`` the user
+    entered meanwhile, or take the user's NumPy warning into Numba's list and issue it
+    later from the compile thread.  So while a thread other than the main one compiles a
+    lazynp kernel, the capture is skipped (Numba's own warnings, none expected from
+    generated kernels, then go out directly instead of deduplicated)."""
+    from numba.core import errors
+    if getattr(errors.WarningsFixer.catch_warnings, "_lazynp", False):
+        return
+    capture = errors.WarningsFixer.catch_warnings
+
+    @contextlib.contextmanager
+    def catch_warnings(self, filename=None, lineno=None):
+        if getattr(_compiling, "active", False) and \
+                threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        with capture(self, filename, lineno):
+            yield
+    catch_warnings._lazynp = True
+    errors.WarningsFixer.catch_warnings = catch_warnings
+
+
 def _compile(source: str, sig) -> None:
     t0 = time.perf_counter()
+    _capture_warnings_off_main_thread()
+    _compiling.active = True
     try:
         disp = _kernels.get(source)
         if disp is None:
@@ -467,6 +499,7 @@ def _compile(source: str, sig) -> None:
         _failed.add((source, sig))
         STATS["kernel_compile_failures"] += 1
     finally:
+        _compiling.active = False
         STATS["kernel_compile_seconds"] += time.perf_counter() - t0
 
 
