@@ -209,3 +209,38 @@ def test_helper_runs_off_the_callers_cpu():
     allowed = os.sched_getaffinity(helper._thread.native_id)
     if lazynp._base.cpus._getcpu() == cpu:          # (the caller did not move in between)
         assert cpu not in allowed
+
+
+@pytest.mark.parametrize("product", [
+    lambda a, x: a @ x,                                   # the C operator
+    lambda a, x: lazynp.matmul(a, x),                     # the recorded call, run at once
+    lambda a, x: lazynp.dot(a, x),
+])
+def test_no_split_while_blas_workers_spin(product, monkeypatch):
+    """After a product large enough for OpenBLAS's threads, their workers spin for its
+    thread timeout: nothing is split for ``BLAS_SPIN_SECONDS`` (a split then ran three busy
+    threads on two CPUs); the values stay NumPy's.  A small product changes nothing."""
+    monkeypatch.setattr(_split, "_blas_until", 0.0)
+    monkeypatch.setattr(_split, "BLAS_SPIN_SECONDS", 3600.0)
+    rng = numpy.random.default_rng(7)
+    small, x3 = lazynp.array(rng.random((3, 3))), lazynp.array(rng.random(3))
+    numpy.asarray(product(small, x3))
+    assert _split._blas_until == 0.0
+    a = rng.random((120, 120))
+    x = rng.random(120)
+    got = numpy.asarray(product(lazynp.array(a), lazynp.array(x)))
+    numpy.testing.assert_array_equal(got, a @ x)
+    assert _split._blas_until > 0.0
+    assert _split._both(numpy.add, (numpy.ones(4),), {}, (numpy.ones(4),), {}) is None
+    y = rng.random(BIG)
+    numpy.testing.assert_array_equal(numpy.asarray(lazynp.exp(lazynp.asarray(y))),
+                                     numpy.exp(y))
+
+
+def test_splits_resume_once_blas_workers_sleep(monkeypatch):
+    monkeypatch.setattr(_split, "_blas_until", 0.0)
+    monkeypatch.setattr(_split, "BLAS_SPIN_SECONDS", 0.0)
+    a = lazynp.array(numpy.ones((120, 120)))
+    numpy.asarray(a @ a[0])
+    mine, theirs = _split._both(numpy.add, (numpy.ones(4), 1.0), {}, (numpy.ones(4), 2.0), {})
+    numpy.testing.assert_array_equal(theirs, numpy.full(4, 3.0))

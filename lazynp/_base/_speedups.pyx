@@ -624,6 +624,21 @@ cdef object _split_costly = frozenset()
 cdef list _split_ufuncs = [None] * 16    # the NumPy ufunc of a binary dunder kind (K_*)
 
 
+cdef object _note_blas_fn = None         # lazynp._base.split.note_blas
+cdef Py_ssize_t _blas_min = 0
+cdef object _blas_functions = frozenset()
+
+
+def configure_blas_note(note, Py_ssize_t min_elems, functions):
+    """``note()`` after a matrix product run at once (``a @ b``, or one of ``functions``)
+    whose larger operand has ``min_elems`` elements or more (OpenBLAS's workers then spin a
+    while: lazynp._base.split)."""
+    global _note_blas_fn, _blas_min, _blas_functions
+    _note_blas_fn = note
+    _blas_min = min_elems
+    _blas_functions = frozenset(functions)
+
+
 def configure_split(fn, Py_ssize_t min_costly, Py_ssize_t min_cheap, costly,
                     dict ufuncs_by_kind):
     """Large elementwise work run at once on two threads (lazynp._base.split): ``fn(ufunc,
@@ -2149,6 +2164,9 @@ cdef object _eager_positional(EagerFirst self, PyObject **args, size_t n):
                 r = lz_vectorcall(self.np_fn, vals, n, NULL)
         else:
             r = lz_vectorcall(self.np_fn, vals, n, NULL)
+        if maxsize >= _blas_min and _note_blas_fn is not None and \
+                self.np_fn in _blas_functions:
+            _note_blas_fn()         # (a product on BLAS's threads: lazynp._base.split)
         t = type(r)
         if (t is _ndarray_np and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>r) and
                 cnp.PyArray_BASE(<cnp.ndarray>r) == NULL) or isinstance(r, _np_generic) or \
@@ -2289,12 +2307,16 @@ cdef object _eager_call_sized(fn, tuple args, dict kwargs, kind, bint sized, imp
             return _NOT_EAGER
         if maxsize >= _split_min_rows:
             return _wrap_result(_split_rows(fn, vals, kw), vals)
-        return _wrap_result(_call_numpy(fn, impl, vals, kw), vals)
-    if sized and maxsize >= _eager_max:
-        return _NOT_EAGER
-    if maxsize >= _split_min_rows:
-        return _wrap_result(_split_rows(fn, vals, {}), vals)
-    return _wrap_result(_call_numpy(fn, impl, vals, None), vals)
+        r = _call_numpy(fn, impl, vals, kw)
+    else:
+        if sized and maxsize >= _eager_max:
+            return _NOT_EAGER
+        if maxsize >= _split_min_rows:
+            return _wrap_result(_split_rows(fn, vals, {}), vals)
+        r = _call_numpy(fn, impl, vals, None)
+    if maxsize >= _blas_min and _note_blas_fn is not None and fn in _blas_functions:
+        _note_blas_fn()         # (a product on BLAS's threads: lazynp._base.split)
+    return _wrap_result(r, vals)
 
 
 cdef object _split_rows = None
@@ -2667,6 +2689,12 @@ cdef object _binop(int k, x, y):
                     r = lz_vector_dot(vx, vy)
                     if r is not None:
                         return _wrap(r)
+                    r = _number_op(k, vx, vy)
+                    if _note_blas_fn is not None and (
+                            cnp.PyArray_SIZE(<cnp.ndarray>vx) >= _blas_min or
+                            cnp.PyArray_SIZE(<cnp.ndarray>vy) >= _blas_min):
+                        _note_blas_fn()
+                    return _wrap(r)
                 return _wrap(_number_op(k, vx, vy))
     if isinstance(x, ndarray):
         f = _fwd_plain[k] if _never_defers_to(y) else _fwd[k]

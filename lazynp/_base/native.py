@@ -55,6 +55,7 @@ INTERFACE: dict[str, tuple[tuple[str, ...], str]] = {
     "configure_split": (("fn", "min_costly", "min_cheap", "costly", "ufuncs_by_kind"),
                         "lazynp._base.split"),
     "configure_row_split": (("run", "min_elems"), "lazynp._base.split"),
+    "configure_blas_note": (("note", "min_elems", "functions"), "lazynp._base.split"),
     "configure_array": (("cls", "leaf", "leaf_op", "materialize", "getitem", "setitem",
                          "writable", "construct", "data_offset", "view_node", "view_on",
                          "array", "array_ufunc", "transpose", "check_buffer_dtype"),

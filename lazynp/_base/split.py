@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -49,6 +50,38 @@ COSTLY = frozenset(("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "si
 _ALIGN = 64          # elements: the cut falls on a multiple of this
 
 enabled = os.environ.get("LAZYNP_SPLIT", "1").strip() != "0" and len(allowed_cpus()) > 1
+
+#: Seconds after a BLAS call that OpenBLAS runs on several threads during which nothing is
+#: split.  OpenBLAS's workers do not sleep when a call ends: they spin for its thread
+#: timeout, 2^28 cycles by default (about 0.1 s at 2.5-3 GHz), so on two CPUs a split right
+#: after a product runs three busy threads on two CPUs.  Measured 2026-12-07 on the 2-core
+#: machine, gesummv at NPBench's S (``alpha * A @ x + beta * B @ x``, 2000x2000): the
+#: split ``beta * B`` took 3.2 ms against NumPy's 1.8-2.1 ms on one thread, and the call ran
+#: 6-23 ms (NumPy 7-9 ms).  0 turns the rule off.
+BLAS_SPIN_SECONDS = float(os.environ.get("LAZYNP_BLAS_SPIN_SECONDS", "0.1"))
+#: Elements of a product's larger operand from which OpenBLAS may use its threads (its
+#: gemv threads from 2304 x GEMM_MULTITHREAD_THRESHOLD = 9216 matrix elements; gemm later):
+#: smaller products leave its workers asleep.
+BLAS_THREADED_MIN = 9216
+#: NumPy's functions that run products on BLAS
+BLAS_FUNCTIONS = frozenset((np.matmul, np.dot, np.vdot, np.inner, np.tensordot))
+_blas_until = 0.0
+
+
+def note_blas() -> None:
+    """A product large enough for OpenBLAS's threads just ran (``a @ b``, ``np.dot``...):
+    no split until its workers are asleep again (:data:`BLAS_SPIN_SECONDS`)."""
+    global _blas_until
+    _blas_until = time.monotonic() + BLAS_SPIN_SECONDS
+
+
+def note_blas_for(args) -> None:
+    """:func:`note_blas` when an operand in ``args`` (a product's NumPy arguments) is large
+    enough for OpenBLAS's threads."""
+    for a in args:
+        if type(a) is np.ndarray and a.size >= BLAS_THREADED_MIN:
+            note_blas()
+            return
 
 
 class _Noted:
@@ -203,6 +236,8 @@ def _both(fn, lo: tuple, lo_kw: dict, hi: tuple, hi_kw: dict):
     the two results, or None when either half raised or met a floating-point flag (the
     caller then makes NumPy's own call, for its errors), or when another thread is
     splitting (one split at a time)."""
+    if _blas_until and time.monotonic() < _blas_until:
+        return None         # (OpenBLAS's workers still spin: one thread is faster)
     if not _lock.acquire(blocking=False):
         return None
     try:
@@ -534,4 +569,5 @@ def install(speedups) -> None:
     costly = [getattr(np, name) for name in COSTLY if isinstance(getattr(np, name, None),
                                                                  np.ufunc)]
     speedups.configure_split(call, SPLIT_MIN_COSTLY, SPLIT_MIN, costly, kinds)
+    speedups.configure_blas_note(note_blas, BLAS_THREADED_MIN, BLAS_FUNCTIONS)
     speedups.configure_row_split(run, SPLIT_MIN_ROWS)

@@ -21,9 +21,16 @@ from ..ops.registry import OPS, Op, register
 
 
 def _call_impl_for(fn):
-    def impl(*vals, tpl):
-        a, k = _fill_deep(tpl, vals)
-        return _split.run(fn, a, k)         # (independent rows of large work: two threads)
+    if fn in _split.BLAS_FUNCTIONS:     # (split.note_blas)
+        def impl(*vals, tpl):
+            a, k = _fill_deep(tpl, vals)
+            res = fn(*a, **k)
+            _split.note_blas_for(a)
+            return res
+    else:
+        def impl(*vals, tpl):
+            a, k = _fill_deep(tpl, vals)
+            return _split.run(fn, a, k)         # (independent rows of large work: two threads)
     impl.__name__ = getattr(fn, "__name__", "call")
     impl.numpy_function = fn        # (compiled plans call it directly: jit.py)
     return impl
@@ -41,6 +48,8 @@ def _call_impl_out_for(fn):
             _split.einsum_into(a, k, out, _outer_products.row_writer(a, k, out))
         else:
             fn(*a, out=out, **k)
+            if fn is np.matmul:
+                _split.note_blas_for(a)
     impl_out.__name__ = fn.__name__
     return impl_out
 
