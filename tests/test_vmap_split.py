@@ -15,7 +15,11 @@ pytestmark = pytest.mark.skipif(not _split.enabled, reason="single core or LAZYN
 
 @pytest.fixture
 def splits(monkeypatch):
-    """The number of einsum calls run in two halves."""
+    """The number of einsum calls run in two halves.  The pause after a threaded BLAS
+    product (split.BLAS_SPIN_SECONDS: the gradients' products come right before) is off
+    here: these tests are about the split itself (tests/test_split.py tests the pause)."""
+    monkeypatch.setattr(_split, "BLAS_SPIN_SECONDS", 0.0)
+    monkeypatch.setattr(_split, "_blas_until", 0.0)
     count = [0]
     real = _split._both
 
