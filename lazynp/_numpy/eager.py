@@ -92,8 +92,8 @@ def try_call(fn, args: tuple, kwargs: dict, kind: str = "opaque", base=None):
         return NOT_EAGER
     vals, kw = unwrapped
     res = _split.run(fn, vals, kw) if acc[0] >= _split.SPLIT_MIN_ROWS else fn(*vals, **kw)
-    if acc[0] >= _split.BLAS_THREADED_MIN and fn in _split.BLAS_FUNCTIONS:
-        _split.note_blas()
+    if fn in _split.BLAS_FUNCTIONS:
+        _split.note_blas_for(vals)
     _count()
     return wrap(res, acc[1:])
 
