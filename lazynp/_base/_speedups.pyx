@@ -4191,3 +4191,97 @@ def replay_structure(outs, dict tape, inputs, freeze, placeholder, view_op, unca
     where = tuple([index.get(PyLong_FromVoidPtr(<void*>x), -1) for x in inputs])
     heads = tuple([index[PyLong_FromVoidPtr(<void*>x)] for x in outs])
     return (tuple(items), where, heads), externals, readers
+
+
+# --- a kernel's strided inputs and type key (kernels/fused.py, kernels/cpu.py, in C) --------------
+
+cdef object _np_uint64 = _numpy.dtype(_numpy.uint64)
+
+
+def strided_inputs(list vals, tuple shape):
+    """``kernels.fused.strided_inputs`` (its pure Python reference, same results) for inputs
+    whose dtype is their owner's; NotImplemented where one is not (a complex block's
+    ``.real``: the reference handles it) or is no NumPy array."""
+    cdef Py_ssize_t ndim = len(shape), nv = len(vals), k, d, lead, vnd
+    cdef Py_ssize_t item, off, st
+    cdef cnp.ndarray v, owner
+    cdef cnp.npy_intp dims[2]
+    cdef PyObject *b
+    cdef long long *row
+    dims[0] = nv
+    dims[1] = ndim + 1
+    table = cnp.PyArray_ZEROS(2, dims, cnp.NPY_UINT64, 0)
+    cdef long long *data = <long long *>cnp.PyArray_DATA(<cnp.ndarray>table)
+    cdef list bufs = []
+    for k in range(nv):
+        o = vals[k]
+        if not cnp.PyArray_CheckExact(o):
+            return NotImplemented
+        v = <cnp.ndarray>o
+        owner = v
+        while True:
+            b = <PyObject *>cnp.PyArray_BASE(owner)
+            if b == NULL or not cnp.PyArray_CheckExact(<object>b):
+                break
+            owner = <cnp.ndarray><object>b
+        item = cnp.PyArray_ITEMSIZE(v)
+        vnd = cnp.PyArray_NDIM(v)
+        if vnd > ndim:
+            return NotImplemented
+        if <void *>cnp.PyArray_DESCR(owner) != <void *>cnp.PyArray_DESCR(v) and \
+                owner.dtype != v.dtype:
+            return NotImplemented
+        if not cnp.PyArray_IS_C_CONTIGUOUS(owner) or item == 0:
+            return None
+        off = <Py_ssize_t>(cnp.PyArray_BYTES(v) - cnp.PyArray_BYTES(owner))
+        if off % item:
+            return None
+        row = data + k * (ndim + 1)
+        row[0] = off // item
+        lead = ndim - vnd
+        for d in range(vnd):
+            if cnp.PyArray_DIMS(v)[d] != 1 or shape[lead + d] == 1:
+                st = cnp.PyArray_STRIDES(v)[d]
+                if st % item:
+                    return None
+                row[1 + lead + d] = st // item
+        bufs.append(cnp.PyArray_Ravel(owner, cnp.NPY_CORDER))
+    return bufs, table
+
+
+def stride_classes(table, Py_ssize_t column):
+    """Per row of a :func:`strided_inputs` table, its stride in ``column`` as a class:
+    ``z`` (0), ``u`` (1) or ``s`` (any other); kernels/tree.py's ``inner``."""
+    cdef cnp.ndarray t = <cnp.ndarray>table
+    cdef Py_ssize_t rows = cnp.PyArray_DIMS(t)[0], cols = cnp.PyArray_DIMS(t)[1], k
+    cdef long long *data = <long long *>cnp.PyArray_DATA(t)
+    cdef long long s
+    chars = bytearray(rows)
+    for k in range(rows):
+        s = data[k * cols + column]
+        chars[k] = 122 if s == 0 else 117 if s == 1 else 115     # z, u, s
+    return chars.decode("ascii")
+
+
+cdef object _array_type_key(cnp.ndarray a):
+    cdef int f = cnp.PyArray_FLAGS(a)
+    return (a.dtype, cnp.PyArray_NDIM(a), (f & cnp.NPY_ARRAY_C_CONTIGUOUS) != 0,
+            (f & cnp.NPY_ARRAY_F_CONTIGUOUS) != 0, (f & cnp.NPY_ARRAY_WRITEABLE) != 0,
+            (f & cnp.NPY_ARRAY_ALIGNED) != 0)
+
+
+cdef object _one_type_key(a):
+    t = type(a)
+    if cnp.PyArray_CheckExact(a):
+        return _array_type_key(<cnp.ndarray>a)
+    if t is tuple:
+        return (tuple, tuple([_one_type_key(x) for x in <tuple>a]))
+    if t is int or t is float or t is bool:
+        return t
+    return (t, a)
+
+
+def type_key(args):
+    """``kernels.cpu._type_key`` of each of ``args`` (its pure Python reference, same
+    results), as a tuple."""
+    return tuple([_one_type_key(a) for a in args])

@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from .._base import counters as _counters
+from .._base import counters as _counters, native as _native
 from . import cache as _cache, threading_layer as _threading_layer
 
 
@@ -560,12 +560,20 @@ def _type_key(a):
     return (t, a)      # anything else: by value (never wrong, not used by the generators)
 
 
+def _type_keys_py(args) -> tuple:
+    return tuple(_type_key(a) for a in args)
+
+
+#: :func:`_type_key` of each argument (the C helper when built)
+_type_keys = _native.ext.type_key if _native.ext is not None else _type_keys_py
+
+
 def get_kernel(source: str, args, block: bool = False):
     """The compiled kernel for ``source`` and these argument types, or None when it is not
     ready yet (a background compile is queued) or cannot be compiled.  ``block``: compile it
     in the caller now; else the caller does so once its group's op-by-op runs while it was
     pending cost as much as that (:func:`_worth_waiting`)."""
-    tkey = tuple(_type_key(a) for a in args)
+    tkey = _type_keys(args)
     disp = _ready_by_tkey.get((source, tkey))
     if disp is not None:
         return disp

@@ -248,6 +248,10 @@ def strided_inputs(vals: list, shape: tuple):
     dimensions; a negative stride as its two's complement: the kernel's unsigned index
     arithmetic wraps to the right address).  None when an input's memory is not laid out
     that way."""
+    if _strided_inputs_c is not None:
+        r = _strided_inputs_c(vals, shape)
+        if r is not NotImplemented:
+            return r
     ndim = len(shape)
     bufs = []
     table = np.zeros((len(vals), ndim + 1), np.int64)
@@ -307,6 +311,7 @@ def _data_offset(a, base) -> int:
 
 
 _data_offset_c = _native.ext.data_offset if _native.ext is not None else None
+_strided_inputs_c = _native.ext.strided_inputs if _native.ext is not None else None
 
 
 def loop_order(table, ndim: int):

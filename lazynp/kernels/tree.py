@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._base import counters as _counters
+from .._base import counters as _counters, native as _native
 from . import cpu, exprs, fpflags, fused
 
 #: trees above this many nodes are left to the ordinary flush
@@ -205,8 +205,7 @@ def run(target, tree=None, value_of=None, out=None, store=(), vals=None) -> bool
             args = vals + consts + [out] + extra
         # each operand's innermost stride as a class: 0 (broadcast), 1 (contiguous rows) or
         # any; the kernel spells the first two out, so its inner loop vectorizes
-        inner = "".join(_STRIDE_CLASS.get(int(x), "s") for x in
-                        table[1].view(np.int64)[:, ndim]) if table is not None and ndim else ""
+        inner = _stride_classes(table[1], ndim) if table is not None and ndim else ""
         key = (sid, ndim, table is not None, pos, inner, sig)
         source = _nd_sources.get(key)
         if source is None:
@@ -291,6 +290,14 @@ _nd_sources: dict = {}
 
 
 _STRIDE_CLASS = {0: "z", 1: "u"}
+
+
+def _stride_classes(table, column: int) -> str:
+    """Per row of a ``fused.strided_inputs`` table, the class of its stride in ``column``
+    (``z`` 0, ``u`` 1, ``s`` other; the C helper when built)."""
+    if _native.ext is not None:
+        return _native.ext.stride_classes(table, column)
+    return "".join(_STRIDE_CLASS.get(int(x), "s") for x in table.view(np.int64)[:, column])
 
 
 def _render(target, n_in: int, ndim: int, strided: bool = False, store_at: tuple = (),
