@@ -356,7 +356,8 @@ cdef Py_ssize_t _max_tree = 0
 
 def configure(*, bound_flush, extobj_var, default_ext, pkg, tree_ids,
               tree_structure, merge_inputs, max_tree, max_pending,
-              flush, restart_site, run_untreed, tree_into, lone_sites,
+              flush, restart_site, run_untreed, tree_into, lone_sites, fragment_sites,
+              for_op_at_once,
               run_eager, run_now, value_for_eager,
               protected_ranges, errstate_traps, errstate_ignores, run_at_call, warnings_state,
               warnings_module, log_default, caught, issue_caught):
@@ -367,6 +368,7 @@ def configure(*, bound_flush, extobj_var, default_ext, pkg, tree_ids,
     global _bound_flush, _extobj_var, _default_ext, _pkg, _tree_ids
     global _tree_structure, _merge_inputs, _max_tree
     global _flush_fn, _restart_site_fn, _run_untreed_fn, _tree_into_fn, _lone_sites
+    global _for_op_at_once, _fragment_sites
     global _run_eager_fn, _run_now_py, _value_for_eager_fn
     global _protected_ranges, _errstate_traps, _run_at_call_fn, _warnings_state_fn
     global _warnings_ns, _log_default, _caught, _issue_caught, _errstate_ignores
@@ -392,6 +394,8 @@ def configure(*, bound_flush, extobj_var, default_ext, pkg, tree_ids,
     _run_untreed_fn = run_untreed
     _tree_into_fn = tree_into
     _lone_sites = lone_sites
+    _for_op_at_once = for_op_at_once
+    _fragment_sites = fragment_sites
     _run_eager_fn = run_eager
     _run_now_py = run_now
     _value_for_eager_fn = value_for_eager
@@ -1799,6 +1803,8 @@ cdef bint _to_tree(x, y, bint unary) except -1:
     cdef Py_ssize_t nx = _operand_size(x)
     if (nx if unary else nx * _operand_size(y)) < _tree_min:
         return False
+    if _reads_shared(x) or not unary and _reads_shared(y):
+        return False        # (runs at once, policy.decide_on_nodes: on NumPy's fast path)
     sx = _tree_side(x)
     if sx is _NE:
         return False
@@ -1826,11 +1832,21 @@ cdef bint _to_tree(x, y, bint unary) except -1:
     if n < _tree_min or n >= _eager_max:
         return False
     cdef int lasti = 0
-    if _lone_sites:
+    if _lone_sites or _fragment_sites:
         code = lz_user_code(_pkg, &lasti)
-        if code is not None and (code, lasti) in _lone_sites:
-            return False
+        if code is not None:
+            key = (code, lasti)
+            if n < _lone_sites.get(key, 0):
+                return False
+            if n < _fragment_sites.get(key, 0) and not _pending(x) and \
+                    (unary or not _pending(y)):
+                return False        # (a fragment's line starts no new tree)
     return True
+
+
+cdef inline bint _pending(o):
+    """A lazynp array operand whose value is pending (a tree it would join)."""
+    return type(o) is ndarray and _evalue(<ndarray>o) is None
 
 
 cdef tuple _broadcast_shapes(tuple a, tuple b):
@@ -1851,9 +1867,29 @@ cdef tuple _broadcast_shapes(tuple a, tuple b):
     return tuple(out)
 
 
-#: state.lone_sites: user lines whose medium elementwise op made trees of that op alone
-#: (the next statement read it: nothing to fuse): they run at once
-cdef set _lone_sites = set()
+#: state.lone_sites: user lines whose medium elementwise op headed trees that did not pay
+#: (that op alone: the next statement read it, nothing to fuse; or too little work) -> the
+#: number of elements below which they run at once
+cdef dict _lone_sites = {}
+#: state.fragment_sites: lines whose ops made fragments of too little work -> the number of
+#: elements below which they start no new tree (joining a pending one still)
+cdef dict _fragment_sites = {}
+#: core/trees.py's ``for_op_at_once``: [> 0 while an elementwise op run at once computes
+#: its pending arguments] (the trees it flushes are the short ends of chains, not lines
+#: computed alone)
+cdef list _for_op_at_once = [0]
+
+
+cdef inline object _elementwise_arg(o, bint sized):
+    """:func:`_eager_arg` of an elementwise op run at once (``for_op_at_once`` raised while
+    it computes a pending operand)."""
+    if type(o) is ndarray and _evalue(<ndarray>o) is None:
+        _for_op_at_once[0] += 1
+        try:
+            return _eager_arg(o, sized)
+        finally:
+            _for_op_at_once[0] -= 1
+    return _eager_arg(o, sized)
 
 
 cdef inline object _eager_arg(o, bint sized):
@@ -1883,6 +1919,19 @@ cdef inline object _eager_arg(o, bint sized):
     if isinstance(o, _np_generic):
         return o
     return _NE
+
+
+cdef inline bint _reads_shared(o):
+    """:func:`_shared`, or a view of an array whose buffer the caller's NumPy code holds
+    (``lazynp.asarray(a)[1:]``): an op reading it runs at once (policy.decide_on_nodes), so
+    it joins no tree kernel."""
+    if type(o) is not ndarray:
+        return False
+    cdef ndarray a = <ndarray>o
+    if a._v is None:
+        return a._ext
+    cdef Node h = <Node>(<Var>a._v).head
+    return h.state == DONE and h.error is None and h.exported is True
 
 
 cdef inline bint _shared(o):
@@ -2663,13 +2712,14 @@ cdef object _binop(int k, x, y):
     """``x (op) y`` with ``x`` or ``y`` a lazynp array: at once on the values when the
     policy allows it (matmul at any size), else the recorded path."""
     cdef object vx, vy, r
-    cdef bint sized = k != K_MATMUL
+    cdef bint sized = k != K_MATMUL, elementwise
     if not _record_all and not (sized and k != K_DIVMOD and _to_tree(x, y, False)):
+        elementwise = sized
         if sized and (_shared(x) or _shared(y)):
             sized = False
-        vx = _eager_arg(x, sized)
+        vx = _elementwise_arg(x, sized) if elementwise else _eager_arg(x, sized)
         if vx is not _NE:
-            vy = _eager_arg(y, sized)
+            vy = _elementwise_arg(y, sized) if elementwise else _eager_arg(y, sized)
             if vy is not _NE:
                 if _split_fn is not None and (_large(vx) or _large(vy)):
                     # (before NumPy's elision: on two threads a large op is faster than in
@@ -3588,7 +3638,10 @@ cdef Node _record(op, args, params, shape, dtype):
             if type(a) is Node:
                 (<Node>a).use_count += 1
     if d == D_TREE and (not n.has_tree or
-                        _lone_sites and (n.site_code, n.site_lasti) in _lone_sites):
+                        _lone_sites and _size_of(shape) <
+                        _lone_sites.get((n.site_code, n.site_lasti), 0) or
+                        _fragment_sites and n.tree_size == 1 and _size_of(shape) <
+                        _fragment_sites.get((n.site_code, n.site_lasti), 0)):
         done = _run_untreed_fn(n)      # (joins no tree kernel: at once)
         if done is not None:
             return <Node>done

@@ -8,7 +8,7 @@ the pure Python versions of the same code (``core/recorder.py``, ``core/executor
 
 The extension holds no rule of its own and reads no module's globals: the modules above
 hand it what it needs through the named calls of :data:`INTERFACE` (callables, state
-objects such as ``core.state``'s record counters and ``lone_sites`` set, and numbers),
+objects such as ``core.state``'s record counters and ``lone_sites`` dict, and numbers),
 and setters push it the mutable flags (``core.state.shared.keep_graph``, ``devices.HOOK``,
 the policy's numbers).  ``tests/test_native_interface.py`` keeps the two sides in step:
 every call below takes exactly these names, and the ``configure...`` calls take them as
@@ -42,6 +42,7 @@ INTERFACE: dict[str, tuple[tuple[str, ...], str]] = {
     "configure": (("bound_flush", "extobj_var", "default_ext", "pkg", "tree_ids",
                    "tree_structure", "merge_inputs", "max_tree", "max_pending",
                    "flush", "restart_site", "run_untreed", "tree_into", "lone_sites",
+                   "fragment_sites", "for_op_at_once",
                    "run_eager", "run_now", "value_for_eager",
                    "protected_ranges", "errstate_traps", "errstate_ignores", "run_at_call",
                    "warnings_state", "warnings_module", "log_default", "caught",

@@ -76,16 +76,29 @@ EAGER_MAX_ELEMS = int(os.environ.get("LAZYNP_EAGER_MAX_ELEMS", "1000000"))
 #: Elementwise ufunc work from this many elements (and below :data:`EAGER_MAX_ELEMS`) is
 #: recorded when it joins a *tree kernel* (kernels/tree.py: a chain of same-shape
 #: elementwise ops on computed arrays and views, one loop, computed in the calling thread
-#: when read); an op that cannot join one runs at once.  Below it NumPy's calls cost less
-#: than a tree's ~20-30 us of recording, flush and kernel dispatch.  Measured 2026-12-06 on
-#: the 2-core machine (float64, NumPy's time / at once / as a tree, us): a 1-D stencil
-#: assigned to a region 50/48/50 at 2^15, 122/97/82 at 2^16, 284/270/136 at 2^18; a 5-op
-#: chain then max 80/68/67 at 2^15, 177/143/126 at 2^16; a 2-op chain then sum 27/23/45 at
-#: 2^15, 70/66/86 at 2^16, 88/84/85 at 2^17, 152/146/138 at 2^18.  dropin.py: 2^16 and 2^17
-#: equal within noise (small sizes 1.17-1.18x / 1.16x, 10x 1.38x / 1.43x), but at 2^16 the
-#: backward pass of autodiff.py's MLP (256x256 activations, short trees read at once by a
-#: matmul) ran 1.08-1.16x the hand-written gradient's time against 1.05-1.07x at 2^17.
-TREE_MIN_ELEMS = int(os.environ.get("LAZYNP_TREE_MIN_ELEMS", str(1 << 17)))
+#: when read); an op that cannot join one runs at once.  Whether a tree paid is judged when
+#: it runs (:data:`TREE_MIN_WORK`: the lines of one that did not run at once afterwards):
+#: this bound only keeps the recording's question off work too small for any tree to pay,
+#: a 16-op statement on fewer elements saving less than TREE_MIN_WORK.  Until 2026-12-07
+#: it was 2^17 with no such judgement, which left NPBench's 15-op heat-3d statement at
+#: preset S (12,167 elements) and M (54,872) to NumPy's op-by-op calls (0.93x and 1.0x its
+#: speed; as trees 1.3x and 2.6x).
+TREE_MIN_ELEMS = int(os.environ.get("LAZYNP_TREE_MIN_ELEMS", str(1 << 13)))
+
+#: A tree kernel pays its fixed cost (recording, flush, the kernel's dispatch: ~10-20 us)
+#: by the passes over memory it saves: NumPy writes and reads back a temporary per op but
+#: the last (and copies the last into an assigned region).  A tree saving fewer element-
+#: passes than this (its elements times its ops, minus one when its result is read rather
+#: than assigned) makes the user lines of its ops run at once below the size from which it
+#: would save enough, from its second such run on (core/trees.py, ``lone_sites``).
+#: Measured 2026-12-07 on the 2-core machine once a tree's arguments were prepared in C
+#: (float64, us, NumPy / at once / as a tree; benchmarks/tree_threshold.py): a 2-op chain
+#: then sum at 65536 elements 41/37/46 (65k element-passes), at 131072 71/70/74 (131k);
+#: a 5-op chain then max at 16384 21/21/26 (66k), at 32768 43/37/36 (131k), at 65536
+#: 77/67/51 (262k); a 1-D 3-point stencil assigned at 32766 27/28/30 (98k), at 65534
+#: 50/51/37 (197k); a 2-D 5-point stencil assigned at 15876 39/27/30 (79k), at 32041
+#: 78/51/42 (160k); a 15-op 3-D stencil assigned at 12167 96/98/81 (182k).
+TREE_MIN_WORK = int(os.environ.get("LAZYNP_TREE_MIN_WORK", str(1 << 17)))
 
 #: Recorded work of fewer elements than this that forms a tree kernel runs as one (in the
 #: calling thread); larger work goes to the fusion pass and the engine's threads.  Above

@@ -21,8 +21,9 @@ from . import late_warnings as _late_warnings, policy as _policy
 from .executor import bound_flush, compute_now, flush, run_at_call, value_for_eager
 from .node_errors import issue_caught
 from .nodes import DONE, LEAF, PENDING, VIEW, Node, Var, computed, own_result, root, value_of
-from .state import STATS, counts as _counts, lone_sites, shared as _shared
-from .trees import note_copy_on_write as _note_copy_on_write, restart_site, tree_into, \
+from .state import STATS, counts as _counts, fragment_sites, lone_sites, shared as _shared
+from .trees import for_op_at_once as _for_op_at_once, \
+    note_copy_on_write as _note_copy_on_write, restart_site, tree_into, \
     tree_structure
 
 _PKG = _site.PACKAGE_DIR
@@ -154,7 +155,9 @@ def _record(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> No
         for a in args:
             if type(a) is Node:
                 a.use_count += 1
-    if tree_only and (n.tree is None or lone_sites and n.site in lone_sites):
+    if tree_only and (n.tree is None or lone_sites and _prod(shape) < lone_sites.get(n.site, 0)
+                      or fragment_sites and n.tree[_tree.TREE_SIZE] == 1 and
+                      _prod(shape) < fragment_sites.get(n.site, 0)):
         done = _run_untreed(n)
         if done is not None:
             return done
@@ -189,7 +192,7 @@ def _run_untreed(n: Node) -> Node:
             r = a.args[0] if a.op is VIEW else a
             if r.state != DONE or r.value is None:
                 pending.append(r)
-    if pending and not compute_now(pending):
+    if pending and not _compute_for_op_at_once(pending):
         return None
     for a in n.args:
         if type(a) is Node:
@@ -240,8 +243,20 @@ def run_now(op: Op, args: tuple, shape: tuple) -> int:
                 size = n
     d = _policy.decide_on_nodes(op, size, failed, shared, objects, lambda: _permuted_args(args))
     if pending is not None and d == _NOW:
-        return _NOW if compute_now(pending) else _RECORD
+        done = _compute_for_op_at_once(pending) if op.kind == "elementwise" else \
+            compute_now(pending)
+        return _NOW if done else _RECORD
     return d
+
+
+def _compute_for_op_at_once(pending: list) -> bool:
+    """``compute_now(pending)`` for an elementwise op that runs at once: the trees it
+    flushes are the short ends of a chain, not lines computed alone (trees.for_op_at_once)."""
+    _for_op_at_once[0] += 1
+    try:
+        return compute_now(pending)
+    finally:
+        _for_op_at_once[0] -= 1
 
 
 def _permuted_args(args: tuple) -> bool:
@@ -392,7 +407,7 @@ def _configure_speedups(ext) -> None:
         tree_structure=_tree.structure, merge_inputs=_tree.merge_inputs, max_tree=_MAX_TREE,
         max_pending=_config.MAX_PENDING_NODES,
         flush=flush, restart_site=restart_site, run_untreed=_run_untreed, tree_into=tree_into,
-        lone_sites=lone_sites,
+        lone_sites=lone_sites, fragment_sites=fragment_sites, for_op_at_once=_for_op_at_once,
         run_eager=run_eager, run_now=run_now, value_for_eager=value_for_eager,
         protected_ranges=_policy.protected_ranges, errstate_traps=_policy.errstate_traps,
         errstate_ignores=_policy.errstate_ignores,

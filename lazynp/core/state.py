@@ -18,7 +18,7 @@ import threading
 from .._base import config as _config, native as _native
 
 STATS = {"ops_eager": 0, "flushes": 0, "nodes_executed": 0, "bound_flushes": 0,
-         "inplace_writes": 0, "copy_on_write": 0}
+         "inplace_writes": 0, "copy_on_write": 0, "tree_ops_on_numpy": 0}
 
 
 class RecordState:
@@ -79,12 +79,19 @@ class GraphState:
 
 shared = GraphState()
 
-#: user lines (``(code, offset)``) whose op of medium size was computed as a tree kernel of
-#: that op alone more than once (what read it next was no elementwise op: nothing fused
-#: with it, and recording cost more than NumPy's call): their ops run at once from then on
-lone_sites: set = set()
+#: user lines (``(code, offset)``) whose op of medium size headed a tree kernel that did not
+#: pay more than once (a tree of that op alone: what read it next was no elementwise op,
+#: nothing fused with it; or a tree of too little work, ``policy.TREE_MIN_WORK``) -> the
+#: number of elements below which their op runs at once from then on
+lone_sites: dict = {}
 #: user lines seen once so far as such a lone tree kernel: line -> count
 lone_counts: dict = {}
+#: user lines whose ops made trees of too little work cut short by an op run at once more
+#: than once (``1 + a`` read by ``b + shared_input``: a fragment, core/trees.py) -> the
+#: number of elements below which their op starts no new tree (it still joins a pending
+#: one: elsewhere the same line may be inside a long chain)
+fragment_sites: dict = {}
+fragment_counts: dict = {}
 #: user lines whose op made a tree grow past ``MAX_TREE`` (a long chain: the tree restarted
 #: there).  The last tree of such a chain may be that op alone (a loop's last step, read at
 #: the end): that does not make the line lone.

@@ -9,21 +9,23 @@ read through that module's ``FX_...`` field names.
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
-from ..kernels import tree as _tree
+from ..kernels import cpu as _cpu, tree as _tree
 from ..kernels.tree import TREE_FLOATS, TREE_GENERATION, TREE_ID, TREE_INPUTS, TREE_INTS, TREE_SIZE
 from ..ops.registry import Op
 from . import late_warnings as _late_warnings, policy as _policy
 from .nodes import DONE, PENDING, VIEW, Node, computed, live_pending_heads, value_of
-from .state import STATS, counts as _counts, lock as _lock, lone_counts, lone_sites, \
-    restarted_sites, shared as _shared
+from .state import STATS, counts as _counts, fragment_counts, fragment_sites, lock as _lock, \
+    lone_counts, lone_sites, restarted_sites, shared as _shared
 
 _MAX_TREE = _tree.MAX_TREE
 _tree_ids = _tree.structure_ids
 _warnings_state = _late_warnings.state
 _prod = math.prod
+_thread_time = time.thread_time
 
 
 def tree_structure(n: Node, op: Op, args: tuple, shape: tuple, count_uses: bool) -> int:
@@ -136,11 +138,69 @@ def flush_tree(t: Node) -> bool:
     for x in tree[TREE_INPUTS]:
         if not computed(x):
             return False
+    fragment = for_op_at_once[0]
+    short = _short_tree_sites(t, tree, fragment_counts if fragment else lone_counts)
     if not _run_tree(t, tree, None, None):
         return False
-    if tree[TREE_SIZE] == 1 and t.site is not None:
-        _count_lone(t.site)
+    if fragment:
+        if t.site is not None and _too_little_work(t, tree):
+            # (one op's fragment pays from TREE_MIN_WORK elements: its tree spared the pass
+            # of a later op that ran at once)
+            _count_lone(t.site, min(_work_bound(tree), _policy.TREE_MIN_WORK), short or (),
+                        fragment_sites, fragment_counts)
+    elif short is not None:
+        _count_lone(t.site, _work_bound(tree), short)
+    elif tree[TREE_SIZE] == 1 and t.site is not None:
+        _count_lone(t.site, _ALWAYS)
     return True
+
+
+#: [> 0 while an elementwise op that runs at once computes its pending arguments]: a tree
+#: flushed then is a *fragment*, the short end of a chain cut by that op (run at once as a
+#: lone line, or reading an array NumPy shares), not a line computed alone nor a statement
+#: of too little work.  Its lines, when it does too little work, become fragment lines
+#: (``fragment_sites``): below the bound their ops start no new tree but still join a
+#: pending one.  (Made lone instead, they broke the same lines' long chains elsewhere:
+#: NPBench runs each kernel on inputs NumPy shares and on its own, and heat-3d's 15-op
+#: statement fell apart in the second after its fragments in the first.)
+for_op_at_once = [0]
+
+
+#: a lone site's bound when its op runs at once at every size (a tree of that op alone)
+_ALWAYS = 1 << 62
+
+
+def _short_tree_sites(t: Node, tree, counts: dict, assigned: bool = False):
+    """None when ``t``'s tree (of more than one op) does enough work for its fixed cost, or
+    has no user line; else the user lines of its ops when running it now makes its head's
+    line lone (:func:`_count_lone`: its second such run), else ``()``.  All the ops of a
+    short tree then run at once below the same size: marking the head alone would leave a
+    shorter tree below it, itself short, and a chain would fall apart one op per call, each
+    op marked lone by a fragment instead of by the chain it belongs to."""
+    if tree[TREE_SIZE] == 1 or t.site is None or not _too_little_work(t, tree, assigned):
+        return None
+    if t.site in restarted_sites or counts.get(t.site, 0) < 1:
+        return ()
+    return [n.site for n in _tree.walk(t, tree[TREE_INPUTS]) if n.site is not None]
+
+
+def _too_little_work(t: Node, tree, assigned: bool = False) -> bool:
+    """``t``'s tree saved less work than a tree kernel's fixed cost pays for
+    (``policy.TREE_MIN_WORK``): the passes over memory of NumPy's temporaries it did
+    without, each of its elements; one per op but the last, whose result is a new array
+    as NumPy's is, unless ``assigned`` into a region (NumPy's temporary and copy)."""
+    return _saved_passes(tree, assigned) * _prod(t.shape) < _policy.TREE_MIN_WORK
+
+
+def _saved_passes(tree, assigned: bool) -> int:
+    return tree[TREE_SIZE] - (0 if assigned else 1)
+
+
+def _work_bound(tree, assigned: bool = False) -> int:
+    """The elements from which a tree of ``tree``'s size saves enough work (a tree of one
+    op, not assigned, never does)."""
+    passes = _saved_passes(tree, assigned)
+    return -(-_policy.TREE_MIN_WORK // passes) if passes else _ALWAYS
 
 
 def _run_tree(t: Node, tree, dest, vals) -> bool:
@@ -150,13 +210,53 @@ def _run_tree(t: Node, tree, dest, vals) -> bool:
         if t.state != PENDING or t.tree is None:
             return False            # (another thread's flush took it meanwhile)
         store = _tree_stores(t)
-        if not _tree.run(t, tree, value_of, dest, store, vals):
+        _cpu.forget_declined()
+        done = _tree.run(t, tree, value_of, dest, store, vals)
+        if done is None:
+            done = _run_ops_on_numpy(t, tree, dest, store)
+        if not done:
             return False
         _tree_done(t, store)
         # (other pending nodes, outside this tree, still count towards the bound flush)
         _counts.pending_count = max(0, _counts.pending_count - tree[TREE_SIZE])
         STATS["flushes"] += 1
         STATS["nodes_executed"] += tree[TREE_SIZE]
+    return True
+
+
+def _run_ops_on_numpy(t: Node, tree, dest, store: list) -> bool:
+    """While ``t``'s kernel is not ready: its tree's ops one by one on NumPy, here, each
+    pending node once (into ``dest`` for the head when given); ``t`` and ``store`` get their
+    values.  NumPy's own calls give NumPy's bits.  False, with nothing set, when an op
+    raised a floating-point condition (the ordinary flush then runs it, and NumPy's warning
+    comes at the recording line) or gave another dtype or shape than recorded.
+
+    Without this the flush fell back to the fusion pass and the engine, about 1.7 ms for a
+    15-op statement that NumPy runs in 0.1 ms (heat-3d's, NPBench at S): a medium tree's
+    first calls, while its kernel compiles, cost many times NumPy's."""
+    ins = tree[TREE_INPUTS]
+    order = _tree.dag(t, ins)[0]
+    values = {id(x): value_of(x) for x in ins}
+    t0 = _thread_time()
+    try:
+        with np.errstate(all="raise"):
+            for m in order:
+                vals = [values[id(a)] if type(a) is Node else a for a in m.args]
+                if m is t and dest is not None:
+                    v = m.op.ufunc(*vals, out=dest)
+                else:
+                    v = m.op.ufunc(*vals)
+                if type(v) is not np.ndarray or v.dtype != m.dtype or v.shape != m.shape:
+                    return False
+                values[id(m)] = v
+    except (FloatingPointError, KeyError):
+        return False
+    finally:
+        _cpu.charge_op_by_op(_thread_time() - t0)     # (the kernel's ski-rental rule)
+    t.value = values[id(t)]
+    for m in store:
+        m.value = values[id(m)]
+    STATS["tree_ops_on_numpy"] += len(order)
     return True
 
 
@@ -188,18 +288,24 @@ def restart_site(site) -> None:
     restarted_sites.add(site)
 
 
-def _count_lone(site) -> None:
-    """``site``'s op ran as a tree kernel of that op alone: the second time, it is lone."""
+def _count_lone(site, below: int, others=(), sites: dict = lone_sites,
+                counts: dict = lone_counts) -> None:
+    """``site``'s op ran as the head of a tree kernel that did not pay (that op alone, or
+    too little work): the second time, it is lone (runs at once).  ``below``: the number
+    of elements from which its op pays as the head of such a tree (the site runs at once
+    below it); ``others``: the lines of the tree's other ops, which become lone with it.
+    (``sites``, ``counts``: ``fragment_sites`` and its counts for a fragment's lines.)"""
     if site in restarted_sites:
         return
-    k = lone_counts.get(site, 0) + 1
+    k = counts.get(site, 0) + 1
     if k >= 2:
-        lone_sites.add(site)
-        lone_counts.pop(site, None)
+        for line in [site, *others]:
+            sites[line] = max(below, sites.get(line, 0))
+        counts.pop(site, None)
     else:
-        if len(lone_counts) > 4096:
-            lone_counts.clear()
-        lone_counts[site] = k
+        if len(counts) > 4096:
+            counts.clear()
+        counts[site] = k
 
 
 def tree_into(t: Node, dest: np.ndarray) -> bool:
@@ -224,15 +330,21 @@ def tree_into(t: Node, dest: np.ndarray) -> bool:
     base = dest if dest.base is None else dest.base
     copied = _copied_target[0] == id(base)
     _copied_target[0] = 0
+    short = _short_tree_sites(t, tree, lone_counts, True)
     if not _run_tree(t, tree, dest, vals):
         return False
-    if copied and tree[TREE_SIZE] == 1 and t.site is not None:
+    if t.site is not None and copied and tree[TREE_SIZE] == 1:
         # One op written into a buffer that had to be copied first (the op reads the
         # array it is assigned to: ``p[:] = np.minimum(p, q)``): the copy costs the pass
         # the kernel saves, and the tree's machinery (~20 us) is left; counted as a lone
         # op, the line runs at once from then on (160k elements: 116 -> 89 us a step,
-        # NumPy's).  Without a copy (``B[1:-1] = A[:-2] + A[2:]``) writing in place pays.
-        _count_lone(t.site)
+        # NumPy's).  Without a copy (``B[1:-1] = A[:-2] + A[2:]``) writing in place pays,
+        # when the tree does enough work (``_too_little_work``).
+        _count_lone(t.site, _ALWAYS)
+    elif short is not None:
+        _count_lone(t.site, _work_bound(tree, True), short)
+    elif t.site is not None and tree[TREE_SIZE] == 1 and _too_little_work(t, tree, True):
+        _count_lone(t.site, _work_bound(tree, True))
     return True
 
 

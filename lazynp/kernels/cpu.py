@@ -594,7 +594,7 @@ def get_kernel(source: str, args, block: bool = False):
         return disp
     if key in _failed or not compiles_available:
         return None
-    if block or SYNC_COMPILE or _worth_waiting(key, source, args):
+    if block or SYNC_COMPILE or on_disk(source) or _worth_waiting(key, source, args):
         with _compile_lock:
             if key not in _ready and key not in _failed:
                 STATS["kernel_foreground_compiles"] += 0 if block or SYNC_COMPILE else 1
@@ -619,9 +619,12 @@ def get_kernel(source: str, args, block: bool = False):
 # op-by-op work done for this kernel costs less than getting the kernel ready, then get it
 # ready in the caller (at the caller's priority) and use it.  That costs at most twice the
 # better choice made knowing the future (how many more calls come).  Getting a kernel ready
-# costs what a compile took in this process (a guess before the first), or, for a kernel
-# Numba keeps on disk, what a cache load took: a second process finds its kernels there
-# and loads them in the caller almost at once, compiling nothing.
+# costs what a compile took in this process (a guess before the first).  A kernel Numba
+# keeps on disk is loaded in the caller at once, compiling nothing: a load in the background
+# saved little, as the loading thread holds the GIL for most of it (NPBench's heat-3d at S,
+# a fresh process, its tree kernel on disk: the calls while it loaded in the background took
+# 17-170 ms against NumPy's 4.8 ms, then 3.7-4.5 ms).  The process's first load also
+# imports Numba and sets up its target (about 0.3 s, once); a later one took 2-3 ms.
 
 # The op-by-op work is what the caller measured it to cost (:func:`charge_op_by_op`: the
 # executor times a fused group's op-by-op run, in the thread's CPU time as compiles are), or,

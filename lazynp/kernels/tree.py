@@ -150,11 +150,12 @@ def squares(e, dtype) -> bool:
     return type(e) in _CONSTANTS and e == 2 and dtype.kind == "f"
 
 
-def run(target, tree=None, value_of=None, out=None, store=(), vals=None) -> bool:
+def run(target, tree=None, value_of=None, out=None, store=(), vals=None) -> bool | None:
     """Compute ``target`` with its tree kernel (``tree``: its tree structure, read once by the
     caller: a node computed meanwhile drops it; ``value_of``: an input node's NumPy value,
-    views realized); False when it cannot run now (no kernel yet, the arguments do not fit,
-    or a floating-point flag NumPy would warn about was raised).  ``out``: a NumPy array of ``target``'s shape
+    views realized); None when its kernel is not ready (compiling, or it cannot be
+    compiled), False when it cannot run for another reason (the arguments do not fit, or a
+    floating-point flag NumPy would warn about was raised).  ``out``: a NumPy array of ``target``'s shape
     and dtype to write the result into (that none of the inputs overlaps is the caller's
     to ensure); by default a new array.  ``store``: pending nodes inside the tree whose
     values are wanted too (arrays the program still holds): the kernel writes them as well
@@ -214,7 +215,7 @@ def run(target, tree=None, value_of=None, out=None, store=(), vals=None) -> bool
         # (views come in several layouts, each its own compiled signature)
         kernel = cpu.get_kernel(source, args)
     if kernel is None:
-        return False
+        return None             # (not ready yet: the caller may run the ops one by one)
     flags = kernel(*args)
     if flags and not fpflags.maybe_from_nan_compare(
             flags, order if order is not None else walk(target, ins), vals):

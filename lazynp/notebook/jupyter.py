@@ -81,6 +81,7 @@ _STAT_DOCS = {
     "pool_misses": "buffers allocated",
     "tree_kernels_run": "small-flush tree kernels run",
     "tree_kernels_rejected": "tree kernels that declined (rerun on NumPy)",
+    "tree_ops_on_numpy": "ops of tree kernels run one by one on NumPy (kernel not ready)",
 }
 
 
