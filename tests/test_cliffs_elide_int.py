@@ -10,7 +10,18 @@ from lazynp._base import native as _native
 
 pytestmark = pytest.mark.skipif(_native.ext is None, reason="the C recorder's elision")
 
-N = 100_000      # from NumPy's elision size, below the size bound (work runs at once)
+N = 100_000      # from NumPy's elision size, below the size bound
+
+
+@pytest.fixture(autouse=True)
+def at_once(monkeypatch):
+    """The work runs at once (these lines are no tree kernels: the elision is NumPy's
+    at-once path; 100,000 elements are within the trees' band since 2026-12-07)."""
+    from lazynp.core import policy
+    keep = policy.TREE_MIN_ELEMS
+    policy.set_tree_min_elems(1 << 40)
+    yield
+    policy.set_tree_min_elems(keep)
 
 
 def _shared(dtype, seed=0):

@@ -38,7 +38,7 @@ from hypothesis import strategies as st
 import lazynp
 import lazynp._base.config as lconfig
 from lazynp.core.state import shared as graph_state
-from lazynp.kernels import cpu as kcpu
+from lazynp.kernels import cache as kcache, cpu as kcpu
 from lazynp.kernels import pool as kpool
 
 # these tests study the graph machinery: every operation is recorded
@@ -1160,9 +1160,22 @@ def test_nan_inputs_do_not_send_kernels_to_numpy(with_compare):
 
 # --- background compilation and compile failures --------------------------------------------
 
-def test_background_compile_then_kernel(monkeypatch, small_work):
+def test_background_compile_then_kernel(monkeypatch, small_work, tmp_path):
     """The normal mode: the first run of a new group is NumPy's while the kernel compiles on
-    a background thread; once compiled the kernel runs, with the same values."""
+    a background thread; once compiled the kernel runs, with the same values.  (A kernel
+    new to the disk cache: one found there is loaded in the caller at once.)"""
+    old_dir, old_bound = kcache.directory(), kcache.max_bytes()
+    lazynp.configure(kernel_cache_dir=tmp_path, kernel_cache_max_bytes=0)
+    monkeypatch.setattr(kcpu, "_ready", {})
+    monkeypatch.setattr(kcpu, "_ready_by_tkey", {})
+    monkeypatch.setattr(kcpu, "_kernels", {})
+    try:
+        _background_compile_then_kernel(monkeypatch)
+    finally:
+        lazynp.configure(kernel_cache_dir=old_dir, kernel_cache_max_bytes=old_bound)
+
+
+def _background_compile_then_kernel(monkeypatch):
     monkeypatch.setattr(kcpu, "SYNC_COMPILE", False)
     x = numpy.random.default_rng(13).standard_normal((30, 40))
     lx = lazynp.asarray(x)
