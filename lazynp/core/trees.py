@@ -143,7 +143,8 @@ def flush_tree(t: Node) -> bool:
     if not _run_tree(t, tree, None, None):
         return False
     if fragment:
-        if t.site is not None and _too_little_work(t, tree):
+        if short is not None or tree[TREE_SIZE] == 1 and t.site is not None and \
+                not _policy.record_all:
             # (one op's fragment pays from TREE_MIN_WORK elements: its tree spared the pass
             # of a later op that ran at once)
             _count_lone(t.site, min(_work_bound(tree), _policy.TREE_MIN_WORK), short or (),
@@ -177,8 +178,9 @@ def _short_tree_sites(t: Node, tree, counts: dict, assigned: bool = False):
     short tree then run at once below the same size: marking the head alone would leave a
     shorter tree below it, itself short, and a chain would fall apart one op per call, each
     op marked lone by a fragment instead of by the chain it belongs to."""
-    if tree[TREE_SIZE] == 1 or t.site is None or not _too_little_work(t, tree, assigned):
-        return None
+    if tree[TREE_SIZE] == 1 or t.site is None or _policy.record_all or \
+            not _too_little_work(t, tree, assigned):
+        return None     # (while everything records, as under policy "lazy", lines count not)
     if t.site in restarted_sites or counts.get(t.site, 0) < 1:
         return ()
     return [n.site for n in _tree.walk(t, tree[TREE_INPUTS]) if n.site is not None]
