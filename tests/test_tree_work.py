@@ -35,6 +35,15 @@ def exact(got, want):
     numpy.testing.assert_array_equal(got, want, strict=True)
 
 
+@pytest.fixture(autouse=True)
+def medium_trees():
+    """Trees from 8192 elements (``LAZYNP_TREE_MIN_ELEMS=8192``; the default is 2^17)."""
+    keep = _policy.TREE_MIN_ELEMS
+    _policy.set_tree_min_elems(8192)
+    yield
+    _policy.set_tree_min_elems(keep)
+
+
 @pytest.fixture
 def compiled_now(monkeypatch):
     monkeypatch.setattr(cpu, "SYNC_COMPILE", True)

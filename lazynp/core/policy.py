@@ -76,14 +76,21 @@ EAGER_MAX_ELEMS = int(os.environ.get("LAZYNP_EAGER_MAX_ELEMS", "1000000"))
 #: Elementwise ufunc work from this many elements (and below :data:`EAGER_MAX_ELEMS`) is
 #: recorded when it joins a *tree kernel* (kernels/tree.py: a chain of same-shape
 #: elementwise ops on computed arrays and views, one loop, computed in the calling thread
-#: when read); an op that cannot join one runs at once.  Whether a tree paid is judged when
-#: it runs (:data:`TREE_MIN_WORK`: the lines of one that did not run at once afterwards):
-#: this bound only keeps the recording's question off work too small for any tree to pay,
-#: a 16-op statement on fewer elements saving less than TREE_MIN_WORK.  Until 2026-12-07
-#: it was 2^17 with no such judgement, which left NPBench's 15-op heat-3d statement at
-#: preset S (12,167 elements) and M (54,872) to NumPy's op-by-op calls (0.93x and 1.0x its
-#: speed; as trees 1.3x and 2.6x).
-TREE_MIN_ELEMS = int(os.environ.get("LAZYNP_TREE_MIN_ELEMS", str(1 << 13)))
+#: when read); an op that cannot join one runs at once.  Measured 2026-12-06 on the 2-core
+#: machine (float64, NumPy's time / at once / as a tree, us): a 1-D stencil assigned to a
+#: region 50/48/50 at 2^15, 122/97/82 at 2^16, 284/270/136 at 2^18; a 5-op chain then max
+#: 80/68/67 at 2^15, 177/143/126 at 2^16; a 2-op chain then sum 27/23/45 at 2^15, 70/66/86
+#: at 2^16, 88/84/85 at 2^17, 152/146/138 at 2^18.  dropin.py: 2^16 and 2^17 equal within
+#: noise, but at 2^16 the backward pass of autodiff.py's MLP (256x256 activations, short
+#: trees read at once by a matmul) ran 1.08-1.16x the hand-written gradient's time against
+#: 1.05-1.07x at 2^17.  2026-12-07: with :data:`TREE_MIN_WORK` judging each tree, 2^13 made
+#: NPBench's heat-3d 1.0x -> 3.1x NumPy's speed at preset M and jacobi-2d 1.2-1.4x -> 2.3x,
+#: but lost where lazynp's at-once path already beats NumPy by its temporary elision:
+#: dropin.py's channel flow at 130x130, 1.22-1.32x -> 0.65-0.83x; NPBench at S, three
+#: alternating runs each, geometric mean 1.104x -> 1.089x.  Kept at 2^17: a tree's cost
+#: must be weighed against that at-once path, not NumPy's (``LAZYNP_TREE_MIN_ELEMS=8192``
+#: turns the lower bound on).
+TREE_MIN_ELEMS = int(os.environ.get("LAZYNP_TREE_MIN_ELEMS", str(1 << 17)))
 
 #: A tree kernel pays its fixed cost (recording, flush, the kernel's dispatch: ~10-20 us)
 #: by the passes over memory it saves: NumPy writes and reads back a temporary per op but
