@@ -1791,22 +1791,6 @@ cdef object _operand_shape(o):
     return (<object>v).shape
 
 
-cdef Py_ssize_t _operand_ndim(o):
-    """Dimensions of a lazynp array operand (0 for anything else), without computing it."""
-    if type(o) is not ndarray:
-        return 0
-    cdef ndarray a = <ndarray>o
-    if a._v is None:
-        v = a._val
-    elif a._isview:
-        v = a._shadow
-    else:
-        return len((<Node>(<Var>a._v).head).shape)
-    if type(v) is not _ndarray_np:
-        return 0
-    return cnp.PyArray_NDIM(<cnp.ndarray>v)
-
-
 cdef Py_ssize_t _operand_size(o):
     """Elements of a lazynp array operand (1 for anything else), without computing it."""
     if type(o) is not ndarray:
@@ -1835,12 +1819,14 @@ cdef bint _to_tree(x, y, bint unary) except -1:
     cdef Py_ssize_t nx = _operand_size(x), ny = 1 if unary else _operand_size(y)
     if nx * ny < _tree_min:
         return False
-    if nx < _tree_min and ny < _tree_min and (
-            _operand_ndim(x) <= 1 and _operand_ndim(y) <= 1 or
-            not unary and nx == ny and _operand_shape(x) == _operand_shape(y)):
+    if nx < _tree_min and ny < _tree_min:
         # (vectors broadcast to the larger one, equal shapes to themselves: the result is
         # small too; NPBench's adi, 98-element rows, paid 0.14 us an op for the question)
-        return False
+        sx = _operand_shape(x)
+        sy = None if unary else _operand_shape(y)
+        if sx == sy or (sx is None or len(<tuple>sx) <= 1) and \
+                (sy is None or len(<tuple>sy) <= 1):
+            return False
     if _reads_shared(x) or not unary and _reads_shared(y):
         return False        # (runs at once, policy.decide_on_nodes: on NumPy's fast path)
     sx = _tree_side(x)
