@@ -1775,17 +1775,23 @@ cdef object _tree_side(o):
     return (<object>v).shape
 
 
+cdef inline object _operand_value(ndarray a):
+    """What lazynp array ``a`` holds without computing it: its NumPy value (a detached
+    array's, a view's shadow) or, attached, its head node (whose shape is the array's)."""
+    if a._v is None:
+        return a._val
+    if a._isview:
+        return a._shadow
+    return (<Var>a._v).head
+
+
 cdef object _operand_shape(o):
     """The shape of a lazynp array operand (None for anything else), without computing it."""
     if type(o) is not ndarray:
         return None
-    cdef ndarray a = <ndarray>o
-    if a._v is None:
-        v = a._val
-    elif a._isview:
-        v = a._shadow
-    else:
-        return (<Node>(<Var>a._v).head).shape
+    v = _operand_value(<ndarray>o)
+    if type(v) is Node:
+        return (<Node>v).shape
     if type(v) is not _ndarray_np:
         return None
     return (<object>v).shape
@@ -1795,13 +1801,9 @@ cdef Py_ssize_t _operand_size(o):
     """Elements of a lazynp array operand (1 for anything else), without computing it."""
     if type(o) is not ndarray:
         return 1
-    cdef ndarray a = <ndarray>o
-    if a._v is None:
-        v = a._val
-    elif a._isview:
-        v = a._shadow
-    else:
-        return _size_of((<Node>(<Var>a._v).head).shape)
+    v = _operand_value(<ndarray>o)
+    if type(v) is Node:
+        return _size_of((<Node>v).shape)
     if type(v) is not _ndarray_np:
         return 1
     return cnp.PyArray_SIZE(<cnp.ndarray>v)
