@@ -99,3 +99,35 @@ def test_type_keys_in_c_equal_the_python_reference():
             (4, 5), ((1, 2), 3.0), 7, 2.5, True, np.float32(1), "s", None]
     assert native.ext.type_key(args) == cpu._type_keys_py(args)
     assert native.ext.type_key(()) == ()
+
+
+def _random_tree(rng, n_ops):
+    """A pending tree recorded under policy lazy: elementwise ops on a few computed inputs
+    and on earlier results (some read twice: a DAG), with constants mixed in."""
+    xs = [lazynp.asarray(rng.random((3, 4))) for _ in range(3)]
+    nodes = list(xs)
+    with lazynp.policy("lazy"):
+        for _ in range(n_ops):
+            a = nodes[rng.integers(len(nodes))]
+            b = nodes[rng.integers(len(nodes))] if rng.random() < 0.7 else float(rng.random())
+            nodes.append(a * b + 0.5 if rng.random() < 0.5 else a - b)
+    return nodes[-1]
+
+
+@C_ONLY
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("once", [False, True])
+def test_a_trees_walk_in_c_equals_the_python_reference(seed, once):
+    # (kernels/tree.py's walk and dag: the kernel's order and its repeated reads)
+    head = _random_tree(np.random.default_rng(seed), 4 + seed)._node()
+    t = head.tree
+    assert t is not None
+    ins = t[1]
+    want = tree._post_order_py(head, ins, once)
+    got = native.ext.post_order(head, ins, once)
+    assert [id(n) for n in got[0]] == [id(n) for n in want[0]]
+    assert got[1] == want[1]
+    assert want[0][-1] is head
+    walked = tree._post_order_py(head, ins, False)[0]
+    assert len(walked) == t[4]          # (the tree's size counts a repeated node each time)
+    assert len(want[0]) == (len(walked) if not once else len({id(n) for n in walked}))

@@ -213,3 +213,16 @@ def test_a_kernel_on_disk_is_loaded_at_its_first_use(monkeypatch, tmp_path):
         numpy.testing.assert_array_equal(kernel(x), x * 3.0 + 17.0)
     finally:
         lazynp.configure(kernel_cache_dir=old_dir, kernel_cache_max_bytes=old_bound)
+
+
+def test_a_trees_constants_keep_the_sign_of_zero(lazy_policy, compiled_now):
+    # (a kernel's constants are made once per tuple of them; 0.0 == -0.0, so a tuple with
+    # a zero is made each time: the second tree's -0.0 must not be the first one's 0.0)
+    x = numpy.linspace(1.0, 2.0, 64)
+    lx = lazynp.array(x)
+    runs = stat("tree_kernels_run")
+    for c in (0.0, -0.0, 0.0, -0.0):
+        got, want = (lx + 1.0) * c, (x + 1.0) * c
+        exact(got, want)
+        exact(numpy.signbit(numpy.asarray(got)), numpy.signbit(want))
+    assert stat("tree_kernels_run") - runs == 4

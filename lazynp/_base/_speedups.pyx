@@ -4328,6 +4328,52 @@ def strided_inputs(list vals, tuple shape):
     return bufs, table
 
 
+def post_order(target, tuple ins, bint once):
+    """kernels/tree.py's ``_post_order``: a tree's pending nodes in its kernel's order
+    (post-order, arguments left to right; an argument that is not a node is a constant,
+    one of ``ins`` an input) and, with ``once``, each computed once and its repeated reads
+    as ``((read, k), ...)``.  (A walk of a 30-op tree took 20-40 us in Python.)"""
+    cdef dict done = {}
+    cdef list order = [], sig = [], nodes = [target], starts = [0]
+    cdef Py_ssize_t reads = 0, i, n, j, nin = len(ins)
+    cdef object node, a, k, args
+    cdef bint input_, descended
+    while nodes:
+        node = nodes.pop()
+        i = starts.pop()
+        args = (<Node>node).args
+        n = len(args)
+        descended = False
+        while i < n:
+            a = args[i]
+            i += 1
+            if type(a) is not Node:
+                continue
+            input_ = False
+            for j in range(nin):
+                if ins[j] is a:
+                    input_ = True
+                    break
+            if input_:
+                continue
+            reads += 1
+            if once:
+                k = done.get(a)
+                if k is not None:
+                    sig.append((reads, k))
+                    continue
+            nodes.append(node)
+            starts.append(i)
+            nodes.append(a)
+            starts.append(0)
+            descended = True
+            break
+        if not descended:
+            done[node] = len(order)
+            order.append(node)
+    return order, tuple(sig)
+
+
 def stride_classes(table, Py_ssize_t column):
     """Per row of a :func:`strided_inputs` table, its stride in ``column`` as a class:
     ``z`` (0), ``u`` (1) or ``s`` (any other); kernels/tree.py's ``inner``."""

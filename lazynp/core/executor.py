@@ -49,13 +49,17 @@ _cpu.set_before_compile(_engine_idle)
 
 def symbolic(nodes) -> bool:
     """True when the pending work behind ``nodes`` reads a placeholder (``symbol.var``,
-    a traced argument): it has no value, so it can only be recorded."""
+    a traced argument): it has no value, so it can only be recorded.  A node with a tree
+    structure is not walked: a tree's inputs are arrays with values (core/trees.py), so
+    none of its nodes reads a placeholder."""
     stack = [n for n in nodes if type(n) is Node and n.state != DONE]
     seen = set()
     while stack:
         n = stack.pop()
         if n.op is PLACEHOLDER:
             return True
+        if n.tree is not None:
+            continue
         for a in n.args:
             if type(a) is Node and a.state != DONE and id(a) not in seen:
                 seen.add(id(a))

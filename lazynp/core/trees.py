@@ -211,9 +211,10 @@ def _run_tree(t: Node, tree, dest, vals) -> bool:
     with _lock:
         if t.state != PENDING or t.tree is None:
             return False            # (another thread's flush took it meanwhile)
-        store = _tree_stores(t)
+        walked = _tree.dag(t, tree[TREE_INPUTS]) if tree[TREE_ID] in _tree.may_share else None
+        store, walked = _tree_stores(t, walked)
         _cpu.forget_declined()
-        done = _tree.run(t, tree, value_of, dest, store, vals)
+        done = _tree.run(t, tree, value_of, dest, store, vals, walked)
         if done is None:
             done = _run_ops_on_numpy(t, tree, dest, store)
         if not done:
@@ -262,14 +263,18 @@ def _run_ops_on_numpy(t: Node, tree, dest, store: list) -> bool:
     return True
 
 
-def _tree_stores(t: Node) -> list:
+def _tree_stores(t: Node, walked) -> tuple:
     """The pending nodes inside ``t``'s tree that live arrays hold (a named intermediate:
-    ``d = x - m; v = (d * d).mean()``): its kernel writes their values too."""
+    ``d = x - m; v = (d * d).mean()``): its kernel writes their values too.  With
+    ``walked``, the tree's :func:`~lazynp.kernels.tree.dag` when known (else computed here
+    if needed, and returned for the kernel's run: one walk a flush)."""
     heads = [h for h in live_pending_heads() if h is not t and h.use_count]
     if not heads:
-        return []
-    inside = {id(m) for m in _tree.walk(t, t.tree[TREE_INPUTS])}
-    return [h for h in heads if id(h) in inside]
+        return [], walked
+    if walked is None:
+        walked = _tree.dag(t, t.tree[TREE_INPUTS])
+    inside = {id(m) for m in walked[0]}
+    return [h for h in heads if id(h) in inside], walked
 
 
 def _tree_done(t: Node, store: list) -> None:
