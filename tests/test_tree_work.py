@@ -76,7 +76,7 @@ def test_a_short_chain_runs_at_once_after_two_trees_and_is_a_tree_again_when_lar
         eager.append(stat("ops_eager") - e0)
     assert runs == [1, 1, 0, 0, 0], runs          # two trees of too little work, then
     assert eager[2:] == [eager[0] + 2] * 3, eager  # both ops of the line at once (and sum)
-    lines = [b for (code, _), b in state.lone_sites.items() if code is short_chain.__code__]
+    lines = [b for (code, _), b in state.lone_sites.items() if code == id(short_chain.__code__)]
     # (the tree saves one temporary's pass: it pays from TREE_MIN_WORK elements)
     assert sorted(lines) == [131_072, 131_072]
     # the same lines on 8x the elements: a tree that pays

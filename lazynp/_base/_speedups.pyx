@@ -18,7 +18,7 @@ from cpython.buffer cimport PyObject_GetBuffer
 from cpython.contextvars cimport get_value
 from cpython.ref cimport PyObject, Py_XDECREF, Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM, PyTuple_GET_SIZE
-from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_FromVoidPtr
 from cpython.number cimport PyNumber_Index
 from cpython.slice cimport PySlice_Unpack, PySlice_AdjustIndices
 cdef extern from "Python.h":
@@ -1861,7 +1861,7 @@ cdef bint _to_tree(x, y, bint unary) except -1:
     if _lone_sites or _fragment_sites:
         code = lz_user_code(_pkg, &lasti)
         if code is not None:
-            key = (code, lasti)
+            key = (PyLong_FromVoidPtr(<void *>code), lasti)    # (state.site_key)
             if n < _lone_sites.get(key, 0):
                 return False
             if n < _fragment_sites.get(key, 0) and not _pending(x) and \
@@ -3664,10 +3664,11 @@ cdef Node _record(op, args, params, shape, dtype):
             if type(a) is Node:
                 (<Node>a).use_count += 1
     if d == D_TREE and (not n.has_tree or
-                        _lone_sites and _size_of(shape) <
-                        _lone_sites.get((n.site_code, n.site_lasti), 0) or
+                        _lone_sites and _size_of(shape) < _lone_sites.get(
+                            (PyLong_FromVoidPtr(<void *>n.site_code), n.site_lasti), 0) or
                         _fragment_sites and n.tree_size == 1 and _size_of(shape) <
-                        _fragment_sites.get((n.site_code, n.site_lasti), 0)):
+                        _fragment_sites.get(
+                            (PyLong_FromVoidPtr(<void *>n.site_code), n.site_lasti), 0)):
         done = _run_untreed_fn(n)      # (joins no tree kernel: at once)
         if done is not None:
             return <Node>done

@@ -21,7 +21,8 @@ from . import late_warnings as _late_warnings, policy as _policy
 from .executor import bound_flush, compute_now, flush, run_at_call, value_for_eager
 from .node_errors import issue_caught
 from .nodes import DONE, LEAF, PENDING, VIEW, Node, Var, computed, own_result, root, value_of
-from .state import STATS, counts as _counts, fragment_sites, lone_sites, shared as _shared
+from .state import STATS, counts as _counts, fragment_sites, lone_sites, shared as _shared, \
+    site_key
 from .trees import for_op_at_once as _for_op_at_once, \
     note_copy_on_write as _note_copy_on_write, restart_site, tree_into, \
     tree_structure
@@ -155,9 +156,10 @@ def _record(op: Op, args: tuple, params: dict | None, shape: tuple, dtype) -> No
         for a in args:
             if type(a) is Node:
                 a.use_count += 1
-    if tree_only and (n.tree is None or lone_sites and _prod(shape) < lone_sites.get(n.site, 0)
+    if tree_only and (n.tree is None or lone_sites and
+                      _prod(shape) < lone_sites.get(site_key(n.site), 0)
                       or fragment_sites and n.tree[_tree.TREE_SIZE] == 1 and
-                      _prod(shape) < fragment_sites.get(n.site, 0)):
+                      _prod(shape) < fragment_sites.get(site_key(n.site), 0)):
         done = _run_untreed(n)
         if done is not None:
             return done

@@ -79,7 +79,8 @@ class GraphState:
 
 shared = GraphState()
 
-#: user lines (``(code, offset)``) whose op of medium size headed a tree kernel that did not
+#: The dicts below key a user line ``(code, offset)`` by :func:`site_key`.
+#: user lines whose op of medium size headed a tree kernel that did not
 #: pay more than once (a tree of that op alone: what read it next was no elementwise op,
 #: nothing fused with it; or a tree of too little work, ``policy.TREE_MIN_WORK``) -> the
 #: number of elements below which their op runs at once from then on
@@ -96,6 +97,32 @@ fragment_counts: dict = {}
 #: there).  The last tree of such a chain may be that op alone (a loop's last step, read at
 #: the end): that does not make the line lone.
 restarted_sites: set = set()
+#: ``id(code)`` -> code, for each code object a key above names: held, so that no other code
+#: object takes its address (its key) while the key is in use
+site_codes: dict = {}
+
+
+def site_key(site):
+    """The key of user line ``site`` (``(code, offset)``, or None) in the dicts above:
+    ``(id(code), offset)``.  A code object hashes its contents at every lookup (0.45 us for
+    a 40-line function, paid by each medium op's tree question: NPBench-style loops of
+    5-op statements ran 5-10% slower with trees in their band); an id hashes at once."""
+    if site is None:
+        return None
+    code = site[0]
+    k = id(code)
+    if k not in site_codes:
+        if len(site_codes) >= 16384:
+            forget_sites()
+        site_codes[k] = code
+    return (k, site[1])
+
+
+def forget_sites() -> None:
+    """Forget every user line's tree bookkeeping (and the code objects its keys hold)."""
+    for d in (lone_sites, lone_counts, fragment_sites, fragment_counts, restarted_sites,
+              site_codes):
+        d.clear()
 
 #: held while a flush plans and hands its work to the engine (and while a tree kernel runs)
 lock = threading.RLock()

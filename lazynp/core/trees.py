@@ -19,7 +19,7 @@ from ..ops.registry import Op
 from . import late_warnings as _late_warnings, policy as _policy
 from .nodes import DONE, PENDING, VIEW, Node, computed, live_pending_heads, value_of
 from .state import STATS, counts as _counts, fragment_counts, fragment_sites, lock as _lock, \
-    lone_counts, lone_sites, restarted_sites, shared as _shared
+    lone_counts, lone_sites, restarted_sites, shared as _shared, site_key
 
 _MAX_TREE = _tree.MAX_TREE
 _tree_ids = _tree.structure_ids
@@ -181,7 +181,8 @@ def _short_tree_sites(t: Node, tree, counts: dict, assigned: bool = False):
     if tree[TREE_SIZE] == 1 or t.site is None or _policy.record_all or \
             not _too_little_work(t, tree, assigned):
         return None     # (while everything records, as under policy "lazy", lines count not)
-    if t.site in restarted_sites or counts.get(t.site, 0) < 1:
+    key = site_key(t.site)
+    if key in restarted_sites or counts.get(key, 0) < 1:
         return ()
     return [n.site for n in _tree.walk(t, tree[TREE_INPUTS]) if n.site is not None]
 
@@ -292,7 +293,7 @@ def restart_site(site) -> None:
     """``site``, a user line, made a tree grow past ``MAX_TREE`` (see ``restarted_sites``)."""
     if len(restarted_sites) > 4096:
         restarted_sites.clear()
-    restarted_sites.add(site)
+    restarted_sites.add(site_key(site))
 
 
 def _count_lone(site, below: int, others=(), sites: dict = lone_sites,
@@ -302,11 +303,12 @@ def _count_lone(site, below: int, others=(), sites: dict = lone_sites,
     of elements from which its op pays as the head of such a tree (the site runs at once
     below it); ``others``: the lines of the tree's other ops, which become lone with it.
     (``sites``, ``counts``: ``fragment_sites`` and its counts for a fragment's lines.)"""
+    site = site_key(site)
     if site in restarted_sites:
         return
     k = counts.get(site, 0) + 1
     if k >= 2:
-        for line in [site, *others]:
+        for line in [site, *map(site_key, others)]:
             sites[line] = max(below, sites.get(line, 0))
         counts.pop(site, None)
     else:
