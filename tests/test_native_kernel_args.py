@@ -131,3 +131,38 @@ def test_a_trees_walk_in_c_equals_the_python_reference(seed, once):
     walked = tree._post_order_py(head, ins, False)[0]
     assert len(walked) == t[4]          # (the tree's size counts a repeated node each time)
     assert len(want[0]) == (len(walked) if not once else len({id(n) for n in walked}))
+
+
+@C_ONLY
+def test_view_nodes_and_their_values_in_c_equal_the_python_references():
+    # (recorder.view_node and nodes.value_of run for every view a tree kernel reads)
+    from lazynp.core import nodes, recorder
+    base = lazynp.array(np.arange(6 * 7 * 8, dtype=np.float64).reshape(6, 7, 8))._node()
+    assert base.state == nodes.DONE
+    geometries = [(8 * 9, (4, 5, 6), (7 * 8 * 8, 8 * 8, 8)),      # a stencil's inner block
+                  (8 * 8 * 7 * 6 - 8, (3, 4), (-7 * 8 * 8 * 2, -8)),  # negative strides
+                  (0, (6, 1, 8), (7 * 8 * 8, 0, 8))]                 # a broadcast axis
+    for offset, shape, strides in geometries:
+        uses = base.use_count
+        got = native.ext.view_node(base, offset, shape, strides, base.dtype)
+        want = recorder._view_node_py(base, offset, shape, strides, base.dtype)
+        assert base.use_count == uses + 2
+        assert (got.op, got.args, got.params, got.shape, got.dtype, got.state) == \
+            (want.op, want.args, want.params, want.shape, want.dtype, want.state)
+        a, b = native.ext.value_of(got), nodes._value_of_py(want)
+        assert (a.shape, a.strides, a.dtype, a.flags.writeable) == \
+            (b.shape, b.strides, b.dtype, b.flags.writeable)
+        assert np.shares_memory(a, base.value)
+        np.testing.assert_array_equal(a, b)
+    assert native.ext.value_of(1.5) == 1.5 and native.ext.value_of(base) is base.value
+
+
+@C_ONLY
+def test_merging_a_trees_inputs_in_c_equals_the_python_reference():
+    rng = np.random.default_rng(1)
+    pool = [lazynp.array(np.ones(3))._node() for _ in range(6)]
+    for _ in range(50):
+        ins = tuple(pool[k] for k in rng.permutation(6)[:rng.integers(0, 5)])
+        more = tuple(pool[k] for k in rng.permutation(6)[:rng.integers(1, 5)])
+        got, want = native.ext.merge_inputs(ins, more), tree.merge_inputs(ins, more)
+        assert [id(x) for x in got[0]] == [id(x) for x in want[0]] and got[1] == want[1]

@@ -226,3 +226,27 @@ def test_a_trees_constants_keep_the_sign_of_zero(lazy_policy, compiled_now):
         exact(got, want)
         exact(numpy.signbit(numpy.asarray(got)), numpy.signbit(want))
     assert stat("tree_kernels_run") - runs == 4
+
+
+def stencil4(a, b):
+    b[1:-1] = a[:-2] + a[1:-1] + a[2:] + a[1:-1]     # 3 ops, assigned: 3 passes spared
+
+
+@C_ONLY
+def test_a_tree_of_one_byte_items_pays_from_eight_times_the_elements(compiled_now):
+    # (its passes move an eighth of a float64 pass: TREE_MIN_WORK counts float64 passes)
+    for dtype, want in ((numpy.float64, [1] * 5), (numpy.int8, [1, 1, 0, 0, 0])):
+        a = (numpy.arange(65_536) % 7).astype(dtype)
+        b = a.copy()
+        la, lb = lazynp.array(a), lazynp.array(b)
+        runs = []
+        for _ in range(5):
+            k0 = stat("tree_kernels_run")
+            stencil4(a, b)
+            stencil4(la, lb)
+            runs.append(stat("tree_kernels_run") - k0)
+            exact(lb, b)
+        assert runs == want, (dtype, runs)
+    lines = [b for (code, _), b in state.lone_sites.items() if code == id(stencil4.__code__)]
+    assert lines and set(lines) == {-(-_policy.TREE_MIN_WORK * 8 // 3)}   # 349,526 int8s
+

@@ -2627,7 +2627,70 @@ cdef inline object _node_of(a):
     if not arr._isview:
         return v.head
     g = arr._geom
-    return _view_node_fn(v.head, g[0], g[1], g[2], g[3])
+    return _view_node(<Node>v.head, g[0], g[1], g[2], g[3])
+
+
+cdef Node _view_node(Node base, offset, shape, strides, dtype):
+    """recorder.view_node: a view of ``base``'s buffer (never executed alone; realized by
+    its consumers), on the open trace's tape.  (Each view a stencil's tree reads is one:
+    about 1.5 us in Python.)"""
+    cdef Node n = Node.__new__(Node)
+    _init_node(n, _VIEW, (base,), {"offset": offset, "shape": shape, "strides": strides,
+                                   "dtype": dtype}, shape, dtype)
+    base.use_count += 1
+    if _tape is not None and not _tape_paused:
+        _tape.append(n)
+    return n
+
+
+def view_node(Node base, offset, shape, strides, dtype):
+    """:func:`_view_node` (recorder.view_node's C version, for tests)."""
+    return _view_node(base, offset, shape, strides, dtype)
+
+
+cdef tuple _merge_inputs_c(tuple ins, tuple more):
+    """kernels/tree.py's ``merge_inputs``: ``ins`` extended by the inputs of ``more`` it
+    lacks (inputs are nodes: the same one is the same object), and where each of ``more``
+    landed."""
+    cdef list merged = list(ins)
+    cdef list remap = []
+    cdef Py_ssize_t j, n, found
+    for x in more:
+        n = len(merged)
+        found = -1
+        for j in range(n):
+            if merged[j] is x:
+                found = j
+                break
+        if found < 0:
+            found = n
+            merged.append(x)
+        remap.append(found)
+    return tuple(merged), tuple(remap)
+
+
+def value_of(a):
+    """core/nodes.py's ``value_of``: an argument's value once its producer has run, a view
+    realized on its base's buffer (in C: each view a tree kernel reads is one, about 1 us
+    through NumPy's constructor)."""
+    if type(a) is not Node:
+        return a
+    cdef Node n = <Node>a
+    cdef Node b
+    if n.op is _VIEW:
+        b = <Node>n.args[0]
+        if b.error is not None:
+            raise b.error
+        p = n.params
+        return _view_on(b.value, (p["offset"], p["shape"], p["strides"], p["dtype"]))
+    if n.error is not None:
+        raise n.error
+    return n.value
+
+
+def merge_inputs(tuple ins, tuple more):
+    """:func:`_merge_inputs_c` (for tests)."""
+    return _merge_inputs_c(ins, more)
 
 
 cdef object _writable(ndarray a, Py_ssize_t region):
@@ -3514,7 +3577,7 @@ cdef Py_ssize_t _tree(Node n, op, args, shape, bint count_uses) except -1:
                     ok = False
                     continue
                 if ins:
-                    ins, remap = _merge_inputs(ins, an.tree_inputs)
+                    ins, remap = _merge_inputs_c(ins, an.tree_inputs)
                     key.append(("t", an.tree_id, remap))
                 else:
                     key.append(an.tree_id)

@@ -123,7 +123,7 @@ def computed(n: Node) -> bool:
     return n.state == DONE and n.error is None and n.value is not None
 
 
-def value_of(a):
+def _value_of_py(a):
     """Value of an argument when its producer has run (views realized on their base)."""
     if type(a) is not Node:
         return a
@@ -202,7 +202,10 @@ def post_order(outs, walk, seen=None):
                 yield n, w
 
 
+value_of = _value_of_py
+
 if _native.ext is not None:     # the C versions of the same types
     Node = _native.ext.Node
     Var = _native.ext.Var
     live_pending_heads = _native.ext.live_pending_heads
+    value_of = _native.ext.value_of     # (_value_of_py: the Python reference)

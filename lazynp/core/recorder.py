@@ -202,7 +202,7 @@ def _run_untreed(n: Node) -> Node:
     return run_eager(n.op, n.args, n.params, n.shape, n.dtype)
 
 
-def view_node(base: Node, offset: int, shape: tuple, strides: tuple, dtype) -> Node:
+def _view_node_py(base: Node, offset: int, shape: tuple, strides: tuple, dtype) -> Node:
     """A view of ``base``'s buffer (never executed alone; realized by its consumers)."""
     n = Node(VIEW, (base,), {"offset": offset, "shape": shape, "strides": strides, "dtype": dtype},
              shape, dtype)
@@ -210,6 +210,11 @@ def view_node(base: Node, offset: int, shape: tuple, strides: tuple, dtype) -> N
     if _shared.tape is not None and not _shared.tape_paused:
         _shared.tape.nodes.append(n)
     return n
+
+
+view_node = _view_node_py
+if _native.ext is not None:
+    view_node = _native.ext.view_node      # (the same in C)
 
 
 def run_now(op: Op, args: tuple, shape: tuple) -> int:

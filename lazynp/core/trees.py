@@ -147,10 +147,10 @@ def flush_tree(t: Node) -> bool:
                 not _policy.record_all:
             # (one op's fragment pays from TREE_MIN_WORK elements: its tree spared the pass
             # of a later op that ran at once)
-            _count_lone(t.site, min(_work_bound(tree), _policy.TREE_MIN_WORK), short or (),
+            _count_lone(t.site, min(_work_bound(t, tree), _policy.TREE_MIN_WORK), short or (),
                         fragment_sites, fragment_counts)
     elif short is not None:
-        _count_lone(t.site, _work_bound(tree), short)
+        _count_lone(t.site, _work_bound(t, tree), short)
     elif tree[TREE_SIZE] == 1 and t.site is not None:
         _count_lone(t.site, _ALWAYS)
     return True
@@ -188,22 +188,27 @@ def _short_tree_sites(t: Node, tree, counts: dict, assigned: bool = False):
 
 
 def _too_little_work(t: Node, tree, assigned: bool = False) -> bool:
-    """``t``'s tree saved less work than a tree kernel's fixed cost pays for
-    (``policy.TREE_MIN_WORK``): the passes over memory of NumPy's temporaries it did
-    without, each of its elements; one per op but the last, whose result is a new array
-    as NumPy's is, unless ``assigned`` into a region (NumPy's temporary and copy)."""
-    return _saved_passes(tree, assigned) * _prod(t.shape) < _policy.TREE_MIN_WORK
+    """``t``'s tree saved less work than a tree kernel's fixed cost pays for: it has fewer
+    elements than :func:`_work_bound`."""
+    return _prod(t.shape) < _work_bound(t, tree, assigned)
 
 
 def _saved_passes(tree, assigned: bool) -> int:
     return tree[TREE_SIZE] - (0 if assigned else 1)
 
 
-def _work_bound(tree, assigned: bool = False) -> int:
-    """The elements from which a tree of ``tree``'s size saves enough work (a tree of one
-    op, not assigned, never does)."""
-    passes = _saved_passes(tree, assigned)
-    return -(-_policy.TREE_MIN_WORK // passes) if passes else _ALWAYS
+def _work_bound(t: Node, tree, assigned: bool = False) -> int:
+    """The elements from which a tree of ``tree``'s size and ``t``'s dtype pays (a tree of
+    one op, not assigned, never does).  It pays its fixed cost by the passes over memory of
+    NumPy's temporaries it does without (``policy.TREE_MIN_WORK``, in passes over float64
+    elements), each of its elements weighed by its bytes (an int8 or bool pass moves an
+    eighth of a float64 one, and NumPy's loops on them are that much faster): one per op
+    but the last, whose result is a new array as NumPy's is, unless ``assigned`` into a
+    region (NumPy's temporary and copy)."""
+    passes = _saved_passes(tree, assigned) * t.dtype.itemsize
+    if not passes:
+        return _ALWAYS
+    return -(-_policy.TREE_MIN_WORK * 8 // passes)
 
 
 def _run_tree(t: Node, tree, dest, vals) -> bool:
@@ -351,9 +356,9 @@ def tree_into(t: Node, dest: np.ndarray) -> bool:
         # when the tree does enough work (``_too_little_work``).
         _count_lone(t.site, _ALWAYS)
     elif short is not None:
-        _count_lone(t.site, _work_bound(tree, True), short)
+        _count_lone(t.site, _work_bound(t, tree, True), short)
     elif t.site is not None and tree[TREE_SIZE] == 1 and _too_little_work(t, tree, True):
-        _count_lone(t.site, _work_bound(tree, True))
+        _count_lone(t.site, _work_bound(t, tree, True))
     return True
 
 
