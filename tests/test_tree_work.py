@@ -250,3 +250,16 @@ def test_a_tree_of_one_byte_items_pays_from_eight_times_the_elements(compiled_no
     lines = [b for (code, _), b in state.lone_sites.items() if code == id(stencil4.__code__)]
     assert lines and set(lines) == {-(-_policy.TREE_MIN_WORK * 8 // 3)}   # 349,526 int8s
 
+
+
+def test_a_comparison_of_float64_work_counts_float64_passes(lazy_policy):
+    # (its result is bool, but the temporaries NumPy would write are float64: the bytes of
+    # an element are the largest of the tree's inputs' and result's)
+    from lazynp.core import trees
+    for dtype, item in ((numpy.float64, 8), (numpy.int8, 1)):
+        x = lazynp.array(numpy.arange(64, dtype=dtype))
+        head = ((x * x - x) > 3)._node()
+        assert head.dtype == numpy.bool_ and head.tree is not None
+        passes = head.tree[4] - 1
+        assert trees._work_bound(head, head.tree) == \
+            -(-_policy.TREE_MIN_WORK * 8 // (passes * item))

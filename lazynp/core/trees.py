@@ -204,8 +204,14 @@ def _work_bound(t: Node, tree, assigned: bool = False) -> int:
     elements), each of its elements weighed by its bytes (an int8 or bool pass moves an
     eighth of a float64 one, and NumPy's loops on them are that much faster): one per op
     but the last, whose result is a new array as NumPy's is, unless ``assigned`` into a
-    region (NumPy's temporary and copy)."""
-    passes = _saved_passes(tree, assigned) * t.dtype.itemsize
+    region (NumPy's temporary and copy).  An element's bytes are the largest of the
+    tree's inputs' and result's (a comparison of float64 arithmetic has a bool result but
+    float64 temporaries)."""
+    item = t.dtype.itemsize
+    for x in tree[TREE_INPUTS]:
+        if x.dtype.itemsize > item:
+            item = x.dtype.itemsize
+    passes = _saved_passes(tree, assigned) * item
     if not passes:
         return _ALWAYS
     return -(-_policy.TREE_MIN_WORK * 8 // passes)
