@@ -105,8 +105,8 @@ site_codes: dict = {}
 def site_key(site):
     """The key of user line ``site`` (``(code, offset)``, or None) in the dicts above:
     ``(id(code), offset)``.  A code object hashes its contents at every lookup (0.45 us for
-    a 40-line function, paid by each medium op's tree question: NPBench-style loops of
-    5-op statements ran 5-10% slower with trees in their band); an id hashes at once."""
+    dropin.py's 40-line channel flow function, looked up twice by each medium op's tree
+    question once lines are lone); an id hashes at once."""
     if site is None:
         return None
     code = site[0]
