@@ -436,7 +436,7 @@ cdef Py_ssize_t _n_eager = 0, _n_inplace = 0, _n_elided = 0
 cdef object _NE = object()          # "not computed": an operand the fast path cannot take
 cdef object _leaf_fn = None, _materialize_fn = None, _empty_fn = None, _ascontig_fn = None
 cdef object _getitem_py = None, _setitem_py = None, _writable_py = None, _construct_py = None
-cdef object _data_offset_fn = None, _view_node_fn = None
+cdef object _data_offset_fn = None
 cdef type _np_generic = None, _np_integer = None, _np_float64 = None
 cdef object _np_dtype = None
 cdef object _F64_DTYPE = None      # numpy.dtype(numpy.float64)
@@ -584,14 +584,14 @@ def reset_eager_counters():
 
 
 def configure_array(cls, *, leaf, leaf_op, materialize, getitem, setitem, writable,
-                    construct, data_offset, view_node, view_on, array, array_ufunc,
+                    construct, data_offset, view_on, array, array_ufunc,
                     transpose, check_buffer_dtype):
     """Hand the array type its Python paths (called once, by ndarray.py / _methods.py)."""
     global _array_cls, _leaf_fn, _materialize_fn, _empty_fn, _ascontig_fn, _getitem_py
     global _check_buffer_dtype_py
     _check_buffer_dtype_py = check_buffer_dtype
     global _LEAF
-    global _setitem_py, _writable_py, _construct_py, _data_offset_fn, _view_node_fn
+    global _setitem_py, _writable_py, _construct_py, _data_offset_fn
     global _np_generic, _view_on_fn, _ndarray_np, _array_py, _np_integer, _array_ufunc_py
     global _np_dtype, _np_float64, _F64_DTYPE
     global _transpose_py
@@ -617,7 +617,6 @@ def configure_array(cls, *, leaf, leaf_op, materialize, getitem, setitem, writab
     _writable_py = writable
     _construct_py = construct
     _data_offset_fn = data_offset
-    _view_node_fn = view_node
     lz_name_array(cls)
 
 
@@ -1861,13 +1860,18 @@ cdef bint _to_tree(x, y, bint unary) except -1:
     if _lone_sites or _fragment_sites:
         code = lz_user_code(_pkg, &lasti)
         if code is not None:
-            key = (PyLong_FromVoidPtr(<void *>code), lasti)    # (state.site_key)
+            key = _site_key(code, lasti)
             if n < _lone_sites.get(key, 0):
                 return False
             if n < _fragment_sites.get(key, 0) and not _pending(x) and \
                     (unary or not _pending(y)):
                 return False        # (a fragment's line starts no new tree)
     return True
+
+
+cdef inline tuple _site_key(code, int lasti):
+    """state.site_key of the user line ``(code, lasti)``: ``(id(code), lasti)``."""
+    return (PyLong_FromVoidPtr(<void *>code), lasti)
 
 
 cdef inline bint _pending(o):
@@ -2644,7 +2648,7 @@ cdef Node _view_node(Node base, offset, shape, strides, dtype):
 
 
 def view_node(Node base, offset, shape, strides, dtype):
-    """:func:`_view_node` (recorder.view_node's C version, for tests)."""
+    """:func:`_view_node`: recorder.view_node when the extension is built."""
     return _view_node(base, offset, shape, strides, dtype)
 
 
@@ -3727,11 +3731,10 @@ cdef Node _record(op, args, params, shape, dtype):
             if type(a) is Node:
                 (<Node>a).use_count += 1
     if d == D_TREE and (not n.has_tree or
-                        _lone_sites and _size_of(shape) < _lone_sites.get(
-                            (PyLong_FromVoidPtr(<void *>n.site_code), n.site_lasti), 0) or
+                        _lone_sites and _size_of(shape) <
+                        _lone_sites.get(_site_key(n.site_code, n.site_lasti), 0) or
                         _fragment_sites and n.tree_size == 1 and _size_of(shape) <
-                        _fragment_sites.get(
-                            (PyLong_FromVoidPtr(<void *>n.site_code), n.site_lasti), 0)):
+                        _fragment_sites.get(_site_key(n.site_code, n.site_lasti), 0)):
         done = _run_untreed_fn(n)      # (joins no tree kernel: at once)
         if done is not None:
             return <Node>done
@@ -4252,8 +4255,6 @@ def run_bulk(list items, epoch, run_item, item_failed):
 
 
 # --- keying a recorded gradient (lazynp.autograd.replay.structure, in C) ---------------------------
-
-from cpython.long cimport PyLong_FromVoidPtr
 
 
 cdef object _freeze_c(v, freeze, slot_type):

@@ -58,7 +58,7 @@ INTERFACE: dict[str, tuple[tuple[str, ...], str]] = {
     "configure_row_split": (("run", "min_elems"), "lazynp._base.split"),
     "configure_blas_note": (("note", "min_elems", "functions"), "lazynp._base.split"),
     "configure_array": (("cls", "leaf", "leaf_op", "materialize", "getitem", "setitem",
-                         "writable", "construct", "data_offset", "view_node", "view_on",
+                         "writable", "construct", "data_offset", "view_on",
                          "array", "array_ufunc", "transpose", "check_buffer_dtype"),
                         "lazynp.array.ndarray"),
     "configure_parts": (("real", "imag"), "lazynp.array.ndarray"),

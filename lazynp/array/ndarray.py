@@ -704,7 +704,7 @@ def configure_core(*, getitem, setitem, array_ufunc, real: property, imag: prope
     _native.ext.configure_array(
         ndarray, leaf=graph.leaf, leaf_op=graph.LEAF, materialize=graph.materialize,
         getitem=getitem, setitem=setitem, writable=graph.writable_view,
-        construct=_construct_value, data_offset=_data_offset, view_node=graph.view_node,
+        construct=_construct_value, data_offset=_data_offset,
         view_on=graph.buffer_view, array=_Members.__array__, array_ufunc=array_ufunc,
         transpose=lambda a: a.transpose(), check_buffer_dtype=check_buffer_dtype)
     _native.ext.configure_parts(real, imag)
