@@ -115,7 +115,9 @@ def synthetic_data(n: int = 1797, seed: int = 1234) -> tuple[numpy.ndarray, nump
     y = rng.integers(0, 10, n)
     z = centers[y, rng.integers(0, per_class, n)] + rng.standard_normal((n, latent))
     mixing = rng.standard_normal((latent, 64)) / math.sqrt(latent)
-    X = numpy.tanh(z @ mixing) + 0.3 * rng.standard_normal((n, 64))
+    # (einsum's own loop, not BLAS: the bits must not depend on the process's BLAS threads,
+    # which dask's worker processes set to one; a checkpoint records the data's digest)
+    X = numpy.tanh(numpy.einsum("nl,lf->nf", z, mixing)) + 0.3 * rng.standard_normal((n, 64))
     wrong = rng.random(n) < 0.05
     y = numpy.where(wrong, rng.integers(0, 10, n), y)
     return X, y.astype(numpy.int64)
