@@ -2097,6 +2097,11 @@ def eager_call(fn, tuple args, dict kwargs, kind):
     return _eager_call(fn, args, kwargs, kind)
 
 
+cdef inline bint _is_pending(o):
+    """A lazynp array whose value is not computed."""
+    return type(o) is ndarray and _evalue(<ndarray>o) is None
+
+
 cdef class EagerFirst:
     """``lazynp._numpy.eager.eager_first`` in C: a namespace function that first tries NumPy's
     ``np_fn`` at once (the policy allowing), else calls lazynp's ``lazy_fn``.  Carries
@@ -2109,6 +2114,9 @@ cdef class EagerFirst:
     cdef dict __dict__
     cdef object _sized_for     # the _sized_kinds that _sized was computed from
     cdef bint _sized
+    # matmul: a call on a pending first operand goes to the recorder (it may close that
+    # operand's fused kernel: core/fusion.py's matvec_operands), not at once here
+    cdef bint _pending_first_records
     cdef void *_vectorcall     # _eager_first_vectorcall (the type's tp_vectorcall_offset)
 
     def __init__(self, np_fn, lazy_fn, kind):
@@ -2118,6 +2126,7 @@ cdef class EagerFirst:
         self.name = np_fn.__name__
         self.np_impl = getattr(np_fn, "_implementation", None) \
             if type(np_fn) is _array_function_dispatcher else None
+        self._pending_first_records = np_fn is _numpy.matmul
         self._vectorcall = <void *>_eager_first_vectorcall
 
     def __call__(self, *args, **kwargs):
@@ -2131,7 +2140,8 @@ cdef class EagerFirst:
                                  kwargs if kwargs is not None else {})
             if r is not _NOT_EAGER:
                 return r
-        if not _record_all:
+        if not _record_all and not (self._pending_first_records and args and
+                                    _is_pending(args[0])):
             if self._sized_for is not _sized_kinds:
                 self._sized = self.kind in _sized_kinds
                 self._sized_for = _sized_kinds
@@ -2207,7 +2217,8 @@ cdef object _eager_first_vectorcall(EagerFirst self, PyObject **args, size_t nar
     if kwnames != NULL and PyTuple_GET_SIZE(<object>kwnames) != 0:
         return lz_tp_call_kwnames(self, args, nargsf, kwnames)
     if n <= _FAST_ARGS and not _record_all and \
-            (_device_dispatch is None or not _device_hook):
+            (_device_dispatch is None or not _device_hook) and \
+            not (self._pending_first_records and n and _is_pending(<object>args[0])):
         r = _eager_positional(self, args, n)
         if r is not _SLOW:
             return r
@@ -2806,7 +2817,10 @@ cdef object _binop(int k, x, y):
     policy allows it (matmul at any size), else the recorded path."""
     cdef object vx, vy, r
     cdef bint sized = k != K_MATMUL, elementwise
-    if not _record_all and not (sized and k != K_DIVMOD and _to_tree(x, y, False)):
+    if not _record_all and not (sized and k != K_DIVMOD and _to_tree(x, y, False)) and \
+            not (k == K_MATMUL and type(x) is ndarray and _evalue(<ndarray>x) is None):
+        # (a product of a pending matrix is the recorder's: it may close that matrix's
+        # fused kernel, core/fusion.py's matvec_operands)
         elementwise = sized
         if sized and (_shared(x) or _shared(y)):
             sized = False

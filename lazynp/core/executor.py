@@ -315,7 +315,7 @@ def _schedule(plan: _FlushPlan, wait: bool = False) -> None:
     # also for long flushes of small ops, which run in bulk: the demo's 64x64 stencil 37 ->
     # 29 ms, its 400x8 logistic regression 45 -> 32 ms without the pass; long elementwise
     # chains are cut into tree kernels while they are recorded)
-    items = _small_groups_unfused(_fusion.fuse(work, Node)) if _config.FUSION and \
+    items = _small_groups_unfused(_fusion.fuse(work, Node, matvec=True)) if _config.FUSION and \
         max_elems >= 4 * _shared.min_fused_work else work
     # MXNet's bulk execution for flushes of small ops: handing an op of a few tens of KB to a
     # worker thread costs more than the op (demo programs: 64x64 stencil 51 -> 30 ms)

@@ -214,9 +214,42 @@ def _epilogue_problem(red, group: FusedGroup):
     return None
 
 
-def fuse(work: list, node_type, simd_check: bool = True, why: dict | None = None) -> list:
+def matvec_operands(op, args: tuple, shape: tuple, dtype, node_type) -> bool:
+    """Can a node of ``op`` on ``args`` (result ``shape`` and ``dtype``) close the group of
+    its matrix: is it a matrix-vector product, ``matmul`` of a 2-D elementwise node and a
+    vector (``(k,)`` or ``(k, 1)``), all three of one real floating dtype?  Its kernel then
+    sums each row of the group's last member times the vector
+    (:func:`lazynp.kernels.fused.run_group`): the matrix is never written to memory and
+    read back by BLAS (``alpha * A @ x``: NumPy reads ``A``, writes the scaled copy and
+    reads that again; the kernel reads ``A`` once)."""
+    if op.name != "matmul" or op.kind != "contraction" or len(args) != 2:
+        return False
+    a, x = args
+    if type(a) is not node_type or type(x) is not node_type or len(a.shape) != 2 or \
+            a.op.kind != "elementwise":
+        return False
+    dt = a.dtype
+    if dt not in _MATVEC_DTYPES or x.dtype != dt or dtype != dt:
+        return False
+    k = a.shape[1]
+    if x.shape == (k,):
+        return shape == a.shape[:1]
+    return x.shape == (k, 1) and shape == (a.shape[0], 1)
+
+
+_MATVEC_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
+
+
+def _root(n):
+    """The node whose buffer ``n`` is: a view's base, else ``n``."""
+    return n.args[0] if n.op.name == "view" and n.args else n
+
+
+def fuse(work: list, node_type, simd_check: bool = True, why: dict | None = None,
+         matvec: bool = False) -> list:
     """Rewrite ``work`` (a list of ``(node, inplace)``) into items with fused groups
-    (``simd_check``: see :func:`fusible`).
+    (``simd_check``: see :func:`fusible`).  With ``matvec`` (the CPU kernels), a
+    matrix-vector product closes its matrix's group (:func:`matvec_operands`).
 
     ``why``: a dict that receives, for each producer -> consumer edge of ``work`` that the
     pass leaves between two items, ``(id(producer), id(consumer)) -> reason`` (a tuple for
@@ -227,6 +260,16 @@ def fuse(work: list, node_type, simd_check: bool = True, why: dict | None = None
     alone: dict = {}         # (with why) id(node) -> why it runs on its own
     position = None
     for n, inplace in work:
+        if matvec and not inplace and n.op.kind == "contraction" and \
+                matvec_operands(n.op, n.args, n.shape, n.dtype, node_type):
+            src = n.args[0]
+            g = group_of.get(id(src))
+            if g is not None and g.reduction is None and g.members[-1] is src and \
+                    index_of.get(id(_root(n.args[1])), -1) < g.start:
+                # (the vector is computed before the group runs: an input of its kernel)
+                g.reduction = n
+                index_of[id(n)] = g.start
+                continue
         if not inplace and n.op.kind == "reduction" and len(n.args) == 1:
             src = n.args[0]
             g = group_of.get(id(src)) if type(src) is node_type else None

@@ -318,6 +318,19 @@ def decide_on_nodes(op, size: int, failed: bool, shared: bool, objects: bool,
     return d
 
 
+def closes_pending_work(op, size: int) -> bool:
+    """Is a contraction ``op`` whose largest operand has ``size`` elements recorded when it
+    can be the last step of its pending operand's fused kernel (a matrix-vector product of
+    pending elementwise work: ``core/fusion.py``'s ``matvec_operands``), rather than run at
+    once on that operand's computed value?  From :data:`EAGER_MAX_ELEMS` elements (the
+    matrix is recorded work).  The kernel reads the matrix's inputs once; NumPy writes the
+    matrix and reads it back in BLAS.  Measured 2026-12-08 on the 2-core machine, NPBench's
+    gesummv (``alpha * A @ x + beta * B @ x``, float64, kernel alone against NumPy): 2000x2000
+    4.0-6.9 -> 1.6-1.9 ms, 5600x5600 61-63 -> 17-18 ms (the kernel as fast as BLAS's
+    product alone)."""
+    return op.name == "matmul" and size >= EAGER_MAX_ELEMS
+
+
 def tree_op(op) -> bool:
     """Does medium work of ``op`` join tree kernels?  Elementwise ufuncs but those whose
     kernel form calls libm (exp, sin...): NumPy's math loops may give other bits.  (Powers

@@ -17,7 +17,7 @@ from numpy._core.umath import _extobj_contextvar as _extobj_var
 from .._base import config as _config, native as _native, site as _site, split as _split
 from ..kernels import tree as _tree
 from ..ops.registry import Op
-from . import late_warnings as _late_warnings, policy as _policy
+from . import fusion as _fusion, late_warnings as _late_warnings, policy as _policy
 from .executor import bound_flush, compute_now, flush, run_at_call, value_for_eager
 from .node_errors import issue_caught
 from .nodes import DONE, LEAF, PENDING, VIEW, Node, Var, computed, own_result, root, value_of
@@ -249,6 +249,10 @@ def run_now(op: Op, args: tuple, shape: tuple) -> int:
             if n > size:
                 size = n
     d = _policy.decide_on_nodes(op, size, failed, shared, objects, lambda: _permuted_args(args))
+    if pending is not None and d == _NOW and not shared and len(pending) == 1 and \
+            pending[0] is args[0] and _policy.closes_pending_work(op, size) and \
+            _fusion.matvec_operands(op, args, shape, args[0].dtype, Node):
+        return _RECORD      # (the fusion pass makes it its matrix's kernel's last step)
     if pending is not None and d == _NOW:
         done = _compute_for_op_at_once(pending) if op.kind == "elementwise" else \
             compute_now(pending)

@@ -178,6 +178,7 @@ class KernelSpec:
         self.loop_order = None          # nd elementwise: the loops' axes, outermost first
         self.red_src_out = None         # output index holding the reduced value, if stored
         self.reduction_src = 0          # member index of the reduced value
+        self.partial_sums = False       # a sum over the last axis: four partial sums
         self.source = None
 
     def render(self) -> str:
@@ -269,6 +270,27 @@ class KernelSpec:
                     body.append(f"{indent}    j += 4")
                     body.append(f"{indent}while j < n:")
                     body.append(f"{indent}    a0 = a0 + {vname.format(src=f'{o}[{pre}j]')}")
+                    body.append(f"{indent}    j += 1")
+                    body.append(f"{indent}r0[{ridx}] = (a0 + a1) + (a2 + a3)")
+                elif self.partial_sums and tuple(red_axes) == (last,) and kind == "sum":
+                    # four independent partial sums along the row, each step loading and
+                    # computing its own element: no serial chain of additions (a
+                    # matrix-vector product's row of 2000: 2.6 -> 0.9 ms for 2000 rows)
+                    init = self._init_expr(kind, acc_dt)
+                    body.append(f"{indent}a0 = {init}; a1 = {init}; a2 = {init}; a3 = {init}")
+                    body.append(f"{indent}n = {self._extent(last)}")
+                    body.append(f"{indent}j = 0")
+                    body.append(f"{indent}while j + 4 <= n:")
+                    for q in range(4):
+                        body.append(f"{indent}    i{last} = j + {q}")
+                        body += self._load_compute_store(indent + "    ", idx)
+                        body.append(f"{indent}    a{q} = a{q} + "
+                                    f"{vname.format(src=self._src)}")
+                    body.append(f"{indent}    j += 4")
+                    body.append(f"{indent}while j < n:")
+                    body.append(f"{indent}    i{last} = j")
+                    body += self._load_compute_store(indent + "    ", idx)
+                    body.append(f"{indent}    a0 = a0 + {vname.format(src=self._src)}")
                     body.append(f"{indent}    j += 1")
                     body.append(f"{indent}r0[{ridx}] = (a0 + a1) + (a2 + a3)")
                 else:

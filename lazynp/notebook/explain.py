@@ -125,6 +125,11 @@ def _policy_decision(snode, entries, info) -> str:
     if shared:
         return "at once (reads a buffer NumPy shares)"
     if kind not in _policy.SIZED_KINDS:
+        first = snode.args[0] if snode.args else None
+        if op is not None and type(first) is Ref and _policy.closes_pending_work(op, size):
+            m = info[int(first)]["node"]
+            if m is not None and m.state == _graph.PENDING and m.op.kind == "elementwise":
+                return "record (the last step of its matrix's fused kernel)"
         return f"at once ({kind}: fusion cannot improve it)"
     if _policy.sized_ok(kind, size):
         return f"at once ({size:,} < {_policy.EAGER_MAX_ELEMS:,} elements)"
@@ -221,7 +226,7 @@ class Explanation:
         max_elems = max((prod(g.shape) for g, _ in work), default=0)
         threshold = 4 * _graph.shared.min_fused_work
         why = {}
-        items = fuse(work, type(nodes[0]), why=why)
+        items = fuse(work, type(nodes[0]), why=why, matvec=True)
         kernels, small = [], 0
         for it in items:
             if type(it) is FusedGroup:
