@@ -193,10 +193,7 @@ def run_group(group, node_type, value_of, stored) -> bool:
     if flat:
         args_in = [v.reshape(-1) for v in vals]
     else:
-        # (a matrix-vector product's rows read its arrays as 2-D: Numba's indexing of a
-        # C-ordered row lets the four partial sums' loads run as one vector; by flat offsets
-        # the 2000x2000 product took 1.4 ms against 0.64 ms)
-        strided = strided_inputs(vals, shape) if vec < 0 else None
+        strided = strided_inputs(vals, shape)
         if strided is not None:
             args_in = strided[0]
         else:
