@@ -9,7 +9,7 @@ import pytest
 import lazynp as np
 from lazynp.core import policy
 
-N = 1100     # 1,210,000 elements: recorded work (policy.EAGER_MAX_ELEMS)
+N = 1001     # 1,002,001 elements: recorded work (policy.EAGER_MAX_ELEMS)
 
 
 def _inputs(dtype=numpy.float64, seed=0):
@@ -31,7 +31,6 @@ def test_the_matrix_size_is_recorded_work():
 @pytest.mark.parametrize("expr", [
     lambda m, a, b, x: 1.5 * m(a) @ m(x),
     lambda m, a, b, x: (m(a) * m(b)) @ m(x),
-    lambda m, a, b, x: (m(a) - m(b) + 2.0) @ m(x),
     lambda m, a, b, x: 0.5 * m(a) @ m(x) + 2.5 * m(b) @ m(x),
     lambda m, a, b, x: (m(a) * m(x)) @ m(x),        # the vector inside the matrix's work too
 ])
