@@ -2818,7 +2818,7 @@ cdef object _binop(int k, x, y):
     cdef object vx, vy, r
     cdef bint sized = k != K_MATMUL, elementwise
     if not _record_all and not (sized and k != K_DIVMOD and _to_tree(x, y, False)) and \
-            not (k == K_MATMUL and type(x) is ndarray and _evalue(<ndarray>x) is None):
+            not (k == K_MATMUL and _is_pending(x)):
         # (a product of a pending matrix is the recorder's: it may close that matrix's
         # fused kernel, core/fusion.py's matvec_operands)
         elementwise = sized

@@ -325,9 +325,10 @@ def closes_pending_work(op, size: int) -> bool:
     once on that operand's computed value?  From :data:`EAGER_MAX_ELEMS` elements (the
     matrix is recorded work).  The kernel reads the matrix's inputs once; NumPy writes the
     matrix and reads it back in BLAS.  Measured 2026-12-08 on the 2-core machine, NPBench's
-    gesummv (``alpha * A @ x + beta * B @ x``, float64, kernel alone against NumPy): 2000x2000
-    4.0-6.9 -> 1.6-1.9 ms, 5600x5600 61-63 -> 17-18 ms (the kernel as fast as BLAS's
-    product alone)."""
+    gesummv (``alpha * A @ x + beta * B @ x``, float64, NumPy against lazynp, a call): at
+    4000x4000 31 against 18-20 ms; at 2000x2000, whose matrices stay in cache, 3.4-4.8
+    against 3.3-4.0 ms (the kernel, 1.4-1.5 ms a product, is slower than BLAS's product
+    alone, 0.45 ms: its row sums do not vectorize)."""
     return op.name == "matmul" and size >= EAGER_MAX_ELEMS
 
 
