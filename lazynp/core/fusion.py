@@ -15,6 +15,7 @@ import numpy as np
 
 from ..kernels import exprs
 from ..ops.elementwise import numpy_simd
+from .nodes import root
 
 _PY = (bool, int, float, complex)
 _EPILOGUES = {"sum", "prod", "mean", "max", "min", "any", "all"}
@@ -240,11 +241,6 @@ def matvec_operands(op, args: tuple, shape: tuple, dtype, node_type) -> bool:
 _MATVEC_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
 
 
-def _root(n):
-    """The node whose buffer ``n`` is: a view's base, else ``n``."""
-    return n.args[0] if n.op.name == "view" and n.args else n
-
-
 def fuse(work: list, node_type, simd_check: bool = True, why: dict | None = None,
          matvec: bool = False) -> list:
     """Rewrite ``work`` (a list of ``(node, inplace)``) into items with fused groups
@@ -265,7 +261,7 @@ def fuse(work: list, node_type, simd_check: bool = True, why: dict | None = None
             src = n.args[0]
             g = group_of.get(id(src))
             if g is not None and g.reduction is None and g.members[-1] is src and \
-                    index_of.get(id(_root(n.args[1])), -1) < g.start:
+                    index_of.get(id(root(n.args[1])), -1) < g.start:
                 # (the vector is computed before the group runs: an input of its kernel)
                 g.reduction = n
                 index_of[id(n)] = g.start
